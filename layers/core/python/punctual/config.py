@@ -1,0 +1,69 @@
+"""Configuration: one pydantic model, validated once at the edge (CLI start, Lambda cold start).
+
+Values come from ``PUNCTUAL_*`` environment variables (and CLI flags, which override them).
+AWS endpoints are not configured here: boto3 reads the standard ``AWS_ENDPOINT_URL`` and
+``AWS_ENDPOINT_URL_<SERVICE>`` settings, so the same code talks to moto, LocalStack or AWS.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from enum import StrEnum
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from punctual.errors import ConfigError
+
+
+class EngineKind(StrEnum):
+    EMBEDDED = "embedded"  # one SQLite file: punctual dev, one machine
+    AWS = "aws"  # DynamoDB + SQS: what cdk deploy runs
+
+
+class Settings(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    engine: EngineKind = EngineKind.EMBEDDED
+    data_dir: str = ".punctual"
+    shards: Annotated[int, Field(ge=1, le=4096)] = 16
+    open_shards: Annotated[int, Field(ge=1, le=4096)] = 16
+    # aws engine: physical names (the CDK app sets them; local bootstrap derives them from prefix)
+    name_prefix: Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]{1,64}$")] = "punctual"
+    jobs_table: str | None = None
+    runs_table: str | None = None
+    leases_table: str | None = None
+    dispatch_queue_url: str | None = None
+    dead_letter_queue_url: str | None = None
+    region: str = "us-east-1"
+    # history
+    retention_days: Annotated[int, Field(ge=1, le=3650)] = 30
+    # scheduling
+    lookahead_ms: Annotated[int, Field(ge=0, le=60_000)] = 3_000
+    lease_margin_s: Annotated[int, Field(ge=1, le=600)] = 30
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
+        """Build settings from ``PUNCTUAL_<FIELD>`` variables, then ``overrides`` (non-None only).
+
+        Raises :class:`ConfigError` naming the variable and what is wrong with it.
+        """
+        environ = os.environ if environ is None else environ
+        values: dict[str, Any] = {}
+        for name in cls.model_fields:
+            raw = environ.get(f"PUNCTUAL_{name.upper()}")
+            if raw not in (None, ""):
+                values[name] = raw
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        try:
+            return cls.model_validate(values)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"PUNCTUAL_{'.'.join(str(p) for p in err['loc']).upper()}: {err['msg']}" for err in exc.errors()
+            )
+            raise ConfigError(f"invalid configuration: {problems}") from exc
+
+    def table_name(self, logical: str) -> str:
+        explicit = {"jobs": self.jobs_table, "runs": self.runs_table, "leases": self.leases_table}.get(logical)
+        return explicit or f"{self.name_prefix}-{logical}"

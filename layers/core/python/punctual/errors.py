@@ -1,0 +1,129 @@
+"""One root exception, domain subclasses, and nothing about HTTP.
+
+The API maps these to status codes in exactly one place (``punctual.api.errors``).
+Every error carries a machine-readable ``code``, a message a user can act on, and
+optional ``details`` that point at the offending field.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class PunctualError(Exception):
+    """Root of every error Punctual raises on purpose."""
+
+    code = "punctual_error"
+
+    def __init__(self, message: str, *, field: str | None = None, details: Any = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.field = field
+        self.details = details
+
+    def to_dict(self) -> dict[str, Any]:
+        body: dict[str, Any] = {"code": self.code, "message": self.message}
+        details = self.details
+        if details is None and self.field is not None:
+            details = [{"field": self.field, "message": self.message}]
+        if details is not None:
+            body["details"] = details
+        return body
+
+
+# -- bad input --------------------------------------------------------------------------------
+
+
+class InvalidInput(PunctualError):
+    """Input that can never be valid as sent (HTTP 400/422 class)."""
+
+    code = "invalid_input"
+
+
+class InvalidSchedule(InvalidInput):
+    """A cron expression that does not parse or names a value out of range."""
+
+    code = "invalid_schedule"
+
+
+class InvalidTimezone(InvalidInput):
+    """A time zone name that is not in the IANA database."""
+
+    code = "invalid_timezone"
+
+
+class InvalidCursor(InvalidInput):
+    """A pagination cursor that was not produced by this API (or was tampered with)."""
+
+    code = "invalid_cursor"
+
+
+class InvalidId(InvalidInput):
+    """An id with the wrong shape; it cannot name anything."""
+
+    code = "invalid_id"
+
+
+class InvalidTransition(PunctualError):
+    """A state change the lifecycle does not allow (e.g. resume a deleted job)."""
+
+    code = "invalid_transition"
+
+
+class ConfigError(PunctualError):
+    """Configuration (environment, flags, context) that cannot work."""
+
+    code = "config_error"
+
+
+# -- not found / conflicts ------------------------------------------------------------------
+
+
+class NotFound(PunctualError):
+    code = "not_found"
+
+
+class JobNotFound(NotFound):
+    code = "job_not_found"
+
+
+class RunNotFound(NotFound):
+    code = "run_not_found"
+
+
+class Conflict(PunctualError):
+    code = "conflict"
+
+
+class JobAlreadyExists(Conflict):
+    """A job with this id exists (the idempotent-create path resolves it)."""
+
+    code = "job_already_exists"
+
+
+class ConcurrentModification(Conflict):
+    """The item changed since it was read (version mismatch); re-read and retry."""
+
+    code = "concurrent_modification"
+
+
+class IdempotencyKeyReused(Conflict):
+    """An Idempotency-Key was reused with a different request body."""
+
+    code = "idempotency_key_reused"
+
+
+# -- protocol outcomes that callers handle ----------------------------------------------------
+
+
+class LeaseLost(PunctualError):
+    """The caller no longer holds the run lease (it expired and was taken over, or finished)."""
+
+    code = "lease_lost"
+
+
+# -- auth ---------------------------------------------------------------------------------------
+
+
+class Unauthorized(PunctualError):
+    code = "unauthorized"

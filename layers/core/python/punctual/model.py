@@ -1,0 +1,323 @@
+"""The domain: what a user submits (JobSpec), what is stored (Job, Run), and their lifecycles.
+
+Times inside the domain are integer epoch milliseconds (UTC); the API turns them into ISO 8601.
+Bounds on every field are part of the contract and documented in ``docs/decisions.md``.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from enum import StrEnum
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from punctual import ids
+
+# -- bounds -------------------------------------------------------------------------------------
+
+MAX_PAYLOAD_BYTES = 8 * 1024  # payload rides in the job item; every claim pays for its size
+MAX_TIMEOUT_S = 43_200  # SQS visibility maximum (12 h); Lambda workers cap at 15 min (docs)
+MAX_RETRIES = 20
+MAX_JITTER_S = 3_600
+MAX_BACKFILL = 100
+MAX_HEADERS = 20
+MAX_ERROR_CHARS = 1_000  # one attempt's error text
+MAX_EXCERPT_CHARS = 512  # one attempt's response excerpt
+MAX_ATTEMPTS_KEPT = 25  # attempts[] on a run (max_retries + 1 plus takeovers), oldest dropped
+
+
+# -- enums --------------------------------------------------------------------------------------
+
+
+class JobStatus(StrEnum):
+    ACTIVE = "active"  # in the due index; the scheduler claims it when it is due
+    PAUSED = "paused"  # out of the due index; resume recomputes the next time (catch-up policy)
+    COMPLETED = "completed"  # a one-time job that has been dispatched; out of the due index
+    DELETED = "deleted"  # soft-deleted; kept for history until retention, never scheduled again
+
+
+JOB_TRANSITIONS: dict[JobStatus, frozenset[JobStatus]] = {
+    JobStatus.ACTIVE: frozenset({JobStatus.PAUSED, JobStatus.COMPLETED, JobStatus.DELETED}),
+    JobStatus.PAUSED: frozenset({JobStatus.ACTIVE, JobStatus.DELETED}),
+    # a completed one-time job becomes active again only when given a new run_at (PATCH)
+    JobStatus.COMPLETED: frozenset({JobStatus.ACTIVE, JobStatus.DELETED}),
+    JobStatus.DELETED: frozenset(),
+}
+
+
+class RunState(StrEnum):
+    SCHEDULED = "scheduled"  # inserted by the scheduler, message on the queue, not yet leased
+    RUNNING = "running"  # leased by a worker until lease_expires_at
+    RETRYING = "retrying"  # an attempt failed; the message reappears after the backoff
+    SUCCEEDED = "succeeded"  # terminal: the target accepted the run
+    FAILED = "failed"  # terminal: failed with an error that retrying cannot fix
+    DEAD = "dead"  # terminal: retries exhausted or poisoned (dead-letter queue); owner alerted
+    CANCELLED = "cancelled"  # terminal: skipped or replaced (overlap policy), or its job was deleted
+
+    @property
+    def is_terminal(self) -> bool:
+        return self in TERMINAL_STATES
+
+
+TERMINAL_STATES = frozenset({RunState.SUCCEEDED, RunState.FAILED, RunState.DEAD, RunState.CANCELLED})
+OPEN_STATES = frozenset({RunState.SCHEDULED, RunState.RUNNING, RunState.RETRYING})
+
+RUN_TRANSITIONS: dict[RunState, frozenset[RunState]] = {
+    RunState.SCHEDULED: frozenset({RunState.RUNNING, RunState.CANCELLED, RunState.DEAD}),
+    # running -> running is a takeover of an expired lease (attempt + 1)
+    RunState.RUNNING: frozenset(
+        {
+            RunState.RUNNING,
+            RunState.SUCCEEDED,
+            RunState.FAILED,
+            RunState.RETRYING,
+            RunState.DEAD,
+            RunState.CANCELLED,
+        }
+    ),
+    RunState.RETRYING: frozenset({RunState.RUNNING, RunState.DEAD, RunState.CANCELLED}),
+    RunState.SUCCEEDED: frozenset(),
+    RunState.FAILED: frozenset(),
+    RunState.DEAD: frozenset(),
+    RunState.CANCELLED: frozenset(),
+}
+
+
+class Overlap(StrEnum):
+    ALLOW = "allow"  # start the new run even if the previous one is still open
+    FORBID = "forbid"  # skip this time (recorded as a cancelled run) while the previous run is open
+    REPLACE = "replace"  # cancel the open previous run, then start the new one
+
+
+class Catchup(StrEnum):
+    LATEST = "latest"  # one run for the most recent missed time, then continue on schedule
+    SKIP = "skip"  # no run for missed times; continue with the next future time
+    BACKFILL = "backfill"  # one run per missed time, at most max_backfill, then continue
+
+
+class Trigger(StrEnum):
+    SCHEDULE = "schedule"  # an on-time fire of the job's schedule or run_at
+    CATCHUP = "catchup"  # a fire for a time that was missed (scheduler down, job resumed)
+    MANUAL = "manual"  # POST /jobs/{id}/trigger
+
+
+class AttemptOutcome(StrEnum):
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"  # the target answered with an error
+    TIMEOUT = "timeout"  # the target did not answer within timeout_s
+    LEASE_EXPIRED = "lease_expired"  # the worker vanished; another worker took the run over
+    DEAD_LETTERED = "dead_lettered"  # the message exhausted its receives (poison)
+    CANCELLED = "cancelled"
+
+
+# -- targets ------------------------------------------------------------------------------------
+
+_STRICT = ConfigDict(extra="forbid", str_strip_whitespace=True)
+
+
+class HttpTarget(BaseModel):
+    """POST (or another method) the payload to a URL, with ``Idempotency-Key: <run_id>``."""
+
+    model_config = _STRICT
+    type: Literal["http"] = "http"
+    url: Annotated[str, Field(min_length=8, max_length=2048, pattern=r"^https?://[^\s]+$")]
+    method: Literal["POST", "PUT", "PATCH", "GET", "DELETE"] = "POST"
+    headers: dict[Annotated[str, Field(min_length=1, max_length=128)], Annotated[str, Field(max_length=4096)]] = Field(
+        default_factory=dict, max_length=MAX_HEADERS
+    )
+
+
+_ARN = r"^arn:aws[a-zA-Z-]*:"
+
+
+class LambdaTarget(BaseModel):
+    """Invoke a Lambda function (asynchronously by default) with the run as the event."""
+
+    model_config = _STRICT
+    type: Literal["lambda"] = "lambda"
+    function_arn: Annotated[str, Field(pattern=_ARN + r"lambda:[a-z0-9-]+:\d{12}:function:[A-Za-z0-9_-]{1,64}(:[A-Za-z0-9$_-]+)?$")]
+    invocation: Literal["event", "request_response"] = "event"
+
+
+class SqsTarget(BaseModel):
+    """Send the run as a message to an SQS queue."""
+
+    model_config = _STRICT
+    type: Literal["sqs"] = "sqs"
+    queue_url: Annotated[str, Field(pattern=r"^https://[^\s]+/\d{12}/[A-Za-z0-9_-]{1,80}(\.fifo)?$")]
+
+
+class StepFunctionsTarget(BaseModel):
+    """Start a state machine execution named by the run id (idempotent by construction)."""
+
+    model_config = _STRICT
+    type: Literal["stepfunctions"] = "stepfunctions"
+    state_machine_arn: Annotated[str, Field(pattern=_ARN + r"states:[a-z0-9-]+:\d{12}:stateMachine:[A-Za-z0-9_-]{1,80}$")]
+
+
+class EventBridgeTarget(BaseModel):
+    """Put the run as an event on an event bus."""
+
+    model_config = _STRICT
+    type: Literal["eventbridge"] = "eventbridge"
+    event_bus: Annotated[str, Field(min_length=1, max_length=1600)] = "default"
+    source: Annotated[str, Field(min_length=1, max_length=256)] = "punctual"
+    detail_type: Annotated[str, Field(min_length=1, max_length=128)] = "punctual.run"
+
+
+Target = Annotated[
+    HttpTarget | LambdaTarget | SqsTarget | StepFunctionsTarget | EventBridgeTarget,
+    Field(discriminator="type"),
+]
+
+
+class RetryPolicy(BaseModel):
+    """Exponential backoff between attempts: backoff_s * 2**(attempt-1), capped, with jitter."""
+
+    model_config = _STRICT
+    backoff_s: Annotated[int, Field(ge=1, le=3_600)] = 10
+    max_backoff_s: Annotated[int, Field(ge=1, le=43_200)] = 600
+
+    @model_validator(mode="after")
+    def _cap_not_below_base(self) -> RetryPolicy:
+        if self.max_backoff_s < self.backoff_s:
+            raise ValueError("retry.max_backoff_s must be >= retry.backoff_s")
+        return self
+
+
+# -- jobs ---------------------------------------------------------------------------------------
+
+JobName = Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9][A-Za-z0-9 ._:/-]*$")]
+
+
+class JobSpec(BaseModel):
+    """What a user submits. Exactly one of ``schedule`` (cron, in ``timezone``) and ``run_at``."""
+
+    model_config = _STRICT
+    name: JobName
+    schedule: Annotated[str, Field(min_length=1, max_length=256)] | None = None
+    timezone: Annotated[str, Field(min_length=1, max_length=64)] = "UTC"
+    run_at: datetime | None = None
+    payload: Any = None
+    target: Target
+    timeout_s: Annotated[int, Field(ge=1, le=MAX_TIMEOUT_S)] = 60
+    max_retries: Annotated[int, Field(ge=0, le=MAX_RETRIES)] = 3
+    retry: RetryPolicy = Field(default_factory=RetryPolicy)
+    jitter_s: Annotated[int, Field(ge=0, le=MAX_JITTER_S)] = 0
+    overlap: Overlap = Overlap.ALLOW
+    catchup: Catchup = Catchup.LATEST
+    max_backfill: Annotated[int, Field(ge=1, le=MAX_BACKFILL)] = 10
+
+    @field_validator("schedule")
+    @classmethod
+    def _valid_cron(cls, value: str | None) -> str | None:
+        from punctual.schedule import validate_cron
+
+        return None if value is None else validate_cron(value)
+
+    @field_validator("timezone")
+    @classmethod
+    def _valid_timezone(cls, value: str) -> str:
+        from punctual.schedule import validate_timezone
+
+        return validate_timezone(value)
+
+    @field_validator("run_at")
+    @classmethod
+    def _aware(cls, value: datetime | None) -> datetime | None:
+        if value is not None and value.utcoffset() is None:
+            raise ValueError("run_at must carry a UTC offset, e.g. 2026-12-01T09:00:00+01:00")
+        return value
+
+    @field_validator("payload")
+    @classmethod
+    def _bounded_payload(cls, value: Any) -> Any:
+        size = len(json.dumps(value, separators=(",", ":")).encode())
+        if size > MAX_PAYLOAD_BYTES:
+            raise ValueError(f"payload is {size} bytes as JSON; the limit is {MAX_PAYLOAD_BYTES}")
+        return value
+
+    @model_validator(mode="after")
+    def _one_kind_of_schedule(self) -> JobSpec:
+        if (self.schedule is None) == (self.run_at is None):
+            raise ValueError("give exactly one of 'schedule' (cron) and 'run_at' (one-time)")
+        return self
+
+    @property
+    def is_recurring(self) -> bool:
+        return self.schedule is not None
+
+
+class Job(JobSpec):
+    """A stored job: the spec plus identity, ownership and scheduling state."""
+
+    model_config = ConfigDict(extra="forbid")
+    id: str
+    owner: str
+    status: JobStatus = JobStatus.ACTIVE
+    next_run_at: int | None = None  # epoch ms; set iff status is active
+    last_run_at: int | None = None  # scheduled_at of the newest run the scheduler created
+    due_shard: int = 0
+    created_at: int
+    updated_at: int
+    version: int = 1
+
+    @property
+    def spec(self) -> JobSpec:
+        return JobSpec.model_validate(self.model_dump(include=set(JobSpec.model_fields)))
+
+
+# -- runs ---------------------------------------------------------------------------------------
+
+
+class Attempt(BaseModel):
+    """One execution attempt: the run's log line."""
+
+    model_config = ConfigDict(extra="forbid")
+    number: int
+    worker_id: str | None = None
+    started_at: int | None = None
+    finished_at: int | None = None
+    outcome: AttemptOutcome
+    status_code: int | None = None
+    error: Annotated[str, Field(max_length=MAX_ERROR_CHARS)] | None = None
+    response_excerpt: Annotated[str, Field(max_length=MAX_EXCERPT_CHARS)] | None = None
+
+
+class Run(BaseModel):
+    """One (job, scheduled_at) execution. Unique by construction; its id is derived from the key."""
+
+    model_config = ConfigDict(extra="forbid")
+    job_id: str
+    scheduled_at: int
+    owner: str
+    state: RunState = RunState.SCHEDULED
+    trigger: Trigger = Trigger.SCHEDULE
+    attempt: int = 0  # number of the current (or last) attempt; the first lease makes it 1
+    worker_id: str | None = None
+    lease_expires_at: int | None = None
+    started_at: int | None = None
+    finished_at: int | None = None
+    next_attempt_at: int | None = None
+    deadline_at: int  # when the reaper should look if the run is still open (see port docs)
+    created_at: int
+    expires_at: int | None = None  # retention (DynamoDB TTL)
+    note: str | None = None  # why it was skipped/cancelled/dead, for history
+    attempts: list[Attempt] = Field(default_factory=list)
+
+    @property
+    def run_id(self) -> str:
+        return ids.run_id_for(self.job_id, self.scheduled_at)
+
+    @property
+    def is_open(self) -> bool:
+        return self.state in OPEN_STATES
+
+
+def truncate(text: str | None, limit: int) -> str | None:
+    """Bound a log string, marking the cut so readers know it was cut."""
+    if text is None or len(text) <= limit:
+        return text
+    return text[: limit - 3] + "..."

@@ -1,0 +1,345 @@
+"""The port: the narrow interface every engine implements and every component is written against.
+
+Two engines implement it: ``embedded`` (one SQLite file) and ``aws`` (DynamoDB + SQS). The
+scheduler, worker and reaper only ever talk to a :class:`Store` and a :class:`Queue`; one
+contract test suite (``tests/contract``) proves both engines behave alike.
+
+Rules every engine keeps:
+- Each conditional operation either applies entirely or not at all. Losing a race is an
+  *outcome* (``False``, ``None``, :class:`LeaseOutcome`), never an exception, except where the
+  docstring names the exception. Any other storage error propagates unchanged.
+- A job is in the due index iff its status is ``active``; the index key is
+  (``due_shard``, ``next_run_at``).
+- A run is in the open-runs index iff its state is open (scheduled, running, retrying).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Generic, TypeVar
+
+from punctual.model import Attempt, Catchup, Job, JobStatus, Overlap, Run, RunState
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Page(Generic[T]):
+    items: list[T]
+    cursor: str | None = None  # opaque; pass back to get the next page; None on the last page
+
+
+@dataclass(frozen=True, slots=True)
+class DueJob:
+    """The small projection of a job that claiming needs (the due index carries exactly this)."""
+
+    job_id: str
+    owner: str
+    next_run_at: int
+    schedule: str | None
+    timezone: str
+    jitter_s: int
+    overlap: Overlap
+    catchup: Catchup
+    max_backfill: int
+    last_run_at: int | None
+    due_shard: int
+
+
+@dataclass(frozen=True, slots=True)
+class Advance:
+    """Move a job past a claimed time: ``next_run_at`` from ``expected_next_run_at`` to ``next_run_at``.
+
+    ``next_run_at=None`` completes the job (one-time job dispatched): status becomes completed and
+    the job leaves the due index.
+    """
+
+    job_id: str
+    expected_next_run_at: int
+    next_run_at: int | None
+    last_run_at: int
+    now: int
+
+
+@dataclass(frozen=True, slots=True)
+class RunQuery:
+    """Filters for listing one job's runs, newest ``scheduled_at`` first."""
+
+    states: frozenset[RunState] = frozenset()  # empty: every state
+    since: int | None = None  # scheduled_at >= since
+    until: int | None = None  # scheduled_at <= until
+    limit: int = 50
+    cursor: str | None = None
+
+
+class LeaseOutcome(StrEnum):
+    LEASED = "leased"  # the caller now holds the run (state running, attempt incremented)
+    HELD = "held"  # another worker holds a live lease: hide the message until it ends
+    NOT_READY = "not_ready"  # retrying and its backoff has not elapsed: hide the message until then
+    FINISHED = "finished"  # terminal: a duplicate delivery; delete the message
+    NOT_FOUND = "not_found"  # no such run: delete the message
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseResult:
+    outcome: LeaseOutcome
+    run: Run | None  # the run after the lease (LEASED) or as found (others); None if NOT_FOUND
+
+
+@dataclass(frozen=True, slots=True)
+class RunChange:
+    """What a finish/transition writes. Fields left None are not changed.
+
+    ``append`` adds an attempt record to ``attempts`` (bounded by the engine to the newest
+    ``MAX_ATTEMPTS_KEPT``). ``clear_lease`` removes worker_id and lease_expires_at.
+    """
+
+    state: RunState
+    now: int
+    deadline_at: int
+    append: Attempt | None = None
+    finished_at: int | None = None
+    next_attempt_at: int | None = None
+    attempt: int | None = None
+    note: str | None = None
+    clear_lease: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class ShardLease:
+    shard: int
+    owner: str
+    epoch: int  # fencing token: increases every time the shard changes hands
+    expires_at: int
+
+
+@dataclass(frozen=True, slots=True)
+class Alert:
+    owner: str
+    run_id: str
+    job_id: str
+    created_at: int
+    reason: str
+
+
+class Store(ABC):
+    """Jobs, runs, shard leases and alerts. Every conditional write of the system lives below this."""
+
+    shards: int  # number of due-index shards this store was created with
+
+    # -- jobs --------------------------------------------------------------------------------
+
+    @abstractmethod
+    def create_job(self, job: Job) -> None:
+        """Insert a new job. Raises :class:`JobAlreadyExists` if a job with ``job.id`` exists.
+
+        The job enters the due index iff ``job.status`` is active (then ``next_run_at`` must be set).
+        """
+
+    @abstractmethod
+    def get_job(self, job_id: str) -> Job:
+        """The job with this id, in any status. Raises :class:`JobNotFound`.
+
+        Ownership is checked by the caller (``punctual.jobs``), which answers not-found for
+        another owner's job so ids do not leak.
+        """
+
+    @abstractmethod
+    def list_jobs(
+        self, owner: str, *, status: JobStatus | None = None, limit: int = 50, cursor: str | None = None
+    ) -> Page[Job]:
+        """The owner's jobs, newest ``created_at`` first, optionally only those with ``status``.
+
+        Deleted jobs are listed only when ``status`` is deleted. Raises :class:`InvalidCursor`.
+        """
+
+    @abstractmethod
+    def update_job(self, job: Job, expected_version: int) -> Job:
+        """Replace the stored job iff its version is still ``expected_version``.
+
+        Writes ``job`` with ``version = expected_version + 1`` and ``updated_at`` as given, and
+        puts it in or takes it out of the due index to match its status (pause, resume and delete
+        are updates of the status; see ``punctual.jobs``). Returns the stored job.
+        Raises :class:`ConcurrentModification` on a version mismatch, :class:`JobNotFound` if absent.
+        """
+
+    # -- claim ---------------------------------------------------------------------------------
+
+    @abstractmethod
+    def due_jobs(self, shard: int, until: int, limit: int, after: DueJob | None = None) -> list[DueJob]:
+        """Active jobs of ``shard`` with ``next_run_at <= until``, oldest first, at most ``limit``.
+
+        ``after`` continues a listing after that job (keyset on (next_run_at, job_id)). On the
+        ``aws`` engine the index is eventually consistent: a listed job may already have moved on,
+        which makes its :meth:`advance_jobs` fail (a counted conflict, not an error).
+        """
+
+    @abstractmethod
+    def insert_runs(self, runs: Sequence[Run]) -> list[bool]:
+        """Insert each run unless a run with the same (job_id, scheduled_at) exists.
+
+        Returns one flag per run: True if this call inserted it, False if it existed (then the
+        stored run is left untouched). Open runs enter the open-runs index.
+        """
+
+    @abstractmethod
+    def advance_jobs(self, advances: Sequence[Advance]) -> list[bool]:
+        """Apply each advance iff the job is active and its ``next_run_at`` still equals
+        ``expected_next_run_at`` (the seed's ``UPDATE jobs SET next_run_at = :next WHERE id = :id
+        AND next_run_at = :old``). Returns one flag per advance: True if applied, False otherwise.
+        """
+
+    # -- runs ---------------------------------------------------------------------------------
+
+    @abstractmethod
+    def get_run(self, job_id: str, scheduled_at: int) -> Run:
+        """The run for (job_id, scheduled_at). Raises :class:`RunNotFound`."""
+
+    @abstractmethod
+    def list_runs(self, job_id: str, query: RunQuery) -> Page[Run]:
+        """The job's runs matching ``query``, newest scheduled_at first. Raises :class:`InvalidCursor`."""
+
+    @abstractmethod
+    def lease_run(self, job_id: str, scheduled_at: int, worker_id: str, now: int, lease_ms: int) -> LeaseResult:
+        """Take the run for ``worker_id`` until ``now + lease_ms``.
+
+        Qualifies: state scheduled; state retrying with ``next_attempt_at <= now``; or state
+        running with ``lease_expires_at < now`` (a takeover: the lost attempt is recorded as
+        ``lease_expired``). On success the state is running, ``attempt`` is incremented,
+        ``started_at`` (first lease only) and ``deadline_at`` (= the lease end) are set.
+        Otherwise the outcome says why (HELD, NOT_READY, FINISHED, NOT_FOUND) with the run as found.
+        """
+
+    @abstractmethod
+    def heartbeat_run(self, job_id: str, scheduled_at: int, worker_id: str, attempt: int, lease_expires_at: int) -> Run:
+        """Extend the caller's lease (and ``deadline_at``) to ``lease_expires_at``.
+
+        Qualifies only while state is running with this ``worker_id`` and ``attempt``.
+        Raises :class:`LeaseLost` otherwise.
+        """
+
+    @abstractmethod
+    def finish_run(self, job_id: str, scheduled_at: int, worker_id: str, attempt: int, change: RunChange) -> Run:
+        """Apply ``change`` iff the caller still holds the lease (state running, same worker_id and
+        attempt), whether or not the lease has expired meanwhile: only a takeover (which increments
+        the attempt) fences an old worker out. Raises :class:`LeaseLost` otherwise.
+        """
+
+    @abstractmethod
+    def transition_run(self, current: Run, change: RunChange) -> Run:
+        """Apply ``change`` iff the stored run still has ``current.state``, ``current.attempt`` and
+        ``current.lease_expires_at`` (compare-and-set on what the caller read: the reaper, the
+        dead-letter handler, overlap cancellation). Raises :class:`ConcurrentModification` otherwise.
+        """
+
+    @abstractmethod
+    def past_deadline_runs(self, now: int, scheduled_before: int, limit: int) -> list[Run]:
+        """Open runs with ``deadline_at < now`` and ``scheduled_at <= scheduled_before``.
+
+        ``deadline_at`` is when an open run should have moved on: for scheduled runs the latest
+        time a worker should have leased it, for running runs the lease end, for retrying runs
+        the end of the backoff plus a grace. ``scheduled_before`` bounds how much of the open-runs
+        index is read (runs younger than that are left to the queue's own redelivery).
+        """
+
+    # -- shard leases -------------------------------------------------------------------------
+
+    @abstractmethod
+    def acquire_shard(self, shard: int, owner: str, now: int, ttl_ms: int) -> ShardLease | None:
+        """Take ``shard`` for ``owner`` until ``now + ttl_ms``.
+
+        Qualifies if the shard has no lease, its lease expired (``expires_at < now``), or
+        ``owner`` already holds it. The epoch increases when the owner changes. None if held by
+        another owner.
+        """
+
+    @abstractmethod
+    def renew_shard(self, lease: ShardLease, now: int, ttl_ms: int) -> ShardLease | None:
+        """Extend ``lease`` iff the shard still has the same owner and epoch. None if lost."""
+
+    @abstractmethod
+    def release_shard(self, lease: ShardLease) -> None:
+        """Expire ``lease`` now iff it is still held with the same owner and epoch (no-op otherwise)."""
+
+    @abstractmethod
+    def shard_leases(self) -> list[ShardLease]:
+        """Every shard lease ever written (expired ones included), by shard."""
+
+    # -- alerts -------------------------------------------------------------------------------
+
+    @abstractmethod
+    def record_alert(self, alert: Alert) -> bool:
+        """Record an owner alert once per run (True if new, False if this run already alerted)."""
+
+    @abstractmethod
+    def list_alerts(self, owner: str, limit: int = 50) -> list[Alert]:
+        """The owner's alerts, newest first."""
+
+
+@dataclass(frozen=True, slots=True)
+class Dispatch:
+    """A message that tells a worker to execute a run.
+
+    ``not_before`` is the instant the run should start (scheduled_at plus jitter); the message
+    becomes visible ``delay_s`` seconds after sending (whole seconds, at most 900), i.e. up to
+    one second early, and the worker waits out the remainder.
+    """
+
+    run_id: str
+    not_before: int
+    delay_s: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    run_id: str
+    not_before: int
+    receipt: str
+    receive_count: int  # 1 on first delivery
+    extra: dict[str, str] = field(default_factory=dict)
+
+
+class Queue(ABC):
+    """At-least-once delivery with per-message delay, visibility timeouts and a dead-letter queue."""
+
+    name: str
+
+    @abstractmethod
+    def send(self, dispatches: Sequence[Dispatch]) -> None:
+        """Send every dispatch (any number; engines batch them). Raises if any could not be sent,
+        after retrying partial failures, so a caller never advances past an unsent run.
+        """
+
+    @abstractmethod
+    def receive(self, max_messages: int, visibility_s: int, wait_s: float = 0.0) -> list[Delivery]:
+        """Up to ``max_messages`` visible messages, each hidden for ``visibility_s`` and with its
+        receive count incremented. Waits up to ``wait_s`` for one to become visible. A message that
+        has been received ``max_receives`` times is moved to the dead-letter queue instead of
+        being delivered (on SQS by its redrive policy).
+        """
+
+    @abstractmethod
+    def extend(self, receipt: str, visibility_s: int) -> None:
+        """Hide the received message for ``visibility_s`` more seconds from now (0: visible now)."""
+
+    @abstractmethod
+    def delete(self, receipt: str) -> None:
+        """Remove a received message (after its run's conditional finish succeeded)."""
+
+    @abstractmethod
+    def depth(self) -> int:
+        """Approximate number of messages (visible, delayed and in flight)."""
+
+
+class Engine(ABC):
+    """A store and its two queues, created from configuration."""
+
+    store: Store
+    queue: Queue  # dispatch queue
+    dead_letters: Queue  # where the dispatch queue moves poison messages
+
+    def close(self) -> None:  # noqa: B027 - engines without resources need not override it
+        """Release connections; the engine is not used afterwards."""

@@ -1,0 +1,120 @@
+"""The run and shard-lease rules, as pure functions over the domain models.
+
+Engines own I/O; these functions own the rules. The ``embedded`` engine applies them inside one
+SQLite write transaction; the ``aws`` engine expresses the same rules as DynamoDB condition
+expressions (``punctual.engines.aws.conditions``), and the contract suite proves both agree.
+
+Run lease timeline (one attempt)::
+
+    scheduled ──lease──> running(attempt=n, worker=w, until=t) ──finish(w, n)──> terminal
+                            │                      └──finish(w, n, retry)──> retrying ──lease──> running(n+1)
+                            └── t passes, w silent ──lease by w'──> running(attempt=n+1, worker=w')
+                                                                  (w's finish is now refused: attempt != n)
+"""
+
+from __future__ import annotations
+
+from punctual.model import MAX_ATTEMPTS_KEPT, Attempt, AttemptOutcome, Run, RunState
+from punctual.port import LeaseOutcome, RunChange, ShardLease
+
+
+def lease_outcome(run: Run | None, now: int) -> LeaseOutcome:
+    """Whether a worker may lease ``run`` at ``now``, and if not, why."""
+    if run is None:
+        return LeaseOutcome.NOT_FOUND
+    if run.state is RunState.SCHEDULED:
+        return LeaseOutcome.LEASED
+    if run.state is RunState.RETRYING:
+        ready = run.next_attempt_at is None or run.next_attempt_at <= now
+        return LeaseOutcome.LEASED if ready else LeaseOutcome.NOT_READY
+    if run.state is RunState.RUNNING:
+        expired = run.lease_expires_at is not None and run.lease_expires_at < now
+        return LeaseOutcome.LEASED if expired else LeaseOutcome.HELD
+    return LeaseOutcome.FINISHED
+
+
+def is_takeover(run: Run) -> bool:
+    """A lease of a running run is a takeover of an expired lease (the holder vanished)."""
+    return run.state is RunState.RUNNING
+
+
+def takeover_record(run: Run) -> Attempt:
+    """The log entry for an attempt whose worker vanished without finishing."""
+    return Attempt(
+        number=run.attempt,
+        worker_id=run.worker_id,
+        started_at=run.started_at,
+        finished_at=run.lease_expires_at,
+        outcome=AttemptOutcome.LEASE_EXPIRED,
+        error="lease expired without a finish (worker stopped or lost)",
+    )
+
+
+def leased(run: Run, worker_id: str, now: int, lease_ms: int) -> Run:
+    """``run`` after a successful lease by ``worker_id``."""
+    attempts = run.attempts + [takeover_record(run)] if is_takeover(run) else run.attempts
+    until = now + lease_ms
+    return run.model_copy(
+        update={
+            "state": RunState.RUNNING,
+            "attempt": run.attempt + 1,
+            "worker_id": worker_id,
+            "lease_expires_at": until,
+            "deadline_at": until,
+            "started_at": run.started_at if run.started_at is not None else now,
+            "next_attempt_at": None,
+            "attempts": bounded(attempts),
+        }
+    )
+
+
+def holds_lease(run: Run | None, worker_id: str, attempt: int) -> bool:
+    """The caller still holds the lease: running, same worker and same attempt (expired or not)."""
+    return (
+        run is not None and run.state is RunState.RUNNING and run.worker_id == worker_id and run.attempt == attempt
+    )
+
+
+def unchanged_since(stored: Run | None, read: Run) -> bool:
+    """Compare-and-set guard of :meth:`Store.transition_run`."""
+    return (
+        stored is not None
+        and stored.state is read.state
+        and stored.attempt == read.attempt
+        and stored.lease_expires_at == read.lease_expires_at
+    )
+
+
+def apply_change(run: Run, change: RunChange) -> Run:
+    """``run`` after ``change`` (the in-memory meaning of a finish or transition)."""
+    update: dict[str, object] = {"state": change.state, "deadline_at": change.deadline_at}
+    if change.append is not None:
+        update["attempts"] = bounded([*run.attempts, change.append])
+    for name in ("finished_at", "next_attempt_at", "attempt", "note"):
+        value = getattr(change, name)
+        if value is not None:
+            update[name] = value
+    if change.state is not RunState.RETRYING:
+        update["next_attempt_at"] = None
+    if change.clear_lease:
+        update["worker_id"] = None
+        update["lease_expires_at"] = None
+    return run.model_copy(update=update)
+
+
+def bounded(attempts: list[Attempt]) -> list[Attempt]:
+    """Keep the newest ``MAX_ATTEMPTS_KEPT`` attempt records."""
+    return attempts[-MAX_ATTEMPTS_KEPT:]
+
+
+def may_acquire_shard(current: ShardLease | None, owner: str, now: int) -> bool:
+    """A shard is free if unleased, expired, or already ours."""
+    return current is None or current.expires_at < now or current.owner == owner
+
+
+def acquired(current: ShardLease | None, shard: int, owner: str, now: int, ttl_ms: int) -> ShardLease:
+    """The lease after an acquire; the epoch (fencing token) increases when the owner changes."""
+    if current is not None and current.owner == owner and current.expires_at >= now:
+        return ShardLease(shard, owner, current.epoch, now + ttl_ms)
+    epoch = (current.epoch if current is not None else 0) + 1
+    return ShardLease(shard, owner, epoch, now + ttl_ms)
