@@ -37,6 +37,7 @@ class Settings(BaseModel):
     dispatch_queue_url: str | None = None
     dead_letter_queue_url: str | None = None
     region: str = "us-east-1"
+    alert_topic_arn: str | None = None  # SNS topic for owner alerts (aws); locally alerts are logged
     # history
     retention_days: Annotated[int, Field(ge=1, le=3650)] = 30
     # scheduling

@@ -20,7 +20,7 @@ from punctual import ids
 MAX_PAYLOAD_BYTES = 8 * 1024  # payload rides in the job item; every claim pays for its size
 MAX_TIMEOUT_S = 43_200  # SQS visibility maximum (12 h); Lambda workers cap at 15 min (docs)
 MAX_RETRIES = 20
-MAX_JITTER_S = 3_600
+MAX_JITTER_S = 600  # a jittered dispatch must fit in one SQS delay (900 s) with the lookahead
 MAX_BACKFILL = 100
 MAX_HEADERS = 20
 MAX_ERROR_CHARS = 1_000  # one attempt's error text
@@ -130,6 +130,8 @@ class HttpTarget(BaseModel):
 
 
 _ARN = r"^arn:aws[a-zA-Z-]*:"
+_LAMBDA_ARN = _ARN + r"lambda:[a-z0-9-]+:\d{12}:function:[A-Za-z0-9_-]{1,64}(:[A-Za-z0-9$_-]+)?$"
+_STATE_MACHINE_ARN = _ARN + r"states:[a-z0-9-]+:\d{12}:stateMachine:[A-Za-z0-9_-]{1,80}$"
 
 
 class LambdaTarget(BaseModel):
@@ -137,7 +139,7 @@ class LambdaTarget(BaseModel):
 
     model_config = _STRICT
     type: Literal["lambda"] = "lambda"
-    function_arn: Annotated[str, Field(pattern=_ARN + r"lambda:[a-z0-9-]+:\d{12}:function:[A-Za-z0-9_-]{1,64}(:[A-Za-z0-9$_-]+)?$")]
+    function_arn: Annotated[str, Field(pattern=_LAMBDA_ARN)]
     invocation: Literal["event", "request_response"] = "event"
 
 
@@ -154,7 +156,7 @@ class StepFunctionsTarget(BaseModel):
 
     model_config = _STRICT
     type: Literal["stepfunctions"] = "stepfunctions"
-    state_machine_arn: Annotated[str, Field(pattern=_ARN + r"states:[a-z0-9-]+:\d{12}:stateMachine:[A-Za-z0-9_-]{1,80}$")]
+    state_machine_arn: Annotated[str, Field(pattern=_STATE_MACHINE_ARN)]
 
 
 class EventBridgeTarget(BaseModel):
@@ -303,7 +305,7 @@ class Run(BaseModel):
     next_attempt_at: int | None = None
     deadline_at: int  # when the reaper should look if the run is still open (see port docs)
     created_at: int
-    expires_at: int | None = None  # retention (DynamoDB TTL)
+    expires_at: int | None = None  # retention, epoch SECONDS (the DynamoDB TTL format)
     note: str | None = None  # why it was skipped/cancelled/dead, for history
     attempts: list[Attempt] = Field(default_factory=list)
 

@@ -52,7 +52,7 @@ def takeover_record(run: Run) -> Attempt:
 
 def leased(run: Run, worker_id: str, now: int, lease_ms: int) -> Run:
     """``run`` after a successful lease by ``worker_id``."""
-    attempts = run.attempts + [takeover_record(run)] if is_takeover(run) else run.attempts
+    attempts = [*run.attempts, takeover_record(run)] if is_takeover(run) else run.attempts
     until = now + lease_ms
     return run.model_copy(
         update={
@@ -70,9 +70,7 @@ def leased(run: Run, worker_id: str, now: int, lease_ms: int) -> Run:
 
 def holds_lease(run: Run | None, worker_id: str, attempt: int) -> bool:
     """The caller still holds the lease: running, same worker and same attempt (expired or not)."""
-    return (
-        run is not None and run.state is RunState.RUNNING and run.worker_id == worker_id and run.attempt == attempt
-    )
+    return run is not None and run.state is RunState.RUNNING and run.worker_id == worker_id and run.attempt == attempt
 
 
 def unchanged_since(stored: Run | None, read: Run) -> bool:

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from punctual.errors import PunctualError
 
 # Modules under punctual.cli that contribute sub-commands; each has register(subparsers).
-_COMMAND_MODULES = ("bench",)
+_COMMAND_MODULES = ("bench", "scheduler")
 
 
 def build_parser() -> argparse.ArgumentParser:

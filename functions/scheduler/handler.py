@@ -1,0 +1,73 @@
+"""Scheduler Lambda: invoked every minute by EventBridge as instance i of K; loops each second.
+
+It ticks until shortly before the next invocation takes over (or its own time runs out), then
+releases its shard leases so the next invocation acquires them at once.
+"""
+
+from __future__ import annotations
+
+import threading
+from functools import cache
+from typing import Any
+
+from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools.utilities.typing import LambdaContext
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from punctual.clock import SystemClock
+from punctual.config import Settings
+from punctual.engines import open_engine
+from punctual.errors import InvalidInput
+from punctual.observability import PowertoolsMetrics
+from punctual.port import Engine
+from punctual.scheduler import Scheduler, options_from_settings
+
+logger = Logger()
+tracer = Tracer()
+metrics = Metrics()
+
+RUN_FOR_MS = 59_000  # the next invocation starts a minute after this one
+SAFETY_MS = 5_000  # stop this long before the function's own timeout
+
+
+class SchedulerEvent(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    instance: int = Field(default=0, ge=0)
+    instances: int = Field(default=1, ge=1, le=1024)
+
+    @model_validator(mode="after")
+    def _index_in_fleet(self) -> SchedulerEvent:
+        if self.instance >= self.instances:
+            raise ValueError("instance must be < instances")
+        return self
+
+
+@cache
+def _runtime() -> tuple[Settings, Engine]:
+    settings = Settings.from_env()
+    return settings, open_engine(settings, clock=SystemClock())
+
+
+@logger.inject_lambda_context
+@tracer.capture_lambda_handler
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    try:
+        request = SchedulerEvent.model_validate(event or {})
+    except ValidationError as exc:
+        raise InvalidInput(f"invalid scheduler event: {exc.errors(include_url=False)}") from exc
+    settings, engine = _runtime()
+    clock = SystemClock()
+    sink = PowertoolsMetrics(metrics)
+    scheduler = Scheduler(
+        engine,
+        clock,
+        metrics=sink,
+        options=options_from_settings(settings),
+        instance=request.instance,
+        instances=request.instances,
+        skew=getattr(engine, "service_clock", None),
+    )
+    until = clock.now_ms() + min(RUN_FOR_MS, context.get_remaining_time_in_millis() - SAFETY_MS)
+    stats = scheduler.run(threading.Event(), until_ms=until, after_tick=sink.flush)
+    logger.info("scheduler invocation done", extra={"instance": request.instance, "stats": stats})
+    return {"instance": request.instance, "dispatched": stats.dispatched, "conflicts": stats.conflicts}

@@ -1,0 +1,48 @@
+"""``punctual scheduler``: one long-running scheduler instance (Fargate, a VM, a laptop)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from punctual.cli.common import (
+    add_engine_flags,
+    configure_logging,
+    engine_from_settings,
+    settings_from_args,
+    stop_event_on_signals,
+)
+from punctual.clock import SystemClock
+from punctual.metrics import InMemoryMetrics
+from punctual.scheduler import Scheduler, options_from_settings
+
+
+def register(subparsers: Any) -> None:
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "scheduler", help="run one scheduler instance until SIGTERM/SIGINT (releases its shard leases on stop)"
+    )
+    add_engine_flags(parser)
+    parser.add_argument("--instance", type=int, default=0, help="this instance's index (prefers shards %% N == i)")
+    parser.add_argument("--instances", type=int, default=1, help="number of instances in the fleet")
+    parser.add_argument("--lookahead-ms", type=int, help="claim this far ahead (default 3000)")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    configure_logging()
+    settings, engine = engine_from_settings(settings_from_args(args, lookahead_ms=args.lookahead_ms))
+    stop = stop_event_on_signals()
+    scheduler = Scheduler(
+        engine,
+        SystemClock(),
+        metrics=InMemoryMetrics(),
+        options=options_from_settings(settings),
+        instance=args.instance,
+        instances=args.instances,
+        skew=getattr(engine, "service_clock", None),
+    )
+    try:
+        scheduler.run(stop)
+    finally:
+        engine.close()
+    return 0

@@ -1,0 +1,100 @@
+"""Shard ownership for a scheduler instance, through leases in the store.
+
+Leases keep schedulers from doing the same work; correctness never depends on them (the claim's
+conditional writes do). Balance: instance ``i`` of ``n`` prefers the shards with
+``shard % n == i`` and acquires those first; it also takes over any shard whose lease expired
+(an instance stopped renewing), and gives such foreign shards back every ``rebalance_ms`` so that
+a returning preferred owner can pick them up again (if nobody does, it re-acquires them on its
+next pass: the lookahead covers the gap).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from punctual.port import ShardLease, Store
+
+
+@dataclass(frozen=True, slots=True)
+class OwnershipOptions:
+    ttl_ms: int = 10_000  # a stopped instance's shards are taken over after at most this long
+    renew_every_ms: int = 3_000
+    rebalance_ms: int = 30_000
+
+
+class ShardOwnership:
+    def __init__(
+        self,
+        store: Store,
+        owner: str,
+        *,
+        instance: int = 0,
+        instances: int = 1,
+        options: OwnershipOptions | None = None,
+    ) -> None:
+        self.store = store
+        self.owner = owner
+        self.instance = instance % max(1, instances)
+        self.instances = max(1, instances)
+        self.options = options or OwnershipOptions()
+        self.leases: dict[int, ShardLease] = {}
+        self._last_refresh = -(2**62)
+        self._last_rebalance = 0
+
+    @property
+    def shards(self) -> list[int]:
+        return sorted(self.leases)
+
+    def preferred(self, shard: int) -> bool:
+        return shard % self.instances == self.instance
+
+    def refresh(self, now: int, *, force: bool = False) -> list[int]:
+        """Renew held leases and acquire free ones, at most every ``renew_every_ms``. Returns owned shards."""
+        if not force and now - self._last_refresh < self.options.renew_every_ms:
+            return self.shards
+        self._last_refresh = now
+        if self._last_rebalance == 0:
+            self._last_rebalance = now
+        self._renew(now)
+        given_back: set[int] = set()
+        if now - self._last_rebalance >= self.options.rebalance_ms:
+            self._last_rebalance = now
+            given_back = self._give_back_foreign()
+        self._acquire_free(now, skip=given_back)
+        return self.shards
+
+    def release_all(self) -> None:
+        """Expire every held lease now (graceful stop): another instance takes over at once."""
+        for lease in list(self.leases.values()):
+            self.store.release_shard(lease)
+        self.leases.clear()
+
+    def _renew(self, now: int) -> None:
+        for shard, lease in list(self.leases.items()):
+            renewed = self.store.renew_shard(lease, now, self.options.ttl_ms)
+            if renewed is None:
+                del self.leases[shard]  # taken over after we failed to renew in time
+            else:
+                self.leases[shard] = renewed
+
+    def _give_back_foreign(self) -> set[int]:
+        given_back = set()
+        for shard, lease in list(self.leases.items()):
+            if not self.preferred(shard):
+                self.store.release_shard(lease)
+                del self.leases[shard]
+                given_back.add(shard)
+        return given_back
+
+    def _acquire_free(self, now: int, skip: set[int]) -> None:
+        candidates = sorted(range(self.store.shards), key=lambda s: (not self.preferred(s), s))
+        current = {lease.shard: lease for lease in self.store.shard_leases()}
+        for shard in candidates:
+            if shard in self.leases or shard in skip:
+                continue
+            lease = current.get(shard)
+            if lease is not None and lease.owner != self.owner and lease.expires_at >= now:
+                continue  # held by a live instance: no write, no conflict
+            acquired = self.store.acquire_shard(shard, self.owner, now, self.options.ttl_ms)
+            if acquired is not None:
+                self.leases[shard] = acquired
