@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from punctual import ids
+from punctual.clock import to_datetime
 from punctual.model import HttpTarget, Job, JobStatus
 
 BENCH_OWNER = "bench"
@@ -12,9 +13,9 @@ NOOP_URL = "http://127.0.0.1:9/noop"  # never called by the claim benchmarks
 
 
 def bench_jobs(
-    count: int, *, now: int, due_at: int, shards: int, cron: str = "* * * * *", url: str = NOOP_URL
+    count: int, *, now: int, due_at: int, shards: int, cron: str | None = "* * * * *", url: str = NOOP_URL
 ) -> Iterator[Job]:
-    """``count`` active cron jobs, all with ``next_run_at = due_at``."""
+    """``count`` active jobs, all with ``next_run_at = due_at``: cron jobs, or one-time jobs if ``cron`` is None."""
     target = HttpTarget(url=url)
     for _ in range(count):
         job_id = ids.new_job_id()
@@ -24,6 +25,7 @@ def bench_jobs(
             owner=BENCH_OWNER,
             name="bench",
             schedule=cron,
+            run_at=None if cron is not None else to_datetime(due_at),
             target=target,
             status=JobStatus.ACTIVE,
             next_run_at=due_at,
@@ -40,7 +42,6 @@ def _defaults() -> dict[str, object]:
 
     return {
         "timezone": "UTC",
-        "run_at": None,
         "payload": None,
         "timeout_s": 10,
         "max_retries": 0,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from typing import Any
 
 from punctual.cli.common import (
@@ -15,6 +16,7 @@ from punctual.cli.common import (
 from punctual.clock import SystemClock
 from punctual.metrics import InMemoryMetrics
 from punctual.scheduler import Scheduler, options_from_settings
+from punctual.shards import OwnershipOptions
 
 
 def register(subparsers: Any) -> None:
@@ -25,6 +27,8 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--instance", type=int, default=0, help="this instance's index (prefers shards %% N == i)")
     parser.add_argument("--instances", type=int, default=1, help="number of instances in the fleet")
     parser.add_argument("--lookahead-ms", type=int, help="claim this far ahead (default 3000)")
+    parser.add_argument("--lease-ttl-ms", type=int, help="shard lease length (default 10000)")
+    parser.add_argument("--owner", help="this instance's name in shard leases (default: random)")
     parser.set_defaults(func=run)
 
 
@@ -32,11 +36,17 @@ def run(args: argparse.Namespace) -> int:
     configure_logging()
     settings, engine = engine_from_settings(settings_from_args(args, lookahead_ms=args.lookahead_ms))
     stop = stop_event_on_signals()
+    options = options_from_settings(settings)
+    if args.lease_ttl_ms:
+        ttl = args.lease_ttl_ms
+        ownership = OwnershipOptions(ttl_ms=ttl, renew_every_ms=max(100, ttl // 3))
+        options = dataclasses.replace(options, ownership=ownership)
     scheduler = Scheduler(
         engine,
         SystemClock(),
         metrics=InMemoryMetrics(),
-        options=options_from_settings(settings),
+        options=options,
+        owner=args.owner,
         instance=args.instance,
         instances=args.instances,
         skew=getattr(engine, "service_clock", None),
