@@ -33,7 +33,7 @@ def job_id_for_idempotency_key(owner: str, key: str) -> str:
 
 
 def check_job_id(job_id: str) -> str:
-    if not isinstance(job_id, str) or not _JOB_ID.match(job_id):
+    if not isinstance(job_id, str) or not _JOB_ID.fullmatch(job_id):
         raise InvalidId(f"'{job_id}' is not a job id (expected job_ followed by 32 hex digits)", field="job_id")
     return job_id
 
@@ -44,7 +44,7 @@ def run_id_for(job_id: str, scheduled_at: int) -> str:
 
 def parse_run_id(run_id: str) -> tuple[str, int]:
     """Return (job_id, scheduled_at) encoded in a run id, or raise :class:`InvalidId`."""
-    match = _RUN_ID.match(run_id) if isinstance(run_id, str) else None
+    match = _RUN_ID.fullmatch(run_id) if isinstance(run_id, str) else None
     if not match:
         raise InvalidId(f"'{run_id}' is not a run id (expected run_<32 hex>_<epoch ms>)", field="run_id")
     return f"job_{match.group(1)}", int(match.group(2))
@@ -80,7 +80,7 @@ def decode_cursor(kind: str, cursor: str) -> dict[str, Any]:
         if hashlib.blake2b(raw, digest_size=4).digest() != check:
             raise ValueError("checksum")
         data = json.loads(raw)
-        if data.get("k") != kind or not isinstance(data.get("p"), dict):
+        if not isinstance(data, dict) or data.get("k") != kind or not isinstance(data.get("p"), dict):
             raise ValueError("kind")
         position: dict[str, Any] = data["p"]
         return position

@@ -69,11 +69,14 @@ DUE_INDEX = IndexDef(
         "last_run_at",
     ),
 )
+# "by_owner" projects only status (the listing filter): everything a claim rewrites stays out of
+# it, so claims never write this index; listings fetch the jobs by key (BatchGetItem).
 BY_OWNER_INDEX = IndexDef(
     name="by_owner",
     partition=KeyAttr("owner", "S"),
     sort=KeyAttr("created_at", "N"),
-    projection="ALL",
+    projection="INCLUDE",
+    non_key_attributes=("status",),
 )
 JOBS = TableDef(
     logical_name="jobs",

@@ -1,0 +1,144 @@
+"""Named condition-expression parts: the rules of :mod:`punctual.rules`, spelled for DynamoDB.
+
+Every conditional write of the ``aws`` engine is composed from the parts below, so each rule reads
+like its documentation (the Powertools idempotency layer's style). ``#name`` placeholders stand for
+attribute names that DynamoDB reserves (status, state, owner); ``:value`` placeholders are
+filled by the store with each request's values.
+
+Run lease timeline, with the condition that guards each arrow::
+
+    (absent) ─RUN_NOT_EXISTS─> scheduled ─LEASABLE─> running(n, w) ─LEASE_HELD─> terminal | retrying
+                               retrying ──LEASABLE──┘      │
+                                                           └─TAKEOVER (expired, still n)─> running(n+1, w')
+
+The parts are plain strings; :class:`Expression` collects SET/REMOVE clauses and their values and
+derives ``ExpressionAttributeNames`` from the placeholders actually used (DynamoDB rejects unused ones).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+# -- attribute names DynamoDB reserves -------------------------------------------------------------
+NAMES: dict[str, str] = {"#status": "status", "#state": "state", "#owner": "owner"}
+
+# -- jobs ------------------------------------------------------------------------------------------
+JOB_NOT_EXISTS = "attribute_not_exists(job_id)"
+VERSION_MATCHES = "version = :expected_version"  # also false when the job is absent (no version)
+JOB_ACTIVE = "#status = :active"
+NEXT_UNCHANGED = "next_run_at = :old_next"
+# the seed's "UPDATE jobs SET next_run_at = :next WHERE id = :id AND next_run_at = :old" (and still active)
+JOB_STILL_DUE = f"{JOB_ACTIVE} AND {NEXT_UNCHANGED}"
+
+# -- runs: insert ----------------------------------------------------------------------------------
+RUN_NOT_EXISTS = "attribute_not_exists(job_id)"
+
+# -- runs: lease (rules.lease_outcome) -------------------------------------------------------------
+IS_SCHEDULED = "#state = :scheduled"
+IS_RETRYING = "#state = :retrying"
+IS_RUNNING = "#state = :running"
+NO_BACKOFF = "attribute_not_exists(next_attempt_at)"
+BACKOFF_ELAPSED = "next_attempt_at <= :now"
+RETRY_READY = f"{IS_RETRYING} AND ({NO_BACKOFF} OR {BACKOFF_ELAPSED})"
+# the common path of a lease: a fresh run, or a retry whose backoff has elapsed
+LEASABLE = f"{IS_SCHEDULED} OR ({RETRY_READY})"
+
+# -- runs: takeover of an expired lease ------------------------------------------------------------
+# Decided from the image the failed LEASABLE write returned; this compare-and-set makes sure nobody
+# (the slow holder finishing, another worker taking over) moved the run since that image was read.
+SAME_ATTEMPT_SEEN = "attempt = :seen_attempt"
+SAME_LEASE_SEEN = "lease_expires_at = :seen_lease"
+LEASE_EXPIRED = "lease_expires_at < :now"
+TAKEOVER = f"{IS_RUNNING} AND {SAME_ATTEMPT_SEEN} AND {SAME_LEASE_SEEN} AND {LEASE_EXPIRED}"
+
+# -- runs: holding the lease (rules.holds_lease) ---------------------------------------------------
+# Expired or not: only a takeover (attempt + 1) fences the old worker out.
+LEASE_HELD = f"{IS_RUNNING} AND worker_id = :worker AND attempt = :held_attempt"
+
+# -- runs: compare-and-set on what the caller read (rules.unchanged_since) -------------------------
+STATE_AS_READ = "#state = :read_state"
+ATTEMPT_AS_READ = "attempt = :read_attempt"
+LEASE_AS_READ = "lease_expires_at = :read_lease"
+NO_LEASE_AS_READ = "attribute_not_exists(lease_expires_at)"
+
+
+def unchanged_since(lease_was_set: bool) -> str:
+    """The transition guard: same state, attempt, and lease end (or still no lease)."""
+    lease = LEASE_AS_READ if lease_was_set else NO_LEASE_AS_READ
+    return f"{STATE_AS_READ} AND {ATTEMPT_AS_READ} AND {lease}"
+
+
+# -- shard leases (rules.may_acquire_shard / rules.acquired) ---------------------------------------
+SHARD_UNLEASED = "attribute_not_exists(pk)"
+SHARD_EXPIRED = "expires_at < :now"
+SHARD_FREE = f"{SHARD_UNLEASED} OR {SHARD_EXPIRED}"  # taking it bumps the epoch
+SHARD_OURS_LIVE = "#owner = :me AND expires_at >= :now"  # extending it keeps the epoch
+SHARD_HELD = "#owner = :me AND epoch = :epoch"  # renew / release: same owner and fencing token
+
+# -- alerts ----------------------------------------------------------------------------------------
+ALERT_NOT_EXISTS = "attribute_not_exists(pk)"
+
+
+# -- expression assembly ---------------------------------------------------------------------------
+
+_NAME_TOKEN = re.compile(r"#[A-Za-z_][A-Za-z0-9_]*")
+
+
+def names_in(*expressions: str | None) -> dict[str, str]:
+    """``ExpressionAttributeNames`` for the ``#placeholders`` used in ``expressions`` (only those)."""
+    used = {token for text in expressions if text for token in _NAME_TOKEN.findall(text)}
+    return {token: NAMES[token] for token in sorted(used)}
+
+
+def guarded(condition: str, **values: Any) -> dict[str, Any]:
+    """PutItem arguments for ``condition`` alone (DynamoDB rejects empty or unused name/value maps)."""
+    request: dict[str, Any] = {"ConditionExpression": condition}
+    names = names_in(condition)
+    if names:
+        request["ExpressionAttributeNames"] = names
+    if values:
+        request["ExpressionAttributeValues"] = {f":{name}": value for name, value in values.items()}
+    return request
+
+
+@dataclass
+class Expression:
+    """An UpdateItem expression under construction: SET and REMOVE clauses plus their values."""
+
+    sets: list[str] = field(default_factory=list)
+    removes: list[str] = field(default_factory=list)
+    values: dict[str, Any] = field(default_factory=dict)
+
+    def set(self, clause: str, **values: Any) -> Expression:
+        """Add ``clause`` (e.g. ``"#state = :state"``); keyword values are named without the colon."""
+        self.sets.append(clause)
+        self.values.update({f":{name}": value for name, value in values.items()})
+        return self
+
+    def remove(self, *attributes: str) -> Expression:
+        self.removes.extend(a for a in attributes if a not in self.removes)
+        return self
+
+    def update_expression(self) -> str:
+        parts = []
+        if self.sets:
+            parts.append("SET " + ", ".join(self.sets))
+        if self.removes:
+            parts.append("REMOVE " + ", ".join(self.removes))
+        return " ".join(parts)
+
+    def request(self, condition: str, **condition_values: Any) -> dict[str, Any]:
+        """UpdateItem arguments for this expression guarded by ``condition``."""
+        update = self.update_expression()
+        values = {**self.values, **{f":{name}": value for name, value in condition_values.items()}}
+        request: dict[str, Any] = {
+            "UpdateExpression": update,
+            "ConditionExpression": condition,
+            "ExpressionAttributeValues": values,
+        }
+        names = names_in(update, condition)
+        if names:
+            request["ExpressionAttributeNames"] = names
+        return request

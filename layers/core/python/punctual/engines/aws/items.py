@@ -1,0 +1,306 @@
+"""Domain models <-> DynamoDB low-level attribute maps (``{"S": ...}``, ``{"N": ...}``).
+
+The low-level client is used on purpose: no Decimal round trips and no TypeSerializer per request.
+Layout choices that the store relies on:
+
+- Absent means None: an optional field that is None is not written at all (never a NULL), so
+  ``attribute_not_exists(x)`` in a condition means "x is None".
+- jobs: ``next_run_at`` exists only while the job is active. The ``due`` GSI needs both of its key
+  attributes (``due_shard``, ``next_run_at``), so that alone keeps the index sparse; ``due_shard``
+  stays on every job so that it round-trips (pause, then resume onto the same shard).
+  ``payload``, ``target`` and ``retry`` are compact JSON strings.
+- runs: ``open_shard`` (= ``ids.shard_of(run_id, open_shards)``) exists only while the run is open,
+  which keeps the ``open`` GSI sparse; its sort key is the immutable ``scheduled_at``, so leases and
+  heartbeats never rewrite the index. ``attempts`` is a list of compact JSON strings, appended with
+  ``list_append``; reads keep the newest ``MAX_ATTEMPTS_KEPT``.
+- TTL attributes hold epoch *seconds* (DynamoDB ignores anything else). A run's ``expires_at``
+  (epoch ms in the model) is stored rounded up to the second, plus ``expires_ms`` when the
+  milliseconds are not whole, so the model round-trips exactly and TTL still works.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+
+from punctual import ids, rules
+from punctual.model import Attempt, Catchup, Job, JobStatus, Overlap, Run, RunState
+from punctual.port import Alert, DueJob, ShardLease
+
+Item = dict[str, Any]  # a low-level attribute map
+Key = dict[str, Any]
+
+SHARD_PK = "shard"
+_DAY_S = 86_400
+
+
+# -- scalar codecs ---------------------------------------------------------------------------------
+
+
+def s(value: str) -> dict[str, str]:
+    return {"S": value}
+
+
+def n(value: int) -> dict[str, str]:
+    return {"N": str(value)}
+
+
+def js(value: Any) -> dict[str, str]:
+    """A JSON string attribute (compact: every byte is paid on every write)."""
+    return {"S": json.dumps(value, separators=(",", ":"), ensure_ascii=False)}
+
+
+def get_s(item: Item, name: str) -> str | None:
+    value = item.get(name)
+    return None if value is None else str(value["S"])
+
+
+def get_n(item: Item, name: str) -> int | None:
+    value = item.get(name)
+    return None if value is None else int(value["N"])
+
+
+def _put(item: Item, name: str, value: dict[str, str] | None) -> None:
+    if value is not None:
+        item[name] = value
+
+
+def _opt_n(value: int | None) -> dict[str, str] | None:
+    return None if value is None else n(value)
+
+
+def _opt_s(value: str | None) -> dict[str, str] | None:
+    return None if value is None else s(value)
+
+
+def ttl_seconds(epoch_ms: int) -> int:
+    """Epoch seconds for a TTL attribute, rounded up so nothing expires before its time."""
+    return -(-epoch_ms // 1000)
+
+
+# -- keys ------------------------------------------------------------------------------------------
+
+
+def job_key(job_id: str) -> Key:
+    return {"job_id": s(job_id)}
+
+
+def run_key(job_id: str, scheduled_at: int) -> Key:
+    return {"job_id": s(job_id), "scheduled_at": n(scheduled_at)}
+
+
+def shard_key(shard: int) -> Key:
+    return {"pk": s(SHARD_PK), "sk": s(f"{shard:05d}")}
+
+
+def alert_pk(owner: str) -> str:
+    return f"alert#{owner}"
+
+
+def alert_key(owner: str, run_id: str) -> Key:
+    return {"pk": s(alert_pk(owner)), "sk": s(run_id)}
+
+
+# -- jobs ------------------------------------------------------------------------------------------
+
+
+def job_to_item(job: Job, *, retention_days: int) -> Item:
+    """The stored form of ``job``; due-index attributes only while it is active."""
+    if job.status is JobStatus.ACTIVE and job.next_run_at is None:
+        raise ValueError(f"active job {job.id} needs next_run_at")
+    item: Item = {
+        "job_id": s(job.id),
+        "owner": s(job.owner),
+        "name": s(job.name),
+        "timezone": s(job.timezone),
+        "target": {"S": job.target.model_dump_json()},
+        "timeout_s": n(job.timeout_s),
+        "max_retries": n(job.max_retries),
+        "retry": {"S": job.retry.model_dump_json()},
+        "jitter_s": n(job.jitter_s),
+        "overlap": s(job.overlap.value),
+        "catchup": s(job.catchup.value),
+        "max_backfill": n(job.max_backfill),
+        "status": s(job.status.value),
+        "due_shard": n(job.due_shard),
+        "created_at": n(job.created_at),
+        "updated_at": n(job.updated_at),
+        "version": n(job.version),
+    }
+    _put(item, "schedule", _opt_s(job.schedule))
+    _put(item, "run_at", None if job.run_at is None else s(job.run_at.isoformat()))
+    _put(item, "payload", None if job.payload is None else js(job.payload))
+    _put(item, "last_run_at", _opt_n(job.last_run_at))
+    if job.status is JobStatus.ACTIVE:
+        _put(item, "next_run_at", _opt_n(job.next_run_at))
+    if job.status is JobStatus.DELETED:
+        # kept for history until retention, then DynamoDB TTL removes it
+        item["expires_at"] = n(ttl_seconds(job.updated_at) + retention_days * _DAY_S)
+    return item
+
+
+def item_to_job(item: Item) -> Job:
+    payload = get_s(item, "payload")
+    run_at = get_s(item, "run_at")
+    data: dict[str, Any] = {
+        "id": get_s(item, "job_id"),
+        "owner": get_s(item, "owner"),
+        "name": get_s(item, "name"),
+        "schedule": get_s(item, "schedule"),
+        "timezone": get_s(item, "timezone"),
+        "run_at": None if run_at is None else datetime.fromisoformat(run_at),
+        "payload": None if payload is None else json.loads(payload),
+        "target": json.loads(item["target"]["S"]),
+        "timeout_s": get_n(item, "timeout_s"),
+        "max_retries": get_n(item, "max_retries"),
+        "retry": json.loads(item["retry"]["S"]),
+        "jitter_s": get_n(item, "jitter_s"),
+        "overlap": get_s(item, "overlap"),
+        "catchup": get_s(item, "catchup"),
+        "max_backfill": get_n(item, "max_backfill"),
+        "status": get_s(item, "status"),
+        "next_run_at": get_n(item, "next_run_at"),
+        "last_run_at": get_n(item, "last_run_at"),
+        "due_shard": get_n(item, "due_shard"),
+        "created_at": get_n(item, "created_at"),
+        "updated_at": get_n(item, "updated_at"),
+        "version": get_n(item, "version"),
+    }
+    return Job.model_validate(data)
+
+
+def item_to_due_job(item: Item) -> DueJob:
+    """A row of the ``due`` index (its INCLUDE projection carries exactly these attributes)."""
+    return DueJob(
+        job_id=item["job_id"]["S"],
+        owner=item["owner"]["S"],
+        next_run_at=int(item["next_run_at"]["N"]),
+        schedule=get_s(item, "schedule"),
+        timezone=item["timezone"]["S"],
+        jitter_s=int(item["jitter_s"]["N"]),
+        overlap=Overlap(item["overlap"]["S"]),
+        catchup=Catchup(item["catchup"]["S"]),
+        max_backfill=int(item["max_backfill"]["N"]),
+        last_run_at=get_n(item, "last_run_at"),
+        due_shard=int(item["due_shard"]["N"]),
+    )
+
+
+def by_owner_key(item: Item) -> Key:
+    """The ``by_owner`` index position of a job item (table key + index key)."""
+    return {name: item[name] for name in ("job_id", "owner", "created_at")}
+
+
+def due_key(job: DueJob) -> Key:
+    """The ``due`` index position of a listed job, to continue a listing after it."""
+    return {"job_id": s(job.job_id), "due_shard": n(job.due_shard), "next_run_at": n(job.next_run_at)}
+
+
+# -- runs ------------------------------------------------------------------------------------------
+
+
+def attempt_value(attempt: Attempt) -> dict[str, str]:
+    return {"S": attempt.model_dump_json(exclude_none=True)}
+
+
+def attempts_value(attempts: list[Attempt]) -> dict[str, Any]:
+    return {"L": [attempt_value(a) for a in attempts]}
+
+
+def run_to_item(run: Run, *, open_shards: int) -> Item:
+    """The stored form of ``run``; ``open_shard`` only while it is open."""
+    item: Item = {
+        "job_id": s(run.job_id),
+        "scheduled_at": n(run.scheduled_at),
+        "owner": s(run.owner),
+        "state": s(run.state.value),
+        "trigger": s(run.trigger.value),
+        "attempt": n(run.attempt),
+        "deadline_at": n(run.deadline_at),
+        "created_at": n(run.created_at),
+    }
+    _put(item, "worker_id", _opt_s(run.worker_id))
+    _put(item, "lease_expires_at", _opt_n(run.lease_expires_at))
+    _put(item, "started_at", _opt_n(run.started_at))
+    _put(item, "finished_at", _opt_n(run.finished_at))
+    _put(item, "next_attempt_at", _opt_n(run.next_attempt_at))
+    _put(item, "note", _opt_s(run.note))
+    if run.expires_at is not None:
+        item["expires_at"] = n(ttl_seconds(run.expires_at))
+        if run.expires_at % 1000:
+            item["expires_ms"] = n(run.expires_at)
+    if run.attempts:
+        item["attempts"] = attempts_value(run.attempts)
+    if run.is_open:
+        item["open_shard"] = n(open_shard(run.job_id, run.scheduled_at, open_shards))
+    return item
+
+
+def open_shard(job_id: str, scheduled_at: int, open_shards: int) -> int:
+    return ids.shard_of(ids.run_id_for(job_id, scheduled_at), open_shards)
+
+
+def item_to_run(item: Item) -> Run:
+    attempts = [Attempt.model_validate_json(entry["S"]) for entry in item.get("attempts", {}).get("L", [])]
+    expires_s = get_n(item, "expires_at")
+    expires_ms = get_n(item, "expires_ms")
+    data: dict[str, Any] = {
+        "job_id": item["job_id"]["S"],
+        "scheduled_at": int(item["scheduled_at"]["N"]),
+        "owner": item["owner"]["S"],
+        "state": RunState(item["state"]["S"]),
+        "trigger": item["trigger"]["S"],
+        "attempt": int(item["attempt"]["N"]),
+        "worker_id": get_s(item, "worker_id"),
+        "lease_expires_at": get_n(item, "lease_expires_at"),
+        "started_at": get_n(item, "started_at"),
+        "finished_at": get_n(item, "finished_at"),
+        "next_attempt_at": get_n(item, "next_attempt_at"),
+        "deadline_at": int(item["deadline_at"]["N"]),
+        "created_at": int(item["created_at"]["N"]),
+        "expires_at": expires_ms if expires_ms is not None else (None if expires_s is None else expires_s * 1000),
+        "note": get_s(item, "note"),
+        "attempts": rules.bounded(attempts),
+    }
+    return Run.model_validate(data)
+
+
+def run_position(item: Item) -> Key:
+    return {"job_id": item["job_id"], "scheduled_at": item["scheduled_at"]}
+
+
+# -- shard leases ----------------------------------------------------------------------------------
+
+
+def item_to_lease(item: Item) -> ShardLease:
+    return ShardLease(
+        shard=int(item["sk"]["S"]),
+        owner=item["owner"]["S"],
+        epoch=int(item["epoch"]["N"]),
+        expires_at=int(item["expires_at"]["N"]),
+    )
+
+
+# -- alerts ----------------------------------------------------------------------------------------
+
+
+def alert_to_item(alert: Alert, *, retention_days: int) -> Item:
+    return {
+        **alert_key(alert.owner, alert.run_id),
+        "owner": s(alert.owner),
+        "job_id": s(alert.job_id),
+        "created_at": n(alert.created_at),
+        "reason": s(alert.reason),
+        "expires_ttl": n(ttl_seconds(alert.created_at) + retention_days * _DAY_S),
+    }
+
+
+def item_to_alert(item: Item) -> Alert:
+    return Alert(
+        owner=item["owner"]["S"],
+        run_id=item["sk"]["S"],
+        job_id=item["job_id"]["S"],
+        created_at=int(item["created_at"]["N"]),
+        reason=item["reason"]["S"],
+    )

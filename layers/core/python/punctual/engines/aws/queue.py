@@ -1,0 +1,148 @@
+"""The ``aws`` engine's :class:`~punctual.port.Queue`: one SQS standard queue.
+
+The message body is ``{"run_id": ..., "not_before": ...}``; per-message ``DelaySeconds`` makes a
+precomputed run visible at its second. Visibility timeouts are the worker's lease clock on the
+queue side, and the queue's redrive policy moves a message that keeps coming back to the
+dead-letter queue.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from punctual.errors import PunctualError
+from punctual.port import Delivery, Dispatch, Queue
+from punctual.resources import MAX_BATCH, MAX_DELAY_S
+
+_SEND_TRIES = 4  # a batch's failed entries are resent this many times in all before giving up
+_MAX_WAIT_S = 20  # SQS long-poll maximum
+_DEPTH_ATTRIBUTES = (
+    "ApproximateNumberOfMessages",
+    "ApproximateNumberOfMessagesNotVisible",
+    "ApproximateNumberOfMessagesDelayed",
+)
+
+
+class DispatchFailed(PunctualError):
+    """Some dispatches could not be sent after retries; the caller must not advance past them."""
+
+    code = "dispatch_failed"
+
+
+class SqsQueue(Queue):
+    """At-least-once dispatch through the SQS queue at ``url``."""
+
+    def __init__(self, client: Any, url: str, *, max_workers: int = 4) -> None:
+        self._client = client
+        self.url = url
+        self.name = url.rstrip("/").rsplit("/", 1)[-1]
+        self._max_workers = max_workers
+        self._pool: ThreadPoolExecutor | None = None
+        self._pool_lock = threading.Lock()
+
+    def close(self) -> None:
+        with self._pool_lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True)
+
+    def send(self, dispatches: Sequence[Dispatch]) -> None:
+        """SendMessageBatch in batches of 10, batches concurrently; raises :class:`DispatchFailed`."""
+        batches = [list(dispatches[i : i + MAX_BATCH]) for i in range(0, len(dispatches), MAX_BATCH)]
+        if len(batches) <= 1:
+            for batch in batches:
+                self._send_batch(batch)
+            return
+        # list() re-raises the first batch's exception after the others were attempted
+        list(self._executor().map(self._send_batch, batches))
+
+    def receive(self, max_messages: int, visibility_s: int, wait_s: float = 0.0) -> list[Delivery]:
+        """Up to ``max_messages`` messages, 10 per ReceiveMessage call.
+
+        Only the first call long-polls (up to ``wait_s``, at most 20 s); once something arrived the
+        loop only collects what is already visible, and stops at the first empty answer.
+        """
+        deliveries: list[Delivery] = []
+        wait = int(min(max(wait_s, 0.0), _MAX_WAIT_S))
+        while len(deliveries) < max_messages:
+            response = self._client.receive_message(
+                QueueUrl=self.url,
+                MaxNumberOfMessages=min(MAX_BATCH, max_messages - len(deliveries)),
+                VisibilityTimeout=visibility_s,
+                WaitTimeSeconds=wait,
+                MessageSystemAttributeNames=["ApproximateReceiveCount", "SentTimestamp"],
+            )
+            messages = response.get("Messages", [])
+            if not messages:
+                break
+            deliveries.extend(_delivery(message) for message in messages)
+            wait = 0
+        return deliveries
+
+    def extend(self, receipt: str, visibility_s: int) -> None:
+        self._client.change_message_visibility(QueueUrl=self.url, ReceiptHandle=receipt, VisibilityTimeout=visibility_s)
+
+    def delete(self, receipt: str) -> None:
+        self._client.delete_message(QueueUrl=self.url, ReceiptHandle=receipt)
+
+    def depth(self) -> int:
+        response = self._client.get_queue_attributes(QueueUrl=self.url, AttributeNames=list(_DEPTH_ATTRIBUTES))
+        attributes = response.get("Attributes", {})
+        return sum(int(attributes.get(name, 0)) for name in _DEPTH_ATTRIBUTES)
+
+    def _send_batch(self, batch: list[Dispatch]) -> None:
+        pending = {str(i): _entry(str(i), dispatch) for i, dispatch in enumerate(batch)}
+        failed: list[dict[str, Any]] = []
+        for attempt in range(_SEND_TRIES):
+            response = self._client.send_message_batch(QueueUrl=self.url, Entries=list(pending.values()))
+            failed = response.get("Failed", [])
+            if not failed:
+                return
+            if any(entry.get("SenderFault") for entry in failed):
+                break  # our request is wrong (too big, bad delay): resending cannot help
+            pending = {entry["Id"]: pending[entry["Id"]] for entry in failed}
+            if attempt + 1 < _SEND_TRIES:
+                time.sleep(0.05 * 2**attempt)  # throttling or a server error: back off, resend the failed
+        reasons = sorted({f"{entry.get('Code')}: {entry.get('Message', '')}" for entry in failed})
+        bodies = [pending[entry["Id"]]["MessageBody"] for entry in failed if entry["Id"] in pending]
+        run_ids = [json.loads(body)["run_id"] for body in bodies]
+        raise DispatchFailed(
+            f"{len(failed)} dispatch(es) to {self.name} failed: {'; '.join(reasons)}", details={"run_ids": run_ids}
+        )
+
+    def _executor(self) -> ThreadPoolExecutor:
+        with self._pool_lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=self._max_workers, thread_name_prefix="punctual-sqs")
+            return self._pool
+
+
+def _entry(entry_id: str, dispatch: Dispatch) -> dict[str, Any]:
+    body = json.dumps({"run_id": dispatch.run_id, "not_before": dispatch.not_before}, separators=(",", ":"))
+    return {"Id": entry_id, "MessageBody": body, "DelaySeconds": max(0, min(dispatch.delay_s, MAX_DELAY_S))}
+
+
+def _delivery(message: dict[str, Any]) -> Delivery:
+    attributes = message.get("Attributes", {})
+    extra = {"message_id": message.get("MessageId", "")}
+    if "SentTimestamp" in attributes:
+        extra["sent_at"] = attributes["SentTimestamp"]  # epoch ms: dispatch lag = receive - this
+    run_id, not_before = "", 0
+    try:
+        body = json.loads(message["Body"])
+        run_id, not_before = str(body["run_id"]), int(body["not_before"])
+    except (ValueError, TypeError, KeyError):
+        # Not ours: delivered with an empty run id so the worker can drop it (InvalidId) and log it.
+        extra["malformed_body"] = message.get("Body", "")[:256]
+    return Delivery(
+        run_id=run_id,
+        not_before=not_before,
+        receipt=message["ReceiptHandle"],
+        receive_count=int(attributes.get("ApproximateReceiveCount", 1)),
+        extra=extra,
+    )

@@ -1,0 +1,611 @@
+"""The ``aws`` engine's :class:`~punctual.port.Store`: DynamoDB, one conditional write per rule.
+
+Division of labour (as in the Powertools idempotency layer): :mod:`punctual.rules` owns the rules,
+:mod:`.conditions` spells them as condition expressions, :mod:`.items` owns the item layout, and
+this module only does I/O. Every ``ConditionalCheckFailedException`` becomes the outcome the port
+documents (False, None, a :class:`LeaseOutcome`, or the named exception); every other
+``ClientError`` propagates unchanged. Conditional writes that fail ask DynamoDB for the item as it
+was (``ReturnValuesOnConditionCheckFailure=ALL_OLD``), so deciding *why* costs no extra read.
+
+Write units of one run's happy path (items under 1 KB; see tests/integration/test_aws_engine.py):
+advance the job (table 1, ``due`` key move 2, ``by_owner`` ALL projection 1), insert the run
+(table 1, ``open`` put 1), lease (1), finish (table 1, ``open`` delete 1).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, TypeGuard, TypeVar, cast
+
+from botocore.exceptions import ClientError
+
+from punctual import ids, rules
+from punctual.engines.aws import conditions as c
+from punctual.engines.aws import items as it
+from punctual.engines.aws.items import Item, Key, n, s
+from punctual.errors import ConcurrentModification, InvalidCursor, JobAlreadyExists, JobNotFound, LeaseLost, RunNotFound
+from punctual.model import Job, JobStatus, Run, RunState
+from punctual.port import (
+    Advance,
+    Alert,
+    DueJob,
+    LeaseOutcome,
+    LeaseResult,
+    Page,
+    RunChange,
+    RunQuery,
+    ShardLease,
+    Store,
+)
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+_CONDITION_FAILED = "ConditionalCheckFailedException"
+_MAX_LIST_PAGES = 10  # Query pages one listing may read when a filter drops most items
+_MAX_ALERT_PAGES = 10
+_LEASE_ROUNDS = 4  # fresh lease / takeover attempts before conceding that others keep winning
+_BATCH_GET = 100  # BatchGetItem maximum keys
+_BATCH_GET_TRIES = 5
+_OPEN_PAGE = 500  # keys per Query of the open index (KEYS_ONLY rows are tiny)
+_MAX_QUERY_LIMIT = 1000
+MAX_PAGE = 1_000  # largest page a listing returns, whatever limit asks for (as the embedded engine)
+
+
+@dataclass(frozen=True, slots=True)
+class Written:
+    """What a conditional write did: applied or not, and the item DynamoDB returned with it.
+
+    ``item`` is the new image when applied (if asked for), the old image when the condition failed
+    (None if there was no item).
+    """
+
+    applied: bool
+    item: Item | None
+
+
+def condition_failed(exc: ClientError) -> bool:
+    return bool(exc.response.get("Error", {}).get("Code") == _CONDITION_FAILED)
+
+
+def _old_image(exc: ClientError) -> Item | None:
+    """The item as the failed condition saw it (ReturnValuesOnConditionCheckFailure=ALL_OLD)."""
+    item = cast(dict[str, Any], exc.response).get("Item")
+    return cast(Item | None, item)
+
+
+class DynamoStore(Store):
+    """Jobs, runs, shard leases and alerts in three DynamoDB tables (see ``punctual.resources``)."""
+
+    def __init__(
+        self,
+        client: Any,
+        *,
+        jobs_table: str,
+        runs_table: str,
+        leases_table: str,
+        shards: int = 16,
+        open_shards: int = 16,
+        retention_days: int = 30,
+        max_workers: int = 8,
+    ) -> None:
+        self._client = client
+        self.jobs_table = jobs_table
+        self.runs_table = runs_table
+        self.leases_table = leases_table
+        self.shards = shards
+        self.open_shards = open_shards
+        self.retention_days = retention_days
+        self._max_workers = max_workers
+        self._pool: ThreadPoolExecutor | None = None
+        self._pool_lock = threading.Lock()
+        self._reap_start = 0  # rotates the first open shard past_deadline_runs reads (fairness)
+
+    def close(self) -> None:
+        with self._pool_lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True)
+
+    # -- jobs --------------------------------------------------------------------------------------
+
+    def create_job(self, job: Job) -> None:
+        item = it.job_to_item(job, retention_days=self.retention_days)
+        if not self._put(self.jobs_table, item, c.guarded(c.JOB_NOT_EXISTS)).applied:
+            raise JobAlreadyExists(f"job {job.id} already exists", field="id")
+
+    def get_job(self, job_id: str) -> Job:
+        item = self._get(self.jobs_table, it.job_key(job_id))
+        if item is None:
+            raise JobNotFound(f"job {job_id} not found", field="job_id")
+        return it.item_to_job(item)
+
+    def list_jobs(
+        self, owner: str, *, status: JobStatus | None = None, limit: int = 50, cursor: str | None = None
+    ) -> Page[Job]:
+        request: dict[str, Any] = {
+            "TableName": self.jobs_table,
+            "IndexName": "by_owner",
+            "KeyConditionExpression": "#owner = :owner",
+            "ScanIndexForward": False,  # newest created_at first
+        }
+        values: dict[str, Any] = {":owner": s(owner)}
+        if status is None:
+            request["FilterExpression"] = "#status <> :deleted"  # deleted jobs only when asked for
+            values[":deleted"] = s(JobStatus.DELETED.value)
+        else:
+            request["FilterExpression"] = "#status = :status"
+            values[":status"] = s(status.value)
+        request["ExpressionAttributeValues"] = values
+        request["ExpressionAttributeNames"] = c.names_in(request["KeyConditionExpression"], request["FilterExpression"])
+        if cursor is not None:
+            request["ExclusiveStartKey"] = _job_cursor_key(cursor, owner)
+        found, after = self._collect(request, limit, it.by_owner_key)
+        next_cursor = None
+        if after is not None:
+            position = {"o": after["owner"]["S"], "c": int(after["created_at"]["N"]), "j": after["job_id"]["S"]}
+            next_cursor = ids.encode_cursor("jobs", position)
+        return Page(self._full_jobs(found), next_cursor)
+
+    def _full_jobs(self, index_items: list[Item]) -> list[Job]:
+        """The jobs behind ``by_owner`` index entries, in index order.
+
+        The index projects only ``status`` (for the filter): a claim rewrites next_run_at,
+        last_run_at and version on every run, and projecting those would add an index write
+        to every claim (docs/decisions.md, "Write budget").
+        """
+        keys = [{"job_id": item["job_id"]} for item in index_items]
+        by_id = {item["job_id"]["S"]: item for item in self._batch_get(self.jobs_table, keys)}
+        return [it.item_to_job(by_id[key["job_id"]["S"]]) for key in keys if key["job_id"]["S"] in by_id]
+
+    def update_job(self, job: Job, expected_version: int) -> Job:
+        stored = job.model_copy(update={"version": expected_version + 1})
+        item = it.job_to_item(stored, retention_days=self.retention_days)
+        written = self._put(
+            self.jobs_table,
+            item,
+            c.guarded(c.VERSION_MATCHES, expected_version=n(expected_version)),
+            old_on_failure=True,
+        )
+        if not written.applied:
+            if written.item is None:
+                raise JobNotFound(f"job {job.id} not found", field="job_id")
+            raise ConcurrentModification(
+                f"job {job.id} changed since it was read (version {it.get_n(written.item, 'version')}, "
+                f"expected {expected_version}); read it again and retry"
+            )
+        return it.item_to_job(item)
+
+    # -- claim -------------------------------------------------------------------------------------
+
+    def due_jobs(self, shard: int, until: int, limit: int, after: DueJob | None = None) -> list[DueJob]:
+        request: dict[str, Any] = {
+            "TableName": self.jobs_table,
+            "IndexName": "due",
+            "KeyConditionExpression": "due_shard = :shard AND next_run_at <= :until",
+            "ExpressionAttributeValues": {":shard": n(shard), ":until": n(until)},
+        }
+        if after is not None:
+            request["ExclusiveStartKey"] = it.due_key(after)
+        found: list[DueJob] = []
+        # Limit is exact here (no filter); loop only because one page stops at 1 MB.
+        while len(found) < limit:
+            page = self._client.query(**request, Limit=min(limit - len(found), _MAX_QUERY_LIMIT))
+            found.extend(it.item_to_due_job(item) for item in page.get("Items", []))
+            if "LastEvaluatedKey" not in page:
+                break
+            request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+        return found
+
+    def insert_runs(self, runs: Sequence[Run]) -> list[bool]:
+        return self._each(self._insert_run, runs)
+
+    def advance_jobs(self, advances: Sequence[Advance]) -> list[bool]:
+        return self._each(self._advance_job, advances)
+
+    def _insert_run(self, run: Run) -> bool:
+        item = it.run_to_item(run, open_shards=self.open_shards)
+        return self._put(self.runs_table, item, c.guarded(c.RUN_NOT_EXISTS)).applied
+
+    def _advance_job(self, advance: Advance) -> bool:
+        expr = c.Expression().set("last_run_at = :last", last=n(advance.last_run_at))
+        expr.set("updated_at = :now", now=n(advance.now)).set("version = version + :one", one=n(1))
+        if advance.next_run_at is None:
+            # a one-time job was dispatched: completed, and out of the due index
+            expr.set("#status = :completed", completed=s(JobStatus.COMPLETED.value)).remove("next_run_at")
+        else:
+            expr.set("next_run_at = :next", next=n(advance.next_run_at))
+        request = expr.request(
+            c.JOB_STILL_DUE, active=s(JobStatus.ACTIVE.value), old_next=n(advance.expected_next_run_at)
+        )
+        return self._update(self.jobs_table, it.job_key(advance.job_id), request, returns="NONE").applied
+
+    # -- runs --------------------------------------------------------------------------------------
+
+    def get_run(self, job_id: str, scheduled_at: int) -> Run:
+        item = self._get(self.runs_table, it.run_key(job_id, scheduled_at))
+        if item is None:
+            raise RunNotFound(f"run {ids.run_id_for(job_id, scheduled_at)} not found", field="run_id")
+        return it.item_to_run(item)
+
+    def list_runs(self, job_id: str, query: RunQuery) -> Page[Run]:
+        if query.since is not None and query.until is not None and query.since > query.until:
+            return Page([])  # an empty range; DynamoDB rejects BETWEEN with low > high
+        key_condition = "job_id = :job"
+        values: dict[str, Any] = {":job": s(job_id)}
+        if query.since is not None and query.until is not None:
+            key_condition += " AND scheduled_at BETWEEN :since AND :until"
+        elif query.since is not None:
+            key_condition += " AND scheduled_at >= :since"
+        elif query.until is not None:
+            key_condition += " AND scheduled_at <= :until"
+        if query.since is not None:
+            values[":since"] = n(query.since)
+        if query.until is not None:
+            values[":until"] = n(query.until)
+        request: dict[str, Any] = {
+            "TableName": self.runs_table,
+            "KeyConditionExpression": key_condition,
+            "ScanIndexForward": False,  # newest scheduled_at first
+        }
+        if query.states:
+            placeholders = [f":state{i}" for i in range(len(query.states))]
+            request["FilterExpression"] = f"#state IN ({', '.join(placeholders)})"
+            request["ExpressionAttributeNames"] = c.names_in(request["FilterExpression"])
+            values.update(zip(placeholders, (s(state.value) for state in sorted(query.states)), strict=True))
+        request["ExpressionAttributeValues"] = values
+        if query.cursor is not None:
+            request["ExclusiveStartKey"] = _run_cursor_key(query.cursor, job_id)
+        found, after = self._collect(request, query.limit, it.run_position)
+        next_cursor = None
+        if after is not None:
+            next_cursor = ids.encode_cursor("runs", {"j": job_id, "s": int(after["scheduled_at"]["N"])})
+        return Page([it.item_to_run(item) for item in found], next_cursor)
+
+    def lease_run(self, job_id: str, scheduled_at: int, worker_id: str, now: int, lease_ms: int) -> LeaseResult:
+        """One conditional write in the common case (scheduled, or retrying past its backoff).
+
+        If that fails, the run as it was decides (``rules.lease_outcome``). A running run whose lease
+        expired is taken over by a second, compare-and-set write on the attempt and lease end that
+        were seen, which also appends the lost attempt to the log. Losing that race re-evaluates the
+        run as the failed write found it, a bounded number of times.
+        """
+        key = it.run_key(job_id, scheduled_at)
+        until = now + lease_ms
+        seen: Run | None = None
+        for _ in range(_LEASE_ROUNDS):
+            if seen is not None and rules.is_takeover(seen):
+                written = self._update(self.runs_table, key, _takeover_request(seen, worker_id, now, until))
+            else:
+                written = self._update(self.runs_table, key, _lease_request(worker_id, now, until))
+            found = None if written.item is None else it.item_to_run(written.item)
+            if written.applied:
+                return LeaseResult(LeaseOutcome.LEASED, found)
+            outcome = rules.lease_outcome(found, now)
+            if outcome is not LeaseOutcome.LEASED:
+                return LeaseResult(outcome, found)
+            seen = found
+        return LeaseResult(LeaseOutcome.HELD, seen)  # others kept winning: treat it as held
+
+    def heartbeat_run(self, job_id: str, scheduled_at: int, worker_id: str, attempt: int, lease_expires_at: int) -> Run:
+        expr = c.Expression().set("lease_expires_at = :until, deadline_at = :until", until=n(lease_expires_at))
+        return self._while_held(job_id, scheduled_at, worker_id, attempt, expr)
+
+    def finish_run(self, job_id: str, scheduled_at: int, worker_id: str, attempt: int, change: RunChange) -> Run:
+        return self._while_held(job_id, scheduled_at, worker_id, attempt, _change_expression(change, reopen_shard=None))
+
+    def _while_held(self, job_id: str, scheduled_at: int, worker_id: str, attempt: int, expr: c.Expression) -> Run:
+        """Apply ``expr`` iff ``worker_id`` still holds ``attempt`` (LEASE_HELD); else :class:`LeaseLost`."""
+        held = {"running": s(RunState.RUNNING.value), "worker": s(worker_id), "held_attempt": n(attempt)}
+        request = expr.request(c.LEASE_HELD, **held)
+        written = self._update(self.runs_table, it.run_key(job_id, scheduled_at), request, old_on_failure=False)
+        if not written.applied:
+            run_id = ids.run_id_for(job_id, scheduled_at)
+            raise LeaseLost(f"worker {worker_id} no longer holds attempt {attempt} of run {run_id}")
+        return _run_of(written)
+
+    def transition_run(self, current: Run, change: RunChange) -> Run:
+        # A terminal run moved back to an open state re-enters the open index (the lifecycle
+        # forbids it today; the index invariant must hold regardless).
+        reopen = None
+        if not change.state.is_terminal and current.state.is_terminal:
+            reopen = it.open_shard(current.job_id, current.scheduled_at, self.open_shards)
+        values: dict[str, Any] = {"read_state": s(current.state.value), "read_attempt": n(current.attempt)}
+        if current.lease_expires_at is not None:
+            values["read_lease"] = n(current.lease_expires_at)
+        condition = c.unchanged_since(current.lease_expires_at is not None)
+        request = _change_expression(change, reopen_shard=reopen).request(condition, **values)
+        key = it.run_key(current.job_id, current.scheduled_at)
+        written = self._update(self.runs_table, key, request, old_on_failure=False)
+        if not written.applied:
+            raise ConcurrentModification(f"run {current.run_id} changed since it was read")
+        return _run_of(written)
+
+    def past_deadline_runs(self, now: int, scheduled_before: int, limit: int) -> list[Run]:
+        """Reads the sparse ``open`` index shard by shard (keys only), then the runs themselves
+        with consistent reads: the index is eventually consistent and carries no deadline.
+
+        Stops reading once ``limit`` runs qualify, starting each call at the next shard so that no
+        shard waits behind another's backlog; the result is sorted most overdue first.
+        """
+        found: list[Run] = []
+        start, self._reap_start = self._reap_start, (self._reap_start + 1) % self.open_shards
+        for offset in range(self.open_shards):
+            shard = (start + offset) % self.open_shards
+            for keys in self._open_keys(shard, scheduled_before):
+                found.extend(r for r in self._get_runs(keys) if r.is_open and r.deadline_at < now)
+                if len(found) >= limit:
+                    break
+            if len(found) >= limit:
+                break
+        found.sort(key=lambda r: (r.deadline_at, r.scheduled_at, r.job_id))  # most overdue first
+        return found[:limit]
+
+    def _open_keys(self, shard: int, scheduled_before: int) -> Iterator[list[Key]]:
+        request: dict[str, Any] = {
+            "TableName": self.runs_table,
+            "IndexName": "open",
+            "KeyConditionExpression": "open_shard = :shard AND scheduled_at <= :before",
+            "ExpressionAttributeValues": {":shard": n(shard), ":before": n(scheduled_before)},
+            "Limit": _OPEN_PAGE,
+        }
+        while True:
+            page = self._client.query(**request)
+            keys = [it.run_position(item) for item in page.get("Items", [])]
+            if keys:
+                yield keys
+            if "LastEvaluatedKey" not in page:
+                return
+            request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    def _get_runs(self, keys: list[Key]) -> list[Run]:
+        return [it.item_to_run(item) for item in self._batch_get(self.runs_table, keys)]
+
+    def _batch_get(self, table: str, keys: list[Key]) -> list[Item]:
+        """Consistent reads of ``keys`` (any number), in no particular order; missing items are absent."""
+        items: list[Item] = []
+        for chunk_start in range(0, len(keys), _BATCH_GET):
+            pending = keys[chunk_start : chunk_start + _BATCH_GET]
+            for attempt in range(_BATCH_GET_TRIES):
+                response = self._client.batch_get_item(RequestItems={table: {"Keys": pending, "ConsistentRead": True}})
+                items.extend(response.get("Responses", {}).get(table, []))
+                pending = response.get("UnprocessedKeys", {}).get(table, {}).get("Keys", [])
+                if not pending:
+                    break
+                time.sleep(0.05 * 2**attempt)  # throttled: back off; what is left waits for the next sweep
+        return items
+
+    # -- shard leases ------------------------------------------------------------------------------
+
+    def acquire_shard(self, shard: int, owner: str, now: int, ttl_ms: int) -> ShardLease | None:
+        key = it.shard_key(shard)
+        until = now + ttl_ms
+        extend = c.Expression().set("expires_at = :until", until=n(until))
+        written = self._update(self.leases_table, key, extend.request(c.SHARD_OURS_LIVE, me=s(owner), now=n(now)))
+        if written.applied:
+            return _lease_of(written)
+        current = None if written.item is None else it.item_to_lease(written.item)
+        if not rules.may_acquire_shard(current, owner, now):
+            return None  # another owner's live lease: no second write
+        take = c.Expression().set("#owner = :me", me=s(owner)).set("expires_at = :until", until=n(until))
+        take.set("epoch = if_not_exists(epoch, :zero) + :one", zero=n(0), one=n(1))  # a new fencing token
+        written = self._update(self.leases_table, key, take.request(c.SHARD_FREE, now=n(now)), old_on_failure=False)
+        return _lease_of(written) if written.applied else None
+
+    def renew_shard(self, lease: ShardLease, now: int, ttl_ms: int) -> ShardLease | None:
+        expr = c.Expression().set("expires_at = :until", until=n(now + ttl_ms))
+        request = expr.request(c.SHARD_HELD, me=s(lease.owner), epoch=n(lease.epoch))
+        written = self._update(self.leases_table, it.shard_key(lease.shard), request, old_on_failure=False)
+        return _lease_of(written) if written.applied else None
+
+    def release_shard(self, lease: ShardLease) -> None:
+        expr = c.Expression().set("expires_at = :zero", zero=n(0))
+        request = expr.request(c.SHARD_HELD, me=s(lease.owner), epoch=n(lease.epoch))
+        self._update(self.leases_table, it.shard_key(lease.shard), request, returns="NONE", old_on_failure=False)
+
+    def shard_leases(self) -> list[ShardLease]:
+        request: dict[str, Any] = {
+            "TableName": self.leases_table,
+            "KeyConditionExpression": "pk = :pk",
+            "ExpressionAttributeValues": {":pk": s(it.SHARD_PK)},
+            "ConsistentRead": True,
+        }
+        leases = [it.item_to_lease(item) for item in self._query_all(request)]
+        return sorted(leases, key=lambda lease: lease.shard)
+
+    # -- alerts ------------------------------------------------------------------------------------
+
+    def record_alert(self, alert: Alert) -> bool:
+        item = it.alert_to_item(alert, retention_days=self.retention_days)
+        return self._put(self.leases_table, item, c.guarded(c.ALERT_NOT_EXISTS)).applied
+
+    def list_alerts(self, owner: str, limit: int = 50) -> list[Alert]:
+        request: dict[str, Any] = {
+            "TableName": self.leases_table,
+            "KeyConditionExpression": "pk = :pk",
+            "ExpressionAttributeValues": {":pk": s(it.alert_pk(owner))},
+        }
+        # keyed by run id (one alert per run), so newest-first is a sort here; bounded pages
+        alerts = [it.item_to_alert(item) for item in self._query_all(request, max_pages=_MAX_ALERT_PAGES)]
+        alerts.sort(key=lambda a: (a.created_at, a.run_id), reverse=True)
+        return alerts[:limit]
+
+    # -- I/O helpers -------------------------------------------------------------------------------
+
+    def _get(self, table: str, key: Key) -> Item | None:
+        item: Item | None = self._client.get_item(TableName=table, Key=key, ConsistentRead=True).get("Item")
+        return item
+
+    def _put(self, table: str, item: Item, guard: dict[str, Any], *, old_on_failure: bool = False) -> Written:
+        extra = {"ReturnValuesOnConditionCheckFailure": "ALL_OLD"} if old_on_failure else {}
+        try:
+            self._client.put_item(TableName=table, Item=item, **guard, **extra)
+        except ClientError as exc:
+            if not condition_failed(exc):
+                raise
+            return Written(False, _old_image(exc))
+        return Written(True, item)
+
+    def _update(
+        self, table: str, key: Key, request: dict[str, Any], *, returns: str = "ALL_NEW", old_on_failure: bool = True
+    ) -> Written:
+        extra = {"ReturnValuesOnConditionCheckFailure": "ALL_OLD"} if old_on_failure else {}
+        try:
+            response = self._client.update_item(TableName=table, Key=key, ReturnValues=returns, **request, **extra)
+        except ClientError as exc:
+            if not condition_failed(exc):
+                raise
+            return Written(False, _old_image(exc))
+        return Written(True, response.get("Attributes"))
+
+    def _collect(
+        self, request: dict[str, Any], limit: int, position: Callable[[Item], Key]
+    ) -> tuple[list[Item], Key | None]:
+        """Query pages until ``limit`` items passed the filter, reading at most a bounded number of pages.
+
+        Returns the items and where the next page starts (None on the last page). That position is the
+        last *returned* item when the listing stops inside a page (a page's LastEvaluatedKey would skip
+        the rest of it), or the page's LastEvaluatedKey when every item of the page was taken or filtered.
+        """
+        limit = max(1, min(limit, MAX_PAGE))
+        found: list[Item] = []
+        for _ in range(_MAX_LIST_PAGES):
+            want = limit - len(found)
+            # one extra row tells "more follow" without a trailing empty page
+            page = self._client.query(**request, Limit=min(max(want + 1, 25), _MAX_QUERY_LIMIT))
+            rows = page.get("Items", [])
+            if len(rows) > want:
+                found.extend(rows[:want])
+                return found, position(found[-1])
+            found.extend(rows)
+            after = page.get("LastEvaluatedKey")
+            if after is None:
+                return found, None
+            request = {**request, "ExclusiveStartKey": after}
+            if len(found) == limit:
+                return found, after
+        return found, request.get("ExclusiveStartKey")
+
+    def _query_all(self, request: dict[str, Any], max_pages: int | None = None) -> list[Item]:
+        rows: list[Item] = []
+        pages = 0
+        while max_pages is None or pages < max_pages:
+            page = self._client.query(**request)
+            pages += 1
+            rows.extend(page.get("Items", []))
+            if "LastEvaluatedKey" not in page:
+                break
+            request = {**request, "ExclusiveStartKey": page["LastEvaluatedKey"]}
+        return rows
+
+    def _each(self, fn: Callable[[T], R], values: Sequence[T]) -> list[R]:
+        """``fn`` over ``values``, concurrently when there are several (boto3 clients are thread-safe)."""
+        if len(values) <= 1:
+            return [fn(value) for value in values]
+        return list(self._executor().map(fn, values))
+
+    def _executor(self) -> ThreadPoolExecutor:
+        with self._pool_lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=self._max_workers, thread_name_prefix="punctual-ddb")
+            return self._pool
+
+
+# -- request builders ------------------------------------------------------------------------------
+
+
+def _lease_request(worker_id: str, now: int, until: int) -> dict[str, Any]:
+    """The common lease: scheduled, or retrying past its backoff (rules.leased)."""
+    return _leased_expression(worker_id, now, until).request(
+        c.LEASABLE,
+        scheduled=s(RunState.SCHEDULED.value),
+        retrying=s(RunState.RETRYING.value),
+    )
+
+
+def _takeover_request(seen: Run, worker_id: str, now: int, until: int) -> dict[str, Any]:
+    """Take over ``seen``'s expired lease, logging the lost attempt (rules.leased on a running run)."""
+    assert seen.lease_expires_at is not None  # a running run whose lease expired has one
+    expr = _leased_expression(worker_id, now, until)
+    expr.set(
+        "attempts = list_append(if_not_exists(attempts, :no_attempts), :lost)",
+        no_attempts={"L": []},
+        lost={"L": [it.attempt_value(rules.takeover_record(seen))]},
+    )
+    return expr.request(c.TAKEOVER, seen_attempt=n(seen.attempt), seen_lease=n(seen.lease_expires_at))
+
+
+def _leased_expression(worker_id: str, now: int, until: int) -> c.Expression:
+    expr = c.Expression().set("#state = :running", running=s(RunState.RUNNING.value))
+    expr.set("worker_id = :worker", worker=s(worker_id))
+    expr.set("lease_expires_at = :until, deadline_at = :until", until=n(until))
+    expr.set("attempt = attempt + :one", one=n(1))
+    expr.set("started_at = if_not_exists(started_at, :now)", now=n(now))
+    return expr.remove("next_attempt_at")
+
+
+def _change_expression(change: RunChange, *, reopen_shard: int | None) -> c.Expression:
+    """``change`` as an update, exactly as ``rules.apply_change`` applies it in memory."""
+    expr = c.Expression().set("#state = :state", state=s(change.state.value))
+    expr.set("deadline_at = :deadline", deadline=n(change.deadline_at))
+    if change.append is not None:
+        expr.set(
+            "attempts = list_append(if_not_exists(attempts, :no_attempts), :appended)",
+            no_attempts={"L": []},
+            appended={"L": [it.attempt_value(change.append)]},
+        )
+    if change.finished_at is not None:
+        expr.set("finished_at = :finished", finished=n(change.finished_at))
+    if change.attempt is not None:
+        expr.set("attempt = :new_attempt", new_attempt=n(change.attempt))
+    if change.note is not None:
+        expr.set("note = :note", note=s(change.note))
+    if change.state is RunState.RETRYING:
+        if change.next_attempt_at is not None:
+            expr.set("next_attempt_at = :next_attempt", next_attempt=n(change.next_attempt_at))
+    else:
+        expr.remove("next_attempt_at")
+    if change.clear_lease:
+        expr.remove("worker_id", "lease_expires_at")
+    if change.state.is_terminal:
+        expr.remove("open_shard")  # the run leaves the open index
+    elif reopen_shard is not None:
+        expr.set("open_shard = :open_shard", open_shard=n(reopen_shard))
+    return expr
+
+
+# -- small helpers ---------------------------------------------------------------------------------
+
+
+def _run_of(written: Written) -> Run:
+    assert written.item is not None  # ALL_NEW of an applied update
+    return it.item_to_run(written.item)
+
+
+def _lease_of(written: Written) -> ShardLease:
+    assert written.item is not None  # ALL_NEW of an applied update
+    return it.item_to_lease(written.item)
+
+
+def _job_cursor_key(cursor: str, owner: str) -> Key:
+    position = ids.decode_cursor("jobs", cursor)
+    created_at, job_id = position.get("c"), position.get("j")
+    if position.get("o") != owner or not _is_int(created_at) or not isinstance(job_id, str):
+        raise InvalidCursor("cursor is not valid for this listing; start again without it", field="cursor")
+    return {"owner": s(owner), "created_at": n(created_at), "job_id": s(job_id)}
+
+
+def _run_cursor_key(cursor: str, job_id: str) -> Key:
+    position = ids.decode_cursor("runs", cursor)
+    scheduled_at = position.get("s")
+    if position.get("j") != job_id or not _is_int(scheduled_at):
+        raise InvalidCursor("cursor is not valid for this listing; start again without it", field="cursor")
+    return it.run_key(job_id, scheduled_at)
+
+
+def _is_int(value: object) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool)

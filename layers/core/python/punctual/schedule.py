@@ -1,0 +1,420 @@
+"""Cron schedules: validation and fire-time computation in a job's time zone.
+
+Times are integer epoch milliseconds (UTC). Every function is pure: no I/O, no clock.
+
+The contract:
+
+* Syntax: five fields ``minute hour day-of-month month day-of-week`` with ``*``, numbers,
+  lists ``a,b``, ranges ``a-b`` (a range may wrap, e.g. ``FRI-MON``), steps ``*/n``, ``a-b/n``
+  and ``a/n``, month names JAN-DEC and day names SUN-SAT (day-of-week 7 is Sunday), plus the
+  macros @yearly @annually @monthly @weekly @daily @midnight @hourly. croniter parses the
+  expression; its extensions (seconds/year fields, ``L``, ``W``, ``#``, ``?``, ``H``) and
+  @reboot are rejected. ``a-a`` means the single value ``a`` (croniter would widen it to the
+  whole field). Expressions that can never fire (``0 0 30 2 *``) are rejected.
+* Day matching: a day field whose values cover its whole range counts as ``*``. When both
+  day-of-month and day-of-week are restricted, a day matches if either matches (POSIX);
+  otherwise the restricted one (if any) must match.
+* Evaluation is on wall-clock time in the job's zone, minute resolution: fire times are the
+  instants at which the local clock shows a matching minute with seconds = 0.
+* DST, following Vixie cron. A job is an *interval job* when its hour field starts with ``*``
+  (``*``, ``*/n``, and @hourly); every other job is a *fixed-time job*.
+  - Spring forward (wall times that do not exist): a fixed-time job with any matching minute
+    in the gap fires once, at the first instant after the gap (``30 2 * * *`` runs at 03:00 on
+    the night New York or Berlin skips 02:00-02:59). Interval jobs have no runs in the gap.
+  - Fall back (wall times that occur twice): a fixed-time job fires once, at the first
+    (daylight-time) occurrence; interval jobs fire in both occurrences, following elapsed time.
+* Results are strictly increasing: ``next_fire(c, tz, t) > t``.
+
+Speed: parsing happens once per (expression, zone) in an LRU cache; the compiled schedule is
+an immutable set of lookup tables, so computing a fire time is a short walk over the fields
+with no shared mutable state (safe from any number of threads).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta, tzinfo
+from functools import lru_cache
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from croniter import CroniterError, croniter
+
+from punctual.errors import InvalidSchedule, InvalidTimezone
+
+MAX_CRON_LENGTH = 256
+SEARCH_YEARS = 10  # Feb 29 is the rarest valid schedule: at most 8 years apart (2096 -> 2104).
+
+_MACROS = {
+    "@yearly": "0 0 1 1 *",
+    "@annually": "0 0 1 1 *",
+    "@monthly": "0 0 1 * *",
+    "@weekly": "0 0 * * 0",
+    "@daily": "0 0 * * *",
+    "@midnight": "0 0 * * *",
+    "@hourly": "0 * * * *",
+}
+_MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
+_DAYS = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
+# (name, low, high, names, hint): day-of-week accepts 7 for Sunday, as every cron does.
+_Field = tuple[str, int, int, dict[str, int], str]
+_FIELDS: tuple[_Field, ...] = (
+    ("minute", 0, 59, {}, ""),
+    ("hour", 0, 23, {}, ""),
+    ("day-of-month", 1, 31, {}, ""),
+    ("month", 1, 12, {n: i + 1 for i, n in enumerate(_MONTHS)}, " or a name (JAN-DEC)"),
+    ("day-of-week", 0, 7, {n: i for i, n in enumerate(_DAYS)}, " or a name (SUN-SAT)"),
+)
+_ITEM = re.compile(r"^(?:(\*)|(\w+)(?:-(\w+))?)(?:/(\w+))?$", re.ASCII)
+_WS = re.compile(r"\s+", re.ASCII)
+_MONTH_DAYS = (0, 31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)  # Feb 29 for "can it fire"
+_EPOCH_ORDINAL = date(1970, 1, 1).toordinal()
+_UTC_NAMES = frozenset({"UTC", "Etc/UTC"})
+_Wall = tuple[int, int, int, int, int]  # a local wall-clock minute: year, month, day, hour, minute
+
+
+def validate_timezone(name: str) -> str:
+    """Return ``name`` if it is an IANA time zone, else raise InvalidTimezone."""
+    _zone(name)
+    return name
+
+
+def validate_cron(expr: str) -> str:
+    """Return the expression with whitespace collapsed, or raise InvalidSchedule."""
+    return _expand(expr)[0]
+
+
+def next_fire(cron: str, tz: str, after_ms: int) -> int:
+    """The first fire time strictly after ``after_ms``."""
+    return _compile(cron, tz).next_after(after_ms)
+
+
+def latest_fire_at_or_before(cron: str, tz: str, at_ms: int) -> int | None:
+    """The most recent fire time <= ``at_ms``; None if there is none in SEARCH_YEARS years."""
+    return _compile(cron, tz).latest_at_or_before(at_ms)
+
+
+def fire_times(cron: str, tz: str, after_ms: int, until_ms: int, limit: int) -> list[int]:
+    """Fire times in ``(after_ms, until_ms]``, at most ``limit`` of them, in order."""
+    sched, out, t = _compile(cron, tz), list[int](), after_ms
+    while len(out) < limit and (t := sched.next_after(t)) <= until_ms:
+        out.append(t)
+    return out
+
+
+# -- parsing ----------------------------------------------------------------------------------
+
+
+def _zone(name: str) -> tzinfo:
+    if name in _UTC_NAMES:
+        return UTC
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError, OSError):  # "../x", "America", too long
+        raise InvalidTimezone(f"unknown time zone {name!r}") from None
+
+
+def _parse(expr: str) -> tuple[str, str]:
+    """Return (normalized expression, the text handed to croniter)."""
+    if not isinstance(expr, str) or not expr.strip():
+        raise InvalidSchedule("cron expression is empty")
+    if len(expr) > MAX_CRON_LENGTH:
+        raise InvalidSchedule(f"cron expression is longer than {MAX_CRON_LENGTH} characters")
+    fields = _WS.split(expr.strip())
+    if fields[0].startswith("@"):
+        macro = fields[0].lower()
+        if len(fields) != 1 or macro not in _MACROS:
+            raise InvalidSchedule(f"unsupported cron macro {expr.strip()!r}; use one of " + ", ".join(_MACROS))
+        return macro, _MACROS[macro]
+    if len(fields) != 5:
+        hint = " (seconds and years are not supported)" if len(fields) in (6, 7) else ""
+        raise InvalidSchedule(
+            f"cron expression must have 5 fields (minute hour day-of-month month day-of-week), got {len(fields)}{hint}"
+        )
+    return " ".join(fields), " ".join(_parse_field(f, spec) for f, spec in zip(fields, _FIELDS, strict=True))
+
+
+def _parse_field(text: str, spec: _Field) -> str:
+    """Check one field with messages that name it; return it as croniter should read it."""
+    name = spec[0]
+    items = []
+    for written in text.split(","):
+        m = _ITEM.match(written)
+        if not m:
+            raise InvalidSchedule(
+                f"cron field {name!r} has invalid item {written!r}: use numbers"
+                ", names, '*', ranges 'a-b', steps '/n' and lists 'a,b'"
+            )
+        star, first, last, step = m.groups()
+        if step is not None and (not step.isdigit() or int(step) == 0):
+            raise InvalidSchedule(f"cron field {name!r} step {step!r} must be a number >= 1")
+        values = [_value(v, spec) for v in (first, last) if v is not None]
+        # "a-a" is just a (croniter would widen it to the whole field).
+        items.append(first if star is None and len(values) == 2 and values[0] == values[1] else written)
+    return ",".join(items)
+
+
+def _value(token: str, spec: _Field) -> int:
+    field, low, high, names, hint = spec
+    if token.isdigit():
+        if not low <= int(token) <= high:
+            raise InvalidSchedule(f"cron field {field!r} value {int(token)} is out of range {low}-{high}")
+        return int(token)
+    if token.lower() in names:
+        return names[token.lower()]
+    raise InvalidSchedule(
+        f"cron field {field!r} value {token!r} is not a number{hint} (L, W, #, ? and H are not supported)"
+    )
+
+
+# -- compiled schedules -----------------------------------------------------------------------
+
+
+@lru_cache(maxsize=1024)  # few distinct value sets in practice; sharing them keeps schedules small
+def _tables(allowed: frozenset[int], size: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """(next, prev): next[x] = smallest allowed >= x, prev[x] = largest allowed <= x, -1 if none.
+
+    ``next`` has one extra entry (-1) past the end so a walk can step to ``size`` unchecked.
+    """
+    nxt, prv, best = [-1] * (size + 1), [-1] * size, -1
+    for x in reversed(range(size)):
+        best = x if x in allowed else best
+        nxt[x] = best
+    best = -1
+    for x in range(size):
+        best = x if x in allowed else best
+        prv[x] = best
+    return tuple(nxt), tuple(prv)
+
+
+def _secs(delta: timedelta | None) -> int:
+    assert delta is not None  # every tzinfo we build is aware
+    return delta.days * 86400 + delta.seconds
+
+
+def _wall_seconds(y: int, mo: int, d: int, h: int, mi: int) -> int:
+    """Seconds since the epoch of a wall-clock time read as if it were UTC."""
+    return (date(y, mo, d).toordinal() - _EPOCH_ORDINAL) * 86400 + h * 3600 + mi * 60
+
+
+def _month_days(y: int, mo: int) -> int:
+    if mo == 2 and not (y % 4 == 0 and (y % 100 != 0 or y % 400 == 0)):
+        return 28
+    return _MONTH_DAYS[mo]
+
+
+def _expand(expr: str) -> tuple[str, list[frozenset[int]], bool]:
+    """Validate; return (normalized, allowed values per field, is-interval-job)."""
+    normalized, text = _parse(expr)
+    try:
+        expanded = croniter.expand(text)[0]
+    except CroniterError as exc:  # a shape our own checks let through
+        raise InvalidSchedule(f"cron expression {normalized!r} is not valid: {exc}") from None
+    sets = [
+        frozenset(range(lo, hi + 1)) if values == ["*"] else frozenset(map(int, values))
+        for values, (lo, hi) in zip(expanded, croniter.RANGES[:5], strict=True)
+    ]
+    _check_can_fire(normalized, sets)
+    return normalized, sets, text.split()[1].startswith("*")
+
+
+def _check_can_fire(normalized: str, sets: list[frozenset[int]]) -> None:
+    days, months, weekdays = sets[2], sets[3], sets[4]
+    if len(weekdays) < 7 or any(d <= _MONTH_DAYS[m] for d in days for m in months):
+        return  # a restricted day-of-week always matches some day (OR with day-of-month)
+    raise InvalidSchedule(
+        f"cron expression {normalized!r} never fires: day-of-month "
+        f"{','.join(map(str, sorted(days)))} does not occur in "
+        f"{','.join(_MONTHS[m - 1].upper() for m in sorted(months))}"
+    )
+
+
+@lru_cache(maxsize=16384)  # ~0.2 ms to build (mostly croniter); entries share their tables
+def _compile(cron: str, tz: str) -> _Schedule:
+    zone = _zone(tz)
+    _, (minutes, hours, days, months, weekdays), interval = _expand(cron)
+    (nmin, pmin), (nhour, phour) = _tables(minutes, 60), _tables(hours, 24)
+    (ndom, pdom), (nmon, pmon) = _tables(days, 32), _tables(months, 13)
+    return _Schedule(
+        tz=zone,
+        utc=zone is UTC,
+        interval=interval,
+        nmin=nmin,
+        pmin=pmin,
+        nhour=nhour,
+        phour=phour,
+        nmon=nmon,
+        pmon=pmon,
+        ndom=ndom,
+        pdom=pdom,
+        # days from weekday w to the next (previous) allowed weekday, Sunday = 0
+        ndow=tuple(min((v - w) % 7 for v in weekdays) for w in range(7)),
+        pdow=tuple(min((w - v) % 7 for v in weekdays) for w in range(7)),
+        dom_any=len(days) == 31,
+        dow_any=len(weekdays) == 7,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Schedule:
+    """Lookup tables for one (expression, zone). Immutable, so shareable across threads.
+
+    ``n*`` tables give the next allowed value >= x (-1: none), ``p*`` the previous <= x.
+    Wall-clock walks accept one-past-the-end components (minute 60, hour 24, day 32, month 13)
+    and, going back, day 0 and month 0, so they can step without normalizing. Hour and minute
+    never go below 0: index -1 would silently wrap around a table.
+    """
+
+    tz: tzinfo
+    utc: bool
+    interval: bool
+    nmin: tuple[int, ...]
+    pmin: tuple[int, ...]
+    nhour: tuple[int, ...]
+    phour: tuple[int, ...]
+    nmon: tuple[int, ...]
+    pmon: tuple[int, ...]
+    ndom: tuple[int, ...]
+    pdom: tuple[int, ...]
+    ndow: tuple[int, ...]
+    pdow: tuple[int, ...]
+    dom_any: bool
+    dow_any: bool
+
+    def next_after(self, after_ms: int) -> int:
+        sec = after_ms // 1000
+        now = datetime.fromtimestamp(sec, self.tz)
+        # First occurrences are monotonic in wall time, so the first matching wall minute
+        # after now's wall clock is the answer - unless now is inside a repeated hour.
+        wall = (now.year, now.month, now.day, now.hour, now.minute + 1)
+        while True:
+            wall = self._next_wall(*wall)
+            first, _ = self._instants(*wall)
+            if first is not None and first * 1000 > after_ms:
+                break
+            wall = (*wall[:4], wall[4] + 1)  # only when now is in the second pass of an hour
+        if self.interval and not self.utc:
+            second = self._second_pass_after(now, sec)
+            if second is not None and second < first:
+                return second * 1000
+        return first * 1000
+
+    def _second_pass_after(self, now: datetime, sec: int) -> int | None:
+        """Interval jobs: the next fire in a repeated hour's second pass, if now is near one."""
+        offset = _secs(now.utcoffset())
+        other = _secs(now.replace(fold=1 - now.fold).utcoffset())
+        if offset == other:
+            return None  # now's wall time is not ambiguous: no second pass can come first
+        # The second-pass instant of wall time W is W - later_offset; it must be > now.
+        start = datetime.fromtimestamp(sec + min(offset, other), UTC)
+        wall = (start.year, start.month, start.day, start.hour, start.minute + 1)
+        while True:
+            wall = self._next_wall(*wall)
+            second = self._instants(*wall)[1]
+            if second is not None or _wall_seconds(*wall) > sec + offset:
+                return second  # found one, or walked past the repeated hour
+            wall = (*wall[:4], wall[4] + 1)  # still before the repeated hour starts
+
+    def latest_at_or_before(self, at_ms: int) -> int | None:
+        now = datetime.fromtimestamp(at_ms // 1000, self.tz)
+        wall = (now.year, now.month, now.day, now.hour, now.minute)
+        floor = max(1, now.year - SEARCH_YEARS)
+        while True:
+            found = self._prev_wall(*wall, floor=floor)
+            if found is None:
+                return None
+            first, _ = self._instants(*found)
+            if first is not None:  # None: an interval job's minute inside a DST gap
+                break
+            step_back = datetime(*found) - timedelta(minutes=1)
+            wall = (step_back.year, step_back.month, step_back.day, step_back.hour, step_back.minute)
+        # ``first`` is a fire <= at_ms; step forward over second-pass fires that lie between.
+        fire = first * 1000
+        while (later := self.next_after(fire)) <= at_ms:
+            fire = later
+        return fire
+
+    def _instants(self, y: int, mo: int, d: int, h: int, mi: int) -> tuple[int | None, int | None]:
+        """Epoch seconds at which wall time y-mo-d h:mi fires: (first, second occurrence)."""
+        wall = _wall_seconds(y, mo, d, h, mi)
+        if self.utc:
+            return wall, None
+        local = datetime(y, mo, d, h, mi, tzinfo=self.tz)
+        before = _secs(local.utcoffset())  # fold=0: the offset in force before a transition
+        after = _secs(local.replace(fold=1).utcoffset())
+        if before == after:
+            return wall - before, None
+        if before > after:  # fall back: the wall time happens twice
+            return wall - before, (wall - after if self.interval else None)
+        # spring forward: the wall time never happens
+        return (None if self.interval else self._transition(wall - after, wall - before)), None
+
+    def _transition(self, lo: int, hi: int) -> int:
+        """The instant in (lo, hi] where the offset changes (binary search, seconds)."""
+        start = _secs(datetime.fromtimestamp(lo, self.tz).utcoffset())
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if _secs(datetime.fromtimestamp(mid, self.tz).utcoffset()) == start:
+                lo = mid
+            else:
+                hi = mid
+        return hi
+
+    def _next_wall(self, y: int, mo: int, d: int, h: int, mi: int) -> _Wall:
+        """The first matching wall minute >= the given one (coarsest field first)."""
+        limit = y + SEARCH_YEARS
+        while y <= limit:
+            if (month := self.nmon[mo]) != mo:
+                y, mo, d, h, mi = (y, month, 1, 0, 0) if month > 0 else (y + 1, 1, 1, 0, 0)
+            elif (day := self._next_day(y, mo, d)) != d:
+                mo, d, h, mi = (mo, day, 0, 0) if day > 0 else (mo + 1, 1, 0, 0)
+            elif (hour := self.nhour[h]) != h:
+                d, h, mi = (d, hour, 0) if hour >= 0 else (d + 1, 0, 0)
+            elif (minute := self.nmin[mi]) != mi:
+                h, mi = (h, minute) if minute >= 0 else (h + 1, 0)
+            else:
+                return y, mo, d, h, mi
+        raise ValueError(f"no fire time within {SEARCH_YEARS} years")  # validated: unreachable
+
+    def _prev_wall(self, y: int, mo: int, d: int, h: int, mi: int, *, floor: int) -> _Wall | None:
+        """The last matching wall minute <= the given one, not before year ``floor``."""
+        while y >= floor:
+            if (month := self.pmon[mo]) != mo:  # pmon[0] == -1
+                y, mo, d, h, mi = (y, month, 31, 23, 59) if month > 0 else (y - 1, 12, 31, 23, 59)
+            elif (day := self._prev_day(y, mo, min(d, _month_days(y, mo)))) != d:
+                mo, d, h, mi = (mo, day, 23, 59) if day > 0 else (mo - 1, 31, 23, 59)
+            elif (hour := self.phour[h]) != h:
+                d, h, mi = (d, hour, 59) if hour >= 0 else (d - 1, 23, 59)
+            elif (minute := self.pmin[mi]) != mi:
+                # never let hour or minute go below 0: index -1 would wrap around the table
+                d, h, mi = (d, h, minute) if minute >= 0 else (d, h - 1, 59) if h > 0 else (d - 1, 23, 59)
+            else:
+                return y, mo, d, h, mi
+        return None
+
+    def _next_day(self, y: int, mo: int, d: int) -> int:
+        """The first matching day >= d in this month, or -1."""
+        last = _month_days(y, mo)
+        if d > last:
+            return -1
+        if self.dom_any and self.dow_any:
+            return d
+        best = 99
+        if not self.dom_any and self.ndom[d] > 0:
+            best = self.ndom[d]
+        if not self.dow_any:  # both restricted: either may match (POSIX OR)
+            best = min(best, d + self.ndow[date(y, mo, d).toordinal() % 7])
+        return best if best <= last else -1
+
+    def _prev_day(self, y: int, mo: int, d: int) -> int:
+        """The last matching day <= d in this month, or -1."""
+        if d < 1:
+            return -1
+        if self.dom_any and self.dow_any:
+            return d
+        best = -1
+        if not self.dom_any:
+            best = self.pdom[d]
+        if not self.dow_any:
+            best = max(best, d - self.pdow[date(y, mo, d).toordinal() % 7])
+        return best if best >= 1 else -1
