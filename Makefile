@@ -1,30 +1,39 @@
 # Punctual: `make run` starts the local stack, `make test` runs every check CI runs.
-# Both create the virtual environment on first use (Python 3.11+ needed on PATH as python3).
+# Both create the virtual environment on first use (Python 3.11+ needed on PATH as python3);
+# `make test` also installs the CDK CLI from package.json (Node 20 + npm on PATH).
 
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
+NPM_STAMP := node_modules/.installed-stamp
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
+export CDK_DISABLE_VERSION_CHECK := 1
+export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 
-.PHONY: run test lint unit bench clean
+.PHONY: run test lint unit bench synth clean
 
 run: $(STAMP)
 	$(BIN)/punctual dev
 
-test: lint $(STAMP)
+test: lint $(STAMP) $(NPM_STAMP)
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+	for handler in functions/*/handler.py; do $(BIN)/mypy --follow-imports=silent "$$handler" || exit 1; done
 
 unit: $(STAMP)
-	$(BIN)/python -m pytest -q -m unit
+	$(BIN)/python -m pytest -q -p no:cacheprovider -m unit
 
 bench: $(STAMP)
 	$(BIN)/punctual bench core
+	$(BIN)/punctual bench burst
+
+synth: $(STAMP) $(NPM_STAMP)
+	npx cdk synth --no-notices -q
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Punctual needs Python 3.11+ as $(PYTHON)")'
@@ -32,6 +41,10 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[dev]'
 	touch $(STAMP)
+
+$(NPM_STAMP): package.json package-lock.json
+	npm ci --no-audit --no-fund
+	touch $(NPM_STAMP)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache cdk.out node_modules

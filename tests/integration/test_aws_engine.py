@@ -131,7 +131,7 @@ def _run(job: Job, scheduled_at: int = START_MS, **f: Any) -> Run:
         "owner": job.owner,
         "deadline_at": scheduled_at + MINUTE,
         "created_at": START_MS,
-        "expires_at": START_MS + 30 * 24 * 3600 * SECOND,
+        "expires_at": START_MS // SECOND + 30 * 24 * 3600,  # epoch seconds, the TTL format
         **f,
     }
     return Run(**values)
@@ -225,10 +225,10 @@ def test_items_round_trip_exactly() -> None:
     record = Attempt(number=1, worker_id="w", started_at=1, finished_at=2, outcome=AttemptOutcome.FAILED, error="x")
     run = _run(job, state=RunState.RETRYING, attempt=1, next_attempt_at=START_MS + 5, attempts=[record], note="n")
     assert it.item_to_run(it.run_to_item(run, open_shards=OPEN_SHARDS)) == run
-    odd_expiry = _run(job, expires_at=START_MS + 1_234)  # not a whole second: TTL rounds up, model exact
-    odd_item = it.run_to_item(odd_expiry, open_shards=OPEN_SHARDS)
-    assert odd_item["expires_at"] == {"N": str(START_MS // 1000 + 2)}
-    assert it.item_to_run(odd_item) == odd_expiry
+    expiring = _run(job, expires_at=START_MS // 1000 + 86_400)  # run TTL is epoch seconds in the model too
+    expiring_item = it.run_to_item(expiring, open_shards=OPEN_SHARDS)
+    assert expiring_item["expires_at"] == {"N": str(START_MS // 1000 + 86_400)}
+    assert it.item_to_run(expiring_item) == expiring
 
     alert = Alert(owner="o", run_id=run.run_id, job_id=job.id, created_at=START_MS, reason="dead")
     assert it.item_to_alert(it.alert_to_item(alert, retention_days=30)) == alert

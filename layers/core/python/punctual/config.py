@@ -10,11 +10,14 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from enum import StrEnum
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from punctual.errors import ConfigError
+
+if TYPE_CHECKING:
+    from punctual.targets.policy import TargetPolicy
 
 
 class EngineKind(StrEnum):
@@ -38,6 +41,9 @@ class Settings(BaseModel):
     dead_letter_queue_url: str | None = None
     region: str = "us-east-1"
     alert_topic_arn: str | None = None  # SNS topic for owner alerts (aws); locally alerts are logged
+    # where HTTP targets may point besides public addresses (the SSRF guard, punctual.targets.policy)
+    target_allow_loopback: bool = False  # punctual dev turns this on: a target on the same laptop
+    target_allow_private: bool = False
     # history
     retention_days: Annotated[int, Field(ge=1, le=3650)] = 30
     # scheduling
@@ -64,6 +70,11 @@ class Settings(BaseModel):
                 f"PUNCTUAL_{'.'.join(str(p) for p in err['loc']).upper()}: {err['msg']}" for err in exc.errors()
             )
             raise ConfigError(f"invalid configuration: {problems}") from exc
+
+    def target_policy(self) -> TargetPolicy:
+        from punctual.targets.policy import TargetPolicy  # not at import: targets pull in httpx
+
+        return TargetPolicy(allow_loopback=self.target_allow_loopback, allow_private=self.target_allow_private)
 
     def table_name(self, logical: str) -> str:
         explicit = {"jobs": self.jobs_table, "runs": self.runs_table, "leases": self.leases_table}.get(logical)

@@ -14,10 +14,12 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from punctual import ids
+from punctual.errors import InvalidInput
 
 # -- bounds -------------------------------------------------------------------------------------
 
 MAX_PAYLOAD_BYTES = 8 * 1024  # payload rides in the job item; every claim pays for its size
+MAX_PAYLOAD_DEPTH = 32  # DynamoDB allows 32 levels of nesting in an item
 MAX_TIMEOUT_S = 43_200  # SQS visibility maximum (12 h); Lambda workers cap at 15 min (docs)
 MAX_RETRIES = 20
 MAX_JITTER_S = 600  # a jittered dispatch must fit in one SQS delay (900 s) with the lookahead
@@ -212,19 +214,27 @@ class JobSpec(BaseModel):
     catchup: Catchup = Catchup.LATEST
     max_backfill: Annotated[int, Field(ge=1, le=MAX_BACKFILL)] = 10
 
+    # The schedule module raises domain errors; as ValueErrors they become pydantic errors located
+    # at their field, so one response names every bad field at once.
     @field_validator("schedule")
     @classmethod
     def _valid_cron(cls, value: str | None) -> str | None:
         from punctual.schedule import validate_cron
 
-        return None if value is None else validate_cron(value)
+        try:
+            return None if value is None else validate_cron(value)
+        except InvalidInput as exc:
+            raise ValueError(exc.message) from exc
 
     @field_validator("timezone")
     @classmethod
     def _valid_timezone(cls, value: str) -> str:
         from punctual.schedule import validate_timezone
 
-        return validate_timezone(value)
+        try:
+            return validate_timezone(value)
+        except InvalidInput as exc:
+            raise ValueError(exc.message) from exc
 
     @field_validator("run_at")
     @classmethod
@@ -236,6 +246,8 @@ class JobSpec(BaseModel):
     @field_validator("payload")
     @classmethod
     def _bounded_payload(cls, value: Any) -> Any:
+        if _depth(value) > MAX_PAYLOAD_DEPTH:
+            raise ValueError(f"payload nests deeper than {MAX_PAYLOAD_DEPTH} levels")
         size = len(json.dumps(value, separators=(",", ":")).encode())
         if size > MAX_PAYLOAD_BYTES:
             raise ValueError(f"payload is {size} bytes as JSON; the limit is {MAX_PAYLOAD_BYTES}")
@@ -316,6 +328,14 @@ class Run(BaseModel):
     @property
     def is_open(self) -> bool:
         return self.state in OPEN_STATES
+
+
+def _depth(value: Any, level: int = 0) -> int:
+    """Nesting depth of a JSON value, stopping early once it is past the bound."""
+    if level > MAX_PAYLOAD_DEPTH or not isinstance(value, dict | list):
+        return level
+    children = value.values() if isinstance(value, dict) else value
+    return max((_depth(child, level + 1) for child in children), default=level + 1)
 
 
 def truncate(text: str | None, limit: int) -> str | None:

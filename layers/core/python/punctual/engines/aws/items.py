@@ -13,9 +13,8 @@ Layout choices that the store relies on:
   which keeps the ``open`` GSI sparse; its sort key is the immutable ``scheduled_at``, so leases and
   heartbeats never rewrite the index. ``attempts`` is a list of compact JSON strings, appended with
   ``list_append``; reads keep the newest ``MAX_ATTEMPTS_KEPT``.
-- TTL attributes hold epoch *seconds* (DynamoDB ignores anything else). A run's ``expires_at``
-  (epoch ms in the model) is stored rounded up to the second, plus ``expires_ms`` when the
-  milliseconds are not whole, so the model round-trips exactly and TTL still works.
+- TTL attributes hold epoch *seconds* (DynamoDB ignores anything else); a run's ``expires_at`` is
+  already in seconds in the model.
 """
 
 from __future__ import annotations
@@ -227,9 +226,7 @@ def run_to_item(run: Run, *, open_shards: int) -> Item:
     _put(item, "next_attempt_at", _opt_n(run.next_attempt_at))
     _put(item, "note", _opt_s(run.note))
     if run.expires_at is not None:
-        item["expires_at"] = n(ttl_seconds(run.expires_at))
-        if run.expires_at % 1000:
-            item["expires_ms"] = n(run.expires_at)
+        item["expires_at"] = n(run.expires_at)
     if run.attempts:
         item["attempts"] = attempts_value(run.attempts)
     if run.is_open:
@@ -243,8 +240,6 @@ def open_shard(job_id: str, scheduled_at: int, open_shards: int) -> int:
 
 def item_to_run(item: Item) -> Run:
     attempts = [Attempt.model_validate_json(entry["S"]) for entry in item.get("attempts", {}).get("L", [])]
-    expires_s = get_n(item, "expires_at")
-    expires_ms = get_n(item, "expires_ms")
     data: dict[str, Any] = {
         "job_id": item["job_id"]["S"],
         "scheduled_at": int(item["scheduled_at"]["N"]),
@@ -259,7 +254,7 @@ def item_to_run(item: Item) -> Run:
         "next_attempt_at": get_n(item, "next_attempt_at"),
         "deadline_at": int(item["deadline_at"]["N"]),
         "created_at": int(item["created_at"]["N"]),
-        "expires_at": expires_ms if expires_ms is not None else (None if expires_s is None else expires_s * 1000),
+        "expires_at": get_n(item, "expires_at"),
         "note": get_s(item, "note"),
         "attempts": rules.bounded(attempts),
     }

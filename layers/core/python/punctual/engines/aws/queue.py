@@ -80,7 +80,7 @@ class SqsQueue(Queue):
             messages = response.get("Messages", [])
             if not messages:
                 break
-            deliveries.extend(_delivery(message) for message in messages)
+            deliveries.extend(delivery_from_message(message) for message in messages)
             wait = 0
         return deliveries
 
@@ -127,7 +127,7 @@ def _entry(entry_id: str, dispatch: Dispatch) -> dict[str, Any]:
     return {"Id": entry_id, "MessageBody": body, "DelaySeconds": max(0, min(dispatch.delay_s, MAX_DELAY_S))}
 
 
-def _delivery(message: dict[str, Any]) -> Delivery:
+def delivery_from_message(message: dict[str, Any]) -> Delivery:
     attributes = message.get("Attributes", {})
     extra = {"message_id": message.get("MessageId", "")}
     if "SentTimestamp" in attributes:

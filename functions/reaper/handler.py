@@ -1,0 +1,63 @@
+"""Reaper Lambda: an EventBridge schedule (every minute) runs a reaper pass; records from the
+dispatch dead-letter queue (its SQS event source) mark their runs dead and alert the owners.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Any
+
+import boto3
+from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from punctual.alerts import Alerter, alerter_for
+from punctual.clock import SystemClock
+from punctual.config import Settings
+from punctual.engines import open_engine
+from punctual.port import Engine
+from punctual.reaper import DeadLetterResult, Reaper, handle_dead_letter
+from punctual.sqs_events import KeepMessage, delivery_of
+
+logger = Logger()
+tracer = Tracer()
+metrics = Metrics()
+processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
+
+
+@cache
+def _runtime() -> tuple[Engine, Alerter]:
+    """Engine and alerter, built once per execution environment (never at import)."""
+    settings = Settings.from_env()
+    alerter = alerter_for(settings.alert_topic_arn, lambda: boto3.client("sns"))
+    return open_engine(settings, clock=SystemClock()), alerter
+
+
+def dead_letter_handler(record: SQSRecord) -> str:
+    engine, alerter = _runtime()
+    result = handle_dead_letter(engine.store, alerter, delivery_of(record.raw_event), SystemClock().now_ms())
+    metrics.add_metric(name=f"DeadLetter_{result.value}", unit=MetricUnit.Count, value=1)
+    if result is DeadLetterResult.CONFLICT:
+        raise KeepMessage("the run kept changing; the dead-letter message is kept for a later try")
+    return result.value
+
+
+@logger.inject_lambda_context
+@tracer.capture_lambda_handler
+@metrics.log_metrics
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    if event.get("Records"):  # the dead-letter queue's event source
+        return dict(
+            process_partial_response(
+                event=event, record_handler=dead_letter_handler, processor=processor, context=context
+            )
+        )
+    engine, alerter = _runtime()  # the schedule
+    stats = Reaper(engine, SystemClock(), alerter=alerter).tick()
+    for name in ("redispatched", "requeued", "dead", "cancelled", "dead_letters", "alerts", "conflicts"):
+        metrics.add_metric(name=f"Reaper_{name}", unit=MetricUnit.Count, value=getattr(stats, name))
+    logger.info("reaper pass done", extra={"stats": stats})
+    return {"examined": stats.examined, "redispatched": stats.redispatched, "dead": stats.dead}

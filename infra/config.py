@@ -1,0 +1,175 @@
+"""Context parameters: one validated model, with defaults sized for the design target.
+
+Every field is a CDK context parameter of the same name: ``npx cdk deploy -c shards=64
+-c fargate_workers=true``. Values given on the command line arrive as strings and are converted
+("64" -> 64, "true" -> True; lists as "a,b" or a JSON list). An invalid or unknown parameter
+stops synthesis with one message naming the parameter and the problem.
+
+Sizing for the design target: 10 million jobs, 20,000 runs per second at the top of a minute.
+
+- ``shards`` / ``open_shards`` = 128. Each run moves its job's key in the ``due`` index (a delete
+  and a put: 2 index write units) and puts then deletes its row in the ``open`` index (2 more).
+  At 20,000 runs/s that is 40,000 WRU/s into each index, and one DynamoDB partition takes at most
+  1,000 WRU/s, so the index key needs >= 40 well-spread values. 128 shards carry ~156 runs/s
+  (~310 WRU/s) each: a third of a partition, so even when DynamoDB packs several shard values
+  into one partition while the table is still small, no partition is pushed over its limit. The
+  cost is reading 128 shards every second (128 small queries/s, ~64 RRU/s).
+- ``scheduler_instances`` = 16 (K): one instance claims ~300-500 runs/s (two conditional writes
+  per run, CPU-bound in botocore on one vCPU). With a 5 s ``lookahead_ms`` the 20,000 runs due
+  at second :00 are claimed during the 5 s before it: 4,000 runs/s, ~250 per instance. Each
+  instance owns 128 / 16 = 8 shards.
+- ``worker_max_concurrency`` = 1,000 (the SQS event source maximum): by Little's law 20,000
+  runs/s x ~0.5 s per target call = 10,000 runs in flight = 1,000 invocations of a batch of 10
+  run concurrently. The account's Lambda concurrency quota (default 1,000) must be raised to
+  reach it (docs/deploy.md).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Annotated, Any, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from infra import constants
+
+# ARNs a worker may deliver runs to: Lambda functions, Step Functions state machines, SQS queues,
+# EventBridge buses. Wildcards are allowed in the resource part (an operator's choice).
+_TARGET_ARN = re.compile(r"^arn:aws[a-z-]*:(lambda|states|sqs|events):[a-z0-9-*]*:(\d{12}|\*):\S+$")
+# Our parameters are plain snake_case; CDK's own context keys contain ':', '@' or '-'.
+_OWN_KEY = re.compile(r"^[a-z][a-z0-9_]*$")
+
+
+class InfraConfigError(ValueError):
+    """Invalid context parameters; the message names each parameter and what is wrong with it."""
+
+
+class ContextSource(Protocol):
+    """What the config reads from: a construct node (``app.node``)."""
+
+    def get_all_context(self, defaults: dict[str, Any] | None = None) -> Any: ...
+
+
+class InfraConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    stack_name: Annotated[str, Field(pattern=r"^[A-Za-z][A-Za-z0-9-]{0,63}$")] = constants.DEFAULT_STACK_NAME
+
+    # -- scheduling (see the module docstring for the sizing) ----------------------------------
+    shards: Annotated[int, Field(ge=1, le=4096, description="due-index shards (PUNCTUAL_SHARDS)")] = 128
+    open_shards: Annotated[int, Field(ge=1, le=4096, description="open-runs index shards")] = 128
+    scheduler_instances: Annotated[int, Field(ge=1, le=100, description="K scheduler Lambdas per minute")] = 16
+    scheduler_memory_mb: Annotated[int, Field(ge=128, le=10_240, description="1,769 MB = one vCPU")] = (
+        constants.SCHEDULER_FUNCTION.memory_mb
+    )
+    lookahead_ms: Annotated[int, Field(ge=0, le=60_000, description="claim runs this far ahead")] = 5_000
+    retention_days: Annotated[int, Field(ge=1, le=3650, description="run history TTL")] = 30
+
+    # -- workers --------------------------------------------------------------------------------
+    worker_max_concurrency: Annotated[int, Field(ge=2, le=1000, description="SQS event source cap")] = 1000
+    worker_batch_size: Annotated[int, Field(ge=1, le=10, description="runs per worker invocation")] = 10
+    worker_timeout_s: Annotated[int, Field(ge=30, le=900, description="longest run a Lambda worker executes")] = (
+        constants.WORKER_FUNCTION.timeout_s
+    )
+    target_arns: tuple[str, ...] = ()  # AWS targets workers may call; empty: HTTP targets only
+    fargate_workers: bool = False  # an ECS Fargate worker service for runs longer than 15 minutes
+    fargate_worker_count: Annotated[int, Field(ge=1, le=100)] = 2
+    fargate_worker_concurrency: Annotated[int, Field(ge=1, le=1000)] = 50
+
+    # -- data -----------------------------------------------------------------------------------
+    deletion_protection: bool = True
+    retain_data: bool = True  # RETAIN tables on stack deletion; False only for throwaway stacks
+    log_retention_days: int = 30
+
+    # -- API ------------------------------------------------------------------------------------
+    api_throttle_rate: Annotated[int, Field(ge=1, le=10_000, description="stage requests/s")] = 1_000
+    api_throttle_burst: Annotated[int, Field(ge=1, le=5_000, description="stage burst")] = 2_000
+    api_usage_plan: bool = False  # require an API key per tenant as well, throttled by a usage plan
+    api_tenant_throttle_rate: Annotated[int, Field(ge=1, le=10_000, description="per API key")] = 100
+    api_tenant_throttle_burst: Annotated[int, Field(ge=1, le=5_000, description="per API key")] = 200
+    api_cloudwatch_role: bool = True  # set API Gateway's account-wide logging role (once per region)
+
+    # -- alarms ---------------------------------------------------------------------------------
+    alarm_email: Annotated[str | None, Field(pattern=r"^[^@\s]+@[^@\s]+\.[^@\s]+$")] = None
+    alarm_lateness_p99_ms: Annotated[int, Field(ge=1)] = 2_000
+    alarm_dlq_depth: Annotated[int, Field(ge=0)] = 0
+    alarm_lambda_errors: Annotated[int, Field(ge=0)] = 0
+    alarm_lambda_throttles: Annotated[int, Field(ge=0)] = 0
+    alarm_dynamodb_throttles: Annotated[int, Field(ge=0)] = 0
+
+    @field_validator("target_arns", mode="before")
+    @classmethod
+    def _split_arns(cls, value: Any) -> Any:
+        """Accept a JSON list or a comma-separated string (what ``-c target_arns=...`` gives)."""
+        if isinstance(value, str):
+            text = value.strip()
+            if text.startswith("["):
+                return json.loads(text)
+            return [part.strip() for part in text.split(",") if part.strip()]
+        return value
+
+    @field_validator("target_arns")
+    @classmethod
+    def _check_arns(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        bad = [arn for arn in value if not _TARGET_ARN.match(arn)]
+        if bad:
+            raise ValueError(f"not a Lambda, Step Functions, SQS or EventBridge ARN: {', '.join(bad)}")
+        return value
+
+    @field_validator("log_retention_days")
+    @classmethod
+    def _check_retention(cls, value: int) -> int:
+        if value not in constants.LOG_RETENTION:
+            raise ValueError(f"CloudWatch Logs accepts only {', '.join(map(str, constants.LOG_RETENTION))}")
+        return value
+
+    @model_validator(mode="after")
+    def _check_combinations(self) -> InfraConfig:
+        if self.scheduler_instances > self.shards:
+            raise ValueError(
+                f"scheduler_instances ({self.scheduler_instances}) > shards ({self.shards}): idle instances"
+            )
+        if not self.retain_data and self.deletion_protection:
+            raise ValueError(
+                "retain_data=false needs deletion_protection=false (the stack could not delete the tables)"
+            )
+        if self.api_throttle_burst < self.api_throttle_rate // 10:
+            raise ValueError("api_throttle_burst below a tenth of api_throttle_rate rejects ordinary bursts")
+        return self
+
+    @property
+    def scheduler_reserved_concurrency(self) -> int:
+        return self.scheduler_instances * constants.SCHEDULER_CONCURRENCY_PER_INSTANCE
+
+    @classmethod
+    def from_context(cls, node: ContextSource) -> InfraConfig:
+        """Read every field from the context of ``node`` (cdk.json, ``-c`` flags, ``App(context=)``).
+
+        Raises :class:`InfraConfigError` for an invalid value, or for a context key that looks like
+        one of ours (snake_case) but is not a parameter: a typo would otherwise be silently ignored.
+        """
+        context: dict[str, Any] = dict(node.get_all_context() or {})
+        return cls.from_values({k: v for k, v in context.items() if _OWN_KEY.match(k) and v is not None})
+
+    @classmethod
+    def from_values(cls, values: dict[str, Any]) -> InfraConfig:
+        """Validate ``values`` (context parameter -> value). Raises :class:`InfraConfigError`."""
+        unknown = sorted(set(values) - set(cls.model_fields))
+        if unknown:
+            raise InfraConfigError(
+                f"unknown context parameter(s): {', '.join(unknown)}; known: {', '.join(sorted(cls.model_fields))}"
+            )
+        try:
+            return cls.model_validate(values)
+        except ValidationError as exc:
+            raise InfraConfigError(
+                "invalid context parameters: " + "; ".join(_describe(e) for e in exc.errors())
+            ) from exc
+
+
+def _describe(error: Any) -> str:
+    where = ".".join(str(part) for part in error["loc"]) or "(combination)"
+    given = error.get("input")
+    shown = "" if isinstance(given, dict) else f" (got {given!r})"
+    return f"{where}: {error['msg']}{shown}"

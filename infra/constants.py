@@ -1,0 +1,137 @@
+"""Names, paths and fixed sizes of the CDK app. Tunable values live in ``infra.config`` instead.
+
+Names shared with the running code come from the ``punctual`` package itself (metric names from
+``punctual.metrics``, tables and queues from ``punctual.resources``), so they cannot drift apart.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+
+from punctual import metrics
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+PYPROJECT = PROJECT_ROOT / "pyproject.toml"
+CDK_JSON = PROJECT_ROOT / "cdk.json"
+FUNCTIONS_DIR = PROJECT_ROOT / "functions"
+CORE_LAYER_DIR = PROJECT_ROOT / "layers" / "core"  # holds python/punctual: the layer's own layout
+FARGATE_DOCKERFILE = "infra/fargate/Dockerfile"  # relative to PROJECT_ROOT, the image's build context
+
+DEFAULT_STACK_NAME = "Punctual"
+PROJECT_TAG = "punctual"
+
+# -- Lambda runtime -------------------------------------------------------------------------------
+# The newest Python runtime (what cdk-nag's AwsSolutions-L1 asks for, and the longest support
+# window). The dependency layer is built for exactly this interpreter and architecture.
+RUNTIME = lambda_.Runtime.PYTHON_3_14
+ARCHITECTURE = lambda_.Architecture.ARM_64  # Graviton: ~20% cheaper per GB-s than x86_64
+LAYER_PYTHON_VERSION = "3.14"
+LAYER_PLATFORM = "manylinux2014_aarch64"
+HANDLER = "handler.handler"  # functions/<name>/handler.py, function handler(event, context)
+ASSET_EXCLUDES = ("**/__pycache__", "**/*.pyc", "**/.pytest_cache", "**/.mypy_cache")
+
+# -- Powertools -----------------------------------------------------------------------------------
+# One service name for every function: Powertools Metrics adds it as the "service" dimension, so
+# the dashboard and alarms can address each metric with one dimension value whichever function
+# (scheduler, worker, reaper) emitted it. The function name still tells the logs apart.
+SERVICE_NAME = "punctual"
+METRICS_NAMESPACE = "Punctual"
+METRIC_DIMENSIONS = {"service": SERVICE_NAME}
+LOG_LEVEL = "INFO"
+# CloudWatch Logs accepts only these retention periods (days), the log_retention_days choices.
+LOG_RETENTION = {
+    1: logs.RetentionDays.ONE_DAY,
+    3: logs.RetentionDays.THREE_DAYS,
+    5: logs.RetentionDays.FIVE_DAYS,
+    7: logs.RetentionDays.ONE_WEEK,
+    14: logs.RetentionDays.TWO_WEEKS,
+    30: logs.RetentionDays.ONE_MONTH,
+    60: logs.RetentionDays.TWO_MONTHS,
+    90: logs.RetentionDays.THREE_MONTHS,
+    120: logs.RetentionDays.FOUR_MONTHS,
+    150: logs.RetentionDays.FIVE_MONTHS,
+    180: logs.RetentionDays.SIX_MONTHS,
+    365: logs.RetentionDays.ONE_YEAR,
+    400: logs.RetentionDays.THIRTEEN_MONTHS,
+    545: logs.RetentionDays.EIGHTEEN_MONTHS,
+    731: logs.RetentionDays.TWO_YEARS,
+    1096: logs.RetentionDays.THREE_YEARS,
+    1827: logs.RetentionDays.FIVE_YEARS,
+    2192: logs.RetentionDays.SIX_YEARS,
+    2557: logs.RetentionDays.SEVEN_YEARS,
+    2922: logs.RetentionDays.EIGHT_YEARS,
+    3288: logs.RetentionDays.NINE_YEARS,
+    3653: logs.RetentionDays.TEN_YEARS,
+}
+
+RUNS_DISPATCHED = metrics.RUNS_DISPATCHED
+RUNS_SUCCEEDED = metrics.RUNS_SUCCEEDED
+RUNS_FAILED = metrics.RUNS_FAILED
+RUNS_DEAD = metrics.RUNS_DEAD
+DISPATCH_LATENESS_MS = metrics.DISPATCH_LATENESS_MS
+SCHEDULER_SKEW_MS = metrics.SCHEDULER_SKEW_MS
+CLAIM_CONFLICTS = metrics.CLAIM_CONFLICTS
+SHARDS_OWNED = metrics.SHARDS_OWNED
+
+
+# -- functions --------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class FunctionSpec:
+    """One Lambda entry point: ``functions/<name>/handler.py``."""
+
+    name: str
+    description: str
+    timeout_s: int
+    memory_mb: int
+
+
+# API Gateway's integration timeout is 29 s: a longer Lambda timeout would only hide a 504.
+API_FUNCTION = FunctionSpec("api", "Punctual HTTP API (API Gateway REST proxy)", 29, 1024)
+# Invoked once a minute, loops every second and stops shortly before its timeout; the next
+# minute's invocation takes over its shard leases. 1,769 MB is one full vCPU: the claim loop is
+# CPU-bound in botocore (signing, JSON) at the top of the minute.
+SCHEDULER_FUNCTION = FunctionSpec("scheduler", "Punctual scheduler: claims due jobs, dispatches runs", 75, 1769)
+# The worker's timeout is a context parameter (worker_timeout_s): it bounds the longest job a
+# Lambda worker can run. Runs are I/O-bound (they wait on their target): little memory.
+WORKER_FUNCTION = FunctionSpec("worker", "Punctual worker: leases and executes runs", 900, 512)
+# Sweeps the open-runs index once a minute and drains the dead-letter queue.
+REAPER_FUNCTION = FunctionSpec("reaper", "Punctual reaper: requeues stuck runs, dead-letters poison runs", 60, 1024)
+
+# A scheduler invocation runs ~70 s of every 60: for a few seconds two invocations of one
+# instance overlap (the old one finishing, the new one taking over), so each instance needs two
+# concurrent executions.
+SCHEDULER_CONCURRENCY_PER_INSTANCE = 2
+EVENTBRIDGE_MAX_TARGETS_PER_RULE = 5  # EventBridge quota: 5 targets per rule
+
+# -- queues ---------------------------------------------------------------------------------------
+# Lambda refuses an SQS event source whose queue visibility timeout is shorter than the function
+# timeout, and AWS recommends at least 6x the function timeout so that a message survives the
+# poller's retries while the function is throttled. Workers extend the visibility of the messages
+# they hold (heartbeat), so this value is only the initial hide and the backstop after a crash;
+# the reaper finds runs whose lease expired through the open-runs index without waiting for it.
+VISIBILITY_PER_FUNCTION_TIMEOUT = 6
+MAX_VISIBILITY_S = 12 * 3600  # SQS maximum
+DEAD_LETTER_MAX_CONCURRENCY = 2  # the smallest SQS event source maximum concurrency
+
+# -- worker targets ---------------------------------------------------------------------------------
+# ARN service -> the one action a worker needs to deliver a run to a target of that kind
+# (punctual.targets.aws). Granted only on the ARNs listed in the target_arns context parameter.
+TARGET_ACTIONS = {
+    "lambda": "lambda:InvokeFunction",
+    "states": "states:StartExecution",
+    "sqs": "sqs:SendMessage",
+    "events": "events:PutEvents",
+}
+
+# -- observability ----------------------------------------------------------------------------------
+ALARM_PERIOD_MINUTES = 1
+# Sustained, not instantaneous: the reaper drains the dead-letter queue within seconds, so a
+# message still there after this many minutes means the reaper is failing.
+DLQ_ALARM_MINUTES = 3
+# Top-of-minute bursts make one late minute normal under load; three in a row are not.
+LATENESS_ALARM_MINUTES = 3
+ERROR_ALARM_MINUTES = 5

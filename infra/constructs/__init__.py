@@ -1,0 +1,1 @@
+"""One construct per capability; ``infra.stack`` composes them."""

@@ -1,0 +1,113 @@
+"""Least privilege, in one table: which component may do what to which table and index.
+
+Every Lambda role (and the Fargate task role) is granted exactly the rows below, on the table's
+ARN and on the ARNs of the named indexes (indexes only serve ``Query``). DynamoDB transactions
+are authorized through the same per-item actions (PutItem, UpdateItem, ConditionCheckItem), so
+no action here is broader than the calls listed in ``punctual.port.Store``. Nothing may Scan,
+DeleteItem on jobs or runs (history leaves through TTL), or touch a table's configuration.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_iam as iam
+from constructs import IConstruct
+
+from infra import constants
+from infra.constructs.nag import acknowledge
+from punctual import resources
+
+GET = ("dynamodb:GetItem", "dynamodb:BatchGetItem")
+READ = (*GET, "dynamodb:Query", "dynamodb:ConditionCheckItem")
+PUT = "dynamodb:PutItem"
+UPDATE = "dynamodb:UpdateItem"
+DELETE = "dynamodb:DeleteItem"
+INDEX_ACTIONS = ("dynamodb:Query",)
+
+
+@dataclass(frozen=True)
+class TableAccess:
+    actions: tuple[str, ...]
+    indexes: tuple[str, ...] = ()  # global secondary indexes the component queries
+
+
+API = "api"
+SCHEDULER = "scheduler"
+WORKER = "worker"
+REAPER = "reaper"
+
+TABLE_ACCESS: Mapping[str, Mapping[str, TableAccess]] = {
+    API: {
+        # create, read, list by owner (GSI by_owner), update (pause/resume/delete are status updates)
+        "jobs": TableAccess((*READ, PUT, UPDATE), indexes=(resources.BY_OWNER_INDEX.name,)),
+        # run history and GET /runs/{id}; trigger inserts a run; cancel updates it
+        "runs": TableAccess((*READ, PUT, UPDATE)),
+        # GET /alerts reads the owner's alert records
+        "leases": TableAccess(READ),
+    },
+    SCHEDULER: {
+        # read the due index, advance next_run_at conditionally; never reads whole jobs
+        "jobs": TableAccess((UPDATE,), indexes=(resources.DUE_INDEX.name,)),
+        # insert runs (attribute_not_exists); overlap policies read and cancel the previous run
+        "runs": TableAccess((*READ, PUT, UPDATE)),
+        # shard leases: acquire, renew, release, list
+        "leases": TableAccess((*READ, PUT, UPDATE, DELETE)),
+    },
+    WORKER: {
+        # the job's target, payload and retry policy
+        "jobs": TableAccess(GET),
+        # lease, heartbeat and finish are conditional updates of an existing run
+        "runs": TableAccess((*READ, UPDATE)),
+        # owner alerts for dead runs, per-owner running counters
+        "leases": TableAccess((*READ, PUT, UPDATE)),
+    },
+    REAPER: {
+        "jobs": TableAccess(GET),
+        # past-deadline runs from the open-runs index; requeue or dead-letter them (compare-and-set)
+        "runs": TableAccess((*READ, UPDATE), indexes=(resources.OPEN_INDEX.name,)),
+        # owner alerts
+        "leases": TableAccess((*READ, PUT, UPDATE)),
+    },
+}
+
+
+def grant_tables(role: iam.IRole, component: str, tables: Mapping[str, dynamodb.ITable]) -> None:
+    """Grant ``role`` the ``TABLE_ACCESS`` rows of ``component`` on ``tables`` (logical name -> table)."""
+    for logical_name, access in TABLE_ACCESS[component].items():
+        table = tables[logical_name]
+        role.add_to_principal_policy(iam.PolicyStatement(actions=list(access.actions), resources=[table.table_arn]))
+        if access.indexes:
+            _check_indexes(logical_name, access.indexes)
+            index_arns = [f"{table.table_arn}/index/{name}" for name in access.indexes]
+            role.add_to_principal_policy(iam.PolicyStatement(actions=list(INDEX_ACTIONS), resources=index_arns))
+
+
+def grant_targets(role: iam.IRole, target_arns: Iterable[str], scope: IConstruct) -> None:
+    """Let ``role`` deliver runs to the operator-approved ``target_arns`` (one action per ARN kind).
+
+    An ARN with a wildcard is acknowledged for cdk-nag on ``scope`` (the role): the operator chose it.
+    """
+    by_action: dict[str, list[str]] = {}
+    for arn in target_arns:
+        by_action.setdefault(constants.TARGET_ACTIONS[arn.split(":")[2]], []).append(arn)
+    for action, arns in sorted(by_action.items()):
+        role.add_to_principal_policy(iam.PolicyStatement(actions=[action], resources=sorted(arns)))
+        for arn in arns:
+            if "*" in arn:
+                acknowledge(
+                    scope,
+                    "IAM5",
+                    "target ARN pattern given by the operator in the target_arns context parameter",
+                    finding=f"Resource::{arn}",
+                )
+
+
+def _check_indexes(logical_name: str, names: Iterable[str]) -> None:
+    table = next(t for t in resources.TABLES if t.logical_name == logical_name)
+    known = {index.name for index in table.indexes}
+    missing = set(names) - known
+    if missing:
+        raise ValueError(f"table {logical_name} has no index {', '.join(sorted(missing))}")

@@ -1,0 +1,135 @@
+"""Optional Fargate workers (context ``fargate_workers``): ``punctual worker --concurrency N`` as an
+ECS service polling the same dispatch queue, for runs longer than a Lambda worker may take.
+
+- Image: built from ``infra/fargate/Dockerfile`` by ``cdk deploy`` (Docker is needed to deploy with
+  this option, never to synth: synth only stages the build context).
+- Network: a VPC with public subnets only and no NAT gateway (a NAT costs more than the workers);
+  tasks get a public IP for egress to HTTP targets and AWS APIs and accept no inbound traffic.
+  VPC flow logs go to CloudWatch Logs.
+- Permissions: the worker's row of ``infra.constructs.access``, the queue consumption, owner
+  alerts and the target allowlist, exactly as the Lambda worker.
+- Scaling: a fixed ``fargate_worker_count``; each task runs ``fargate_worker_concurrency`` runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import aws_cdk as cdk
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_ecr_assets as ecr_assets
+from aws_cdk import aws_ecs as ecs
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_sqs as sqs
+from constructs import Construct
+
+from infra import constants
+from infra.constructs import access
+from infra.constructs.alerts import Alerts
+from infra.constructs.functions import Shared
+from infra.constructs.nag import acknowledge
+
+# Docker-style ignore rules: stage only what the Dockerfile copies (not .venv, node_modules, cdk.out).
+_BUILD_CONTEXT = ["*", "!pyproject.toml", "!README.md", "!layers", "!infra/fargate", "**/__pycache__"]
+
+
+class FargateWorkers(Construct):
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        shared: Shared,
+        dispatch_queue: sqs.IQueue,
+        alerts: Alerts,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        config = self._config = shared.config
+        self.vpc = self._build_vpc()
+        self.cluster = ecs.Cluster(self, "Cluster", vpc=self.vpc, container_insights_v2=ecs.ContainerInsights.ENABLED)
+        self.task_definition = self._build_task_definition(shared.environment)
+        task_role = self.task_definition.task_role
+        access.grant_tables(task_role, access.WORKER, shared.tables)
+        dispatch_queue.grant_consume_messages(task_role)
+        alerts.grant_publish_owner_alerts(task_role)
+        access.grant_targets(task_role, config.target_arns, task_role)
+        self.service = ecs.FargateService(
+            self,
+            "Service",
+            cluster=self.cluster,
+            task_definition=self.task_definition,
+            desired_count=config.fargate_worker_count,
+            assign_public_ip=True,
+            vpc_subnets=ec2.SubnetSelection(subnet_type=ec2.SubnetType.PUBLIC),
+            min_healthy_percent=100,
+            max_healthy_percent=200,
+            circuit_breaker=ecs.DeploymentCircuitBreaker(rollback=True),
+        )
+
+    def _build_vpc(self) -> ec2.Vpc:
+        vpc = ec2.Vpc(
+            self,
+            "Vpc",
+            max_azs=2,
+            nat_gateways=0,
+            subnet_configuration=[ec2.SubnetConfiguration(name="public", subnet_type=ec2.SubnetType.PUBLIC)],
+        )
+        vpc.add_flow_log(
+            "FlowLog",
+            destination=ec2.FlowLogDestination.to_cloud_watch_logs(
+                logs.LogGroup(
+                    self,
+                    "FlowLogs",
+                    retention=constants.LOG_RETENTION[self._config.log_retention_days],
+                    removal_policy=cdk.RemovalPolicy.DESTROY,
+                )
+            ),
+        )
+        return vpc
+
+    def _build_task_definition(self, environment: Mapping[str, str]) -> ecs.FargateTaskDefinition:
+        task_definition = ecs.FargateTaskDefinition(
+            self,
+            "Task",
+            cpu=1024,
+            memory_limit_mib=2048,
+            runtime_platform=ecs.RuntimePlatform(
+                cpu_architecture=ecs.CpuArchitecture.ARM64,
+                operating_system_family=ecs.OperatingSystemFamily.LINUX,
+            ),
+        )
+        log_group = logs.LogGroup(
+            self,
+            "Logs",
+            retention=constants.LOG_RETENTION[self._config.log_retention_days],
+            removal_policy=cdk.RemovalPolicy.DESTROY,
+        )
+        task_definition.add_container(
+            "Worker",
+            image=ecs.ContainerImage.from_asset(
+                str(constants.PROJECT_ROOT),
+                file=constants.FARGATE_DOCKERFILE,
+                platform=ecr_assets.Platform.LINUX_ARM64,
+                exclude=_BUILD_CONTEXT,
+                ignore_mode=cdk.IgnoreMode.DOCKER,
+            ),
+            command=["worker", "--concurrency", str(self._config.fargate_worker_concurrency)],
+            environment=dict(environment),
+            logging=ecs.LogDrivers.aws_logs(stream_prefix="worker", log_group=log_group),
+            readonly_root_filesystem=True,
+        )
+        if task_definition.execution_role:  # created by add_container for the image pull and logs
+            acknowledge(
+                task_definition.execution_role,
+                "IAM5",
+                "ecr:GetAuthorizationToken supports no resource-level permissions (the execution role pulls the "
+                "worker image)",
+                finding="Resource::*",
+            )
+        acknowledge(
+            task_definition,
+            "ECS2",
+            "The environment holds only resource names, URLs and sizes (the same PUNCTUAL_* values as the "
+            "Lambda functions), no secrets",
+        )
+        return task_definition

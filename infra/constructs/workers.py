@@ -1,0 +1,55 @@
+"""The Lambda workers: the worker function consuming the dispatch queue.
+
+The SQS event source reports per-message failures (``ReportBatchItemFailures``: one failed run
+does not redeliver its batch), does not wait to fill batches (runs are due now), and is capped
+at ``worker_max_concurrency`` concurrent invocations. The worker keeps the messages it holds
+hidden while their runs execute (ChangeMessageVisibility, granted with the event source) and
+delivers runs only to the AWS targets the operator listed in ``target_arns``; HTTP targets need
+no AWS permission.
+"""
+
+from __future__ import annotations
+
+import aws_cdk as cdk
+from aws_cdk import aws_lambda_event_sources as sources
+from aws_cdk import aws_sqs as sqs
+from constructs import Construct
+
+from infra import constants
+from infra.constructs import access
+from infra.constructs.alerts import Alerts
+from infra.constructs.functions import PunctualFunction, Shared
+
+
+class Workers(Construct):
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        shared: Shared,
+        dispatch_queue: sqs.IQueue,
+        alerts: Alerts,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        config = shared.config
+        self.handler = PunctualFunction(
+            self,
+            "Handler",
+            spec=constants.WORKER_FUNCTION,
+            shared=shared,
+            timeout_s=config.worker_timeout_s,
+        )
+        role = self.handler.role
+        access.grant_tables(role, access.WORKER, shared.tables)
+        alerts.grant_publish_owner_alerts(role)
+        access.grant_targets(role, config.target_arns, role)
+        self.handler.function.add_event_source(
+            sources.SqsEventSource(
+                dispatch_queue,
+                batch_size=config.worker_batch_size,
+                max_batching_window=cdk.Duration.seconds(0),
+                report_batch_item_failures=True,
+                max_concurrency=config.worker_max_concurrency,
+            )
+        )

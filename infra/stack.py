@@ -1,0 +1,84 @@
+"""The Punctual stack: composes one construct per capability, nothing else."""
+
+from __future__ import annotations
+
+import aws_cdk as cdk
+from constructs import Construct
+
+from infra import constants
+from infra.config import InfraConfig
+from infra.constructs.alerts import Alerts
+from infra.constructs.api import Api
+from infra.constructs.dispatch import Dispatch
+from infra.constructs.fargate import FargateWorkers
+from infra.constructs.functions import Shared, punctual_environment
+from infra.constructs.layer import Layers
+from infra.constructs.observability import Observability
+from infra.constructs.reaper import Reaper
+from infra.constructs.scheduler import SchedulerFleet
+from infra.constructs.storage import Storage
+from infra.constructs.workers import Workers
+from punctual import resources
+
+
+class PunctualStack(cdk.Stack):
+    def __init__(self, scope: Construct, construct_id: str, *, config: InfraConfig) -> None:
+        super().__init__(
+            scope, construct_id, description="Punctual: a distributed job scheduler (DynamoDB, SQS, Lambda)"
+        )
+        storage = Storage(self, "Storage", config=config)
+        dispatch = Dispatch(
+            self,
+            "Dispatch",
+            consumer_timeouts_s={
+                resources.DISPATCH_QUEUE.logical_name: config.worker_timeout_s,
+                resources.DEAD_LETTER_QUEUE.logical_name: constants.REAPER_FUNCTION.timeout_s,
+            },
+        )
+        alerts = Alerts(self, "Alerts", config=config)
+        environment = punctual_environment(
+            config,
+            tables={name: table.table_name for name, table in storage.tables.items()},
+            dispatch_queue_url=dispatch.queue.queue_url,
+            dead_letter_queue_url=dispatch.dead_letter_queue.queue_url,
+            alert_topic_arn=alerts.owner_topic.topic_arn,
+        )
+        shared = Shared(config, environment, Layers(self, "Layers").all, storage.tables)
+
+        api = Api(self, "Api", shared=shared, dispatch_queue=dispatch.queue)
+        scheduler = SchedulerFleet(self, "Scheduler", shared=shared, dispatch_queue=dispatch.queue)
+        workers = Workers(self, "Workers", shared=shared, dispatch_queue=dispatch.queue, alerts=alerts)
+        reaper = Reaper(
+            self,
+            "Reaper",
+            shared=shared,
+            dispatch_queue=dispatch.queue,
+            dead_letter_queue=dispatch.dead_letter_queue,
+            alerts=alerts,
+        )
+        if config.fargate_workers:
+            FargateWorkers(self, "FargateWorkers", shared=shared, dispatch_queue=dispatch.queue, alerts=alerts)
+
+        observability = Observability(
+            self,
+            "Observability",
+            config=config,
+            functions={c.handler.spec.name: c.handler.function for c in (api, scheduler, workers, reaper)},
+            tables=storage.tables,
+            dispatch_queue=dispatch.queue,
+            dead_letter_queue=dispatch.dead_letter_queue,
+            ops_topic=alerts.ops_topic,
+        )
+        self._outputs(
+            ApiUrl=api.url,
+            DashboardName=observability.dashboard.dashboard_name,
+            DispatchQueueUrl=dispatch.queue.queue_url,
+            DeadLetterQueueUrl=dispatch.dead_letter_queue.queue_url,
+            OwnerAlertTopicArn=alerts.owner_topic.topic_arn,
+            OpsAlarmTopicArn=alerts.ops_topic.topic_arn,
+            **{f"{name.capitalize()}TableName": table.table_name for name, table in storage.tables.items()},
+        )
+
+    def _outputs(self, **values: str) -> None:
+        for name, value in values.items():
+            cdk.CfnOutput(self, name, value=value)

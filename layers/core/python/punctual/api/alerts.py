@@ -1,0 +1,69 @@
+"""``GET /alerts``: the caller's owner alerts (runs that ended dead or failed), newest first.
+
+A Powertools :class:`Router`; ``punctual.api.app`` includes it (``app.include_router(router)``), and
+after that the router shares the app's per-request context (``services`` and ``owner``, set by
+``punctual.api.app.handle``).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from aws_lambda_powertools.event_handler.api_gateway import Router
+from aws_lambda_powertools.event_handler.openapi.params import Query
+from pydantic import BaseModel, Field
+
+from punctual.api import openapi
+from punctual.api.schemas import IsoTime
+from punctual.clock import iso
+from punctual.errors import ConfigError, Unauthorized
+from punctual.port import Alert, Store
+
+MAX_ALERTS = 100
+
+router = Router()  # type: ignore[no-untyped-call]  # Powertools leaves __init__ unannotated
+
+
+class AlertResponse(BaseModel):
+    """One owner alert: a run that needs attention (dead: retries exhausted or poisoned; failed)."""
+
+    run_id: str
+    job_id: str
+    created_at: IsoTime
+    reason: str = Field(description="why the run ended, e.g. its last error")
+
+    @classmethod
+    def from_alert(cls, alert: Alert) -> AlertResponse:
+        return cls(
+            run_id=alert.run_id, job_id=alert.job_id, created_at=iso(alert.created_at) or "", reason=alert.reason
+        )
+
+
+class AlertList(BaseModel):
+    items: list[AlertResponse]
+
+
+@router.get(
+    "/alerts",
+    operation_id="listAlerts",
+    tags=["alerts"],
+    summary="List the caller's alerts (runs that ended dead or failed), newest first",
+    responses=openapi.responses({200: ("The newest alerts", AlertList)}, openapi.LIST_ERRORS),
+)
+def list_alerts(
+    limit: Annotated[int, Query(ge=1, le=MAX_ALERTS, description="how many (newest first)")] = 50,
+) -> AlertList:
+    store, owner = _caller()
+    return AlertList(items=[AlertResponse.from_alert(a) for a in store.list_alerts(owner, limit)])
+
+
+def _caller() -> tuple[Store, str]:
+    """The store and owner ``punctual.api.app.handle`` put in the (shared) context."""
+    services: Any = router.context.get("services")
+    store = getattr(services, "store", None)
+    if not isinstance(store, Store):
+        raise ConfigError("the API was called without services; call punctual.api.app.handle")
+    owner = router.context.get("owner")
+    if not owner:
+        raise Unauthorized("authentication required")
+    return store, str(owner)

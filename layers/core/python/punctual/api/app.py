@@ -1,0 +1,399 @@
+"""The HTTP API: Powertools routes over the job service, identical on Lambda and locally.
+
+Routes are thin: parse (Powertools validates against the pydantic models), call one function of
+``punctual.jobs``, shape the response. Errors are mapped in ``punctual.api.errors`` only.
+
+:func:`handle` is the one entry point (the Lambda handler and the local server both call it):
+
+1. edge checks that must come before routing and validation: who is calling (401), body size
+   (413) and media type (415);
+2. the request is resolved with the caller's owner and the engine in the resolver's context.
+
+Powertools keeps the current event in class-level state, so one resolver cannot serve two
+requests at once in one process; :func:`handle` serializes them. That is what Lambda does anyway
+(one request per execution environment), and a local API answering in about a millisecond
+(plus the engine's time) does not need more.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Annotated, Any
+
+from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
+from aws_lambda_powertools.event_handler.openapi.models import Server
+from aws_lambda_powertools.event_handler.openapi.params import Header, Path, Query
+from pydantic import AwareDatetime
+
+from punctual import __version__, jobs
+from punctual.api import alerts, auth, errors, openapi
+from punctual.api.schemas import JobCreate, JobPage, JobPatch, JobResponse, RunPage, RunResponse
+from punctual.clock import Clock, from_datetime
+from punctual.config import Settings
+from punctual.errors import ConfigError, PunctualError, Unauthorized
+from punctual.model import JobStatus, RunState
+from punctual.port import Engine, Queue, RunQuery, Store
+
+PUBLIC_PATHS = frozenset({"/openapi.json", "/docs"})
+_BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
+MAX_JSON_DEPTH = 32  # a request body's nesting (a job's payload sits two levels down)
+_LOCK = threading.Lock()
+
+JobId = Annotated[
+    str, Path(description="job_ followed by 32 hex digits", examples=["job_0123456789abcdef0123456789abcdef"])
+]
+RunId = Annotated[str, Path(description="run_<32 hex>_<scheduled epoch ms>")]
+Limit = Annotated[int, Query(ge=1, le=jobs.MAX_PAGE, description="page size")]
+Cursor = Annotated[str | None, Query(max_length=2048, description="next_cursor of the previous page")]
+
+
+@dataclass(frozen=True, slots=True)
+class Services:
+    """What a request needs: the engine's store and queue, a clock, and the settings."""
+
+    store: Store
+    queue: Queue
+    clock: Clock
+    settings: Settings
+
+    @classmethod
+    def of(cls, engine: Engine, settings: Settings, clock: Clock) -> Services:
+        return cls(store=engine.store, queue=engine.queue, clock=clock, settings=settings)
+
+    @property
+    def retention_s(self) -> int:
+        return self.settings.retention_days * 86_400
+
+
+def handle(event: Mapping[str, Any], context: Any, services: Services) -> dict[str, Any]:
+    """Answer one API Gateway REST (v1) proxy event with a proxy response."""
+    with _LOCK:
+        try:
+            owner = _admit(event)
+        except PunctualError as exc:
+            return errors.lambda_response(exc)
+        app.context.update(services=services, owner=owner)  # cleared by resolve() when it returns
+        return app.resolve(_json_media(event), context)
+
+
+def _strict_json(text: str) -> Any:
+    """json.loads, refusing what cannot be stored: NaN/Infinity (not JSON either) and nesting deeper
+    than ``MAX_JSON_DEPTH`` (pydantic's serializer fails past 255 levels, Python's parser near 1000)."""
+
+    def refuse(name: str) -> Any:
+        raise json.JSONDecodeError(f"{name} is not valid JSON", text, 0)
+
+    try:
+        value = json.loads(text, parse_constant=refuse)
+    except RecursionError:
+        value = None
+    else:
+        if not _nests_deeper_than(value, MAX_JSON_DEPTH):
+            return value
+    raise json.JSONDecodeError(f"nested deeper than {MAX_JSON_DEPTH} levels", text, 0)
+
+
+def _nests_deeper_than(value: Any, limit: int) -> bool:
+    pending = [(value, 1)]
+    while pending:  # iterative: a recursive walk would fail on exactly the input it guards against
+        item, depth = pending.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
+        if children is None:
+            continue
+        if depth > limit:
+            return True
+        pending.extend((child, depth + 1) for child in children)
+    return False
+
+
+app = APIGatewayRestResolver(enable_validation=True, json_body_deserializer=_strict_json)
+errors.register(app)
+app.enable_swagger(
+    path="/docs",
+    title=openapi.TITLE,
+    version=__version__,
+    description=openapi.DESCRIPTION,
+    security_schemes=openapi.SECURITY_SCHEMES,
+    security=openapi.SECURITY,
+)
+
+
+# -- jobs -----------------------------------------------------------------------------------------
+
+
+@app.post(
+    "/jobs",
+    operation_id="createJob",
+    tags=["jobs"],
+    summary="Create a job (idempotent with an Idempotency-Key)",
+    responses=openapi.responses(
+        {201: ("Created", JobResponse), 200: ("Replayed: this Idempotency-Key already created it", JobResponse)},
+        openapi.CREATE_ERRORS,
+    ),
+)
+def create_job(
+    body: JobCreate,
+    idempotency_key: Annotated[
+        str | None,
+        Header(alias="Idempotency-Key", description="retry-safe create: one job per key and owner"),
+    ] = None,
+) -> Response[JobResponse]:
+    services, owner = _caller()
+    created = jobs.create_job(
+        services.store,
+        owner,
+        body,
+        services.clock.now_ms(),
+        idempotency_key=idempotency_key,
+        policy=services.settings.target_policy(),
+    )
+    headers = {"Location": f"/jobs/{created.job.id}"}
+    if created.replayed:
+        headers["Idempotent-Replayed"] = "true"
+    status = 200 if created.replayed else 201
+    return _json(status, JobResponse.from_job(created.job), headers)
+
+
+@app.get(
+    "/jobs",
+    operation_id="listJobs",
+    tags=["jobs"],
+    summary="List the caller's jobs, newest first",
+    responses=openapi.responses({200: ("A page of jobs", JobPage)}, openapi.LIST_ERRORS),
+)
+def list_jobs(
+    status: Annotated[JobStatus | None, Query(description="only jobs in this status (deleted: only deleted)")] = None,
+    limit: Limit = 50,
+    cursor: Cursor = None,
+) -> JobPage:
+    services, owner = _caller()
+    page = jobs.list_jobs(services.store, owner, status=status, limit=limit, cursor=cursor)
+    return JobPage(items=[JobResponse.from_job(j) for j in page.items], next_cursor=page.cursor)
+
+
+@app.get(
+    "/jobs/<job_id>",
+    operation_id="getJob",
+    tags=["jobs"],
+    summary="Get a job",
+    responses=openapi.responses({200: ("The job", JobResponse)}, openapi.READ_ERRORS),
+)
+def get_job(job_id: JobId) -> JobResponse:
+    services, owner = _caller()
+    return JobResponse.from_job(jobs.get_job(services.store, owner, job_id))
+
+
+@app.patch(
+    "/jobs/<job_id>",
+    operation_id="updateJob",
+    tags=["jobs"],
+    summary="Change a job (merge patch); recomputes next_run_at when the schedule changes",
+    responses=openapi.responses({200: ("The changed job", JobResponse)}, openapi.CHANGE_ERRORS),
+)
+def update_job(job_id: JobId, body: JobPatch) -> JobResponse:
+    services, owner = _caller()
+    job = jobs.update_job(
+        services.store, owner, job_id, body.changes(), services.clock.now_ms(), policy=services.settings.target_policy()
+    )
+    return JobResponse.from_job(job)
+
+
+@app.delete(
+    "/jobs/<job_id>",
+    operation_id="deleteJob",
+    tags=["jobs"],
+    summary="Delete a job (it stays readable until its retention ends)",
+    responses=openapi.responses({204: ("Deleted (again: still 204)", None)}, openapi.READ_ERRORS),
+)
+def delete_job(job_id: JobId) -> Response[None]:
+    services, owner = _caller()
+    jobs.delete_job(services.store, owner, job_id, services.clock.now_ms())
+    return Response(status_code=204, content_type=None, body=None)
+
+
+@app.post(
+    "/jobs/<job_id>/pause",
+    operation_id="pauseJob",
+    tags=["jobs"],
+    summary="Pause a job (no runs until resumed)",
+    responses=openapi.responses({200: ("The paused job", JobResponse)}, openapi.ACTION_ERRORS),
+)
+def pause_job(job_id: JobId) -> JobResponse:
+    services, owner = _caller()
+    return JobResponse.from_job(jobs.pause_job(services.store, owner, job_id, services.clock.now_ms()))
+
+
+@app.post(
+    "/jobs/<job_id>/resume",
+    operation_id="resumeJob",
+    tags=["jobs"],
+    summary="Resume a paused job (missed times follow the job's catch-up policy)",
+    responses=openapi.responses({200: ("The active job", JobResponse)}, openapi.ACTION_ERRORS),
+)
+def resume_job(job_id: JobId) -> JobResponse:
+    services, owner = _caller()
+    return JobResponse.from_job(jobs.resume_job(services.store, owner, job_id, services.clock.now_ms()))
+
+
+@app.post(
+    "/jobs/<job_id>/trigger",
+    operation_id="triggerJob",
+    tags=["jobs"],
+    summary="Run a job now, outside its schedule",
+    responses=openapi.responses({202: ("The manual run, queued", RunResponse)}, openapi.ACTION_ERRORS),
+)
+def trigger_job(job_id: JobId) -> Response[RunResponse]:
+    services, owner = _caller()
+    run = jobs.trigger_job(
+        services.store, services.queue, owner, job_id, services.clock.now_ms(), retention_s=services.retention_s
+    )
+    return _json(202, RunResponse.from_run(run), {"Location": f"/runs/{run.run_id}"})
+
+
+# -- runs -----------------------------------------------------------------------------------------
+
+
+@app.get(
+    "/jobs/<job_id>/runs",
+    operation_id="listRuns",
+    tags=["runs"],
+    summary="List a job's runs, newest scheduled time first",
+    responses=openapi.responses({200: ("A page of runs", RunPage)}, openapi.READ_ERRORS),
+)
+def list_runs(
+    job_id: JobId,
+    *,
+    state: Annotated[list[RunState] | None, Query(description="only runs in these states (repeatable)")] = None,
+    since: Annotated[AwareDatetime | None, Query(description="scheduled at or after (ISO 8601 with offset)")] = None,
+    until: Annotated[AwareDatetime | None, Query(description="scheduled at or before (ISO 8601 with offset)")] = None,
+    limit: Limit = 50,
+    cursor: Cursor = None,
+) -> RunPage:
+    services, owner = _caller()
+    query = RunQuery(
+        states=frozenset(state or ()),
+        since=None if since is None else from_datetime(since),
+        until=None if until is None else from_datetime(until),
+        limit=limit,
+        cursor=cursor,
+    )
+    page = jobs.list_runs(services.store, owner, job_id, query)
+    return RunPage(items=[RunResponse.from_run(r) for r in page.items], next_cursor=page.cursor)
+
+
+@app.get(
+    "/runs/<run_id>",
+    operation_id="getRun",
+    tags=["runs"],
+    summary="Get a run with its attempts (its logs)",
+    responses=openapi.responses({200: ("The run", RunResponse)}, openapi.READ_ERRORS),
+)
+def get_run(run_id: RunId) -> RunResponse:
+    services, owner = _caller()
+    return RunResponse.from_run(jobs.get_run(services.store, owner, run_id))
+
+
+# -- other routers (they share this app's per-request context) --------------------------------------
+
+app.include_router(alerts.router)
+
+
+# -- documentation --------------------------------------------------------------------------------
+
+
+@app.get("/openapi.json", include_in_schema=False)
+def openapi_document() -> Response[Any]:
+    base = app._get_base_path() or "/"
+    return Response(status_code=200, content_type=content_types.APPLICATION_JSON, body=openapi_json(base))
+
+
+@lru_cache(maxsize=8)
+def openapi_json(server_url: str = "/") -> str:
+    """The OpenAPI document, generated from the routes (cached: the routes never change)."""
+    return app.get_openapi_json_schema(
+        title=openapi.TITLE,
+        version=__version__,
+        description=openapi.DESCRIPTION,
+        servers=[Server(url=server_url)],
+        security_schemes=openapi.SECURITY_SCHEMES,
+        security=openapi.SECURITY,
+    )
+
+
+# -- helpers --------------------------------------------------------------------------------------
+
+
+def _caller() -> tuple[Services, str]:
+    """The services and owner :func:`handle` put in the context."""
+    services = app.context.get("services")
+    owner = app.context.get("owner")
+    if not isinstance(services, Services):
+        raise ConfigError("the API was called without services; call punctual.api.app.handle")
+    if not owner:
+        raise Unauthorized("authentication required")
+    return services, str(owner)
+
+
+def _json(status: int, body: Any, headers: dict[str, str]) -> Response[Any]:
+    return Response(status_code=status, content_type=content_types.APPLICATION_JSON, body=body, headers=headers)
+
+
+def _admit(event: Mapping[str, Any]) -> str | None:
+    """Checks made before routing, in the order a gateway makes them: identity, then the body."""
+    owner = auth.owner_from_event(event)
+    if owner is None and (str(event.get("path") or "/").rstrip("/") or "/") not in PUBLIC_PATHS:
+        raise Unauthorized(
+            "authentication required: send Authorization: Bearer <API key> (local) or sign the request (AWS IAM)"
+        )
+    if str(event.get("httpMethod", "")).upper() in _BODY_METHODS:
+        _check_body(event)
+    return owner
+
+
+def _check_body(event: Mapping[str, Any]) -> None:
+    """Size (413), then media type (415), then that a JSON body is UTF-8 text (400)."""
+    body = event.get("body") or ""
+    try:
+        # Gateways send binary bodies base64-encoded; JSON must be UTF-8 text (RFC 8259).
+        raw = base64.b64decode(body, validate=True) if event.get("isBase64Encoded") else body.encode()
+    except ValueError:  # binascii.Error
+        raise errors.MalformedJson("the body is marked base64 but does not decode", field="body") from None
+    if len(raw) > errors.MAX_BODY_BYTES:
+        raise errors.RequestTooLarge(
+            f"the body is {len(raw)} bytes; the limit is {errors.MAX_BODY_BYTES}", field="body"
+        )
+    media = _media_type(event)
+    if raw and media and not (media == "application/json" or media.endswith("+json")):
+        raise errors.UnsupportedMediaType(
+            f"the body must be JSON (Content-Type: application/json), not {media}", field="Content-Type"
+        )
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise errors.MalformedJson("the body is not UTF-8 text", field="body") from None
+
+
+def _media_type(event: Mapping[str, Any]) -> str:
+    headers = {str(k).lower(): str(v) for k, v in (event.get("headers") or {}).items()}
+    return headers.get("content-type", "").split(";")[0].strip().lower()
+
+
+def _json_media(event: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``event`` with a ``+json`` media type (e.g. application/merge-patch+json) read as JSON.
+
+    Powertools parses only ``application/json`` bodies as JSON; a structured-syntax ``+json``
+    type is JSON too (RFC 6839), and merge-patch is what PATCH bodies are.
+    """
+    media = _media_type(event)
+    if not media.endswith("+json"):
+        return event
+    headers = {k: v for k, v in (event.get("headers") or {}).items() if str(k).lower() != "content-type"}
+    multi = {k: v for k, v in (event.get("multiValueHeaders") or {}).items() if str(k).lower() != "content-type"}
+    headers["Content-Type"] = "application/json"
+    multi["Content-Type"] = ["application/json"]
+    return {**event, "headers": headers, "multiValueHeaders": multi}

@@ -1,0 +1,78 @@
+"""What the generated OpenAPI document says beyond the routes' signatures.
+
+Powertools generates the document from the routes (``APIGatewayRestResolver.get_openapi_schema``).
+Its default error response is a 422 with its own body, which is not what we return, so every
+route declares its statuses here, each error with our :class:`ErrorBody` schema: the document
+lists exactly the statuses a route can answer with.
+"""
+
+from __future__ import annotations
+
+from http import HTTPStatus
+from typing import Any
+
+from aws_lambda_powertools.event_handler.openapi.models import APIKey, APIKeyIn, HTTPBearer, SecurityScheme
+from pydantic import BaseModel
+
+from punctual.api.schemas import ErrorBody
+
+TITLE = "Punctual API"
+DESCRIPTION = """\
+Schedule jobs once (`run_at`) or on a cron `schedule`; every run executes at least once and
+leaves a queryable history with its attempts.
+
+**Authentication.** Every request acts for one owner. On AWS the owner is the API Gateway
+authorizer's principal (IAM SigV4 by default). Locally send `Authorization: Bearer <API key>`
+(`punctual dev` prints one). One owner never sees another's jobs or runs: they are 404.
+
+**Errors** always have the shape `{"code", "message", "details": [{"field", "message"}]}`.
+Bad input is a 4xx and changes nothing.
+"""
+
+# Why each status happens, per error status (the codes a client can branch on).
+_ERRORS: dict[int, str] = {
+    400: "The body is not JSON, not UTF-8, or nested deeper than 32 levels (code malformed_json).",
+    401: "No valid credentials (code unauthorized).",
+    404: "No such job or run for this owner (job_not_found, run_not_found).",
+    409: "The job's state does not allow this (invalid_transition), the Idempotency-Key was used for a "
+    "different body (idempotency_key_reused), or concurrent edits (concurrent_modification).",
+    413: "The body is larger than allowed (request_too_large).",
+    415: "The body is not application/json (unsupported_media_type).",
+    422: "A value is invalid (invalid_input, invalid_schedule, invalid_timezone, invalid_id, "
+    "invalid_cursor); details name the fields.",
+    500: "Internal error (internal_error); never caused by input.",
+}
+# The error statuses of each kind of route (every route lists its own explicitly in app.py).
+LIST_ERRORS = (401, 422, 500)  # GET a collection: bad filters or cursor
+READ_ERRORS = (401, 404, 422, 500)  # GET or DELETE one item: bad id, unknown or foreign id
+# POST without a body: the edge still checks any body sent (400, 413, 415); the state may refuse (409)
+ACTION_ERRORS = (400, 401, 404, 409, 413, 415, 422, 500)
+CREATE_ERRORS = (400, 401, 409, 413, 415, 422, 500)  # POST /jobs: the body is parsed
+CHANGE_ERRORS = (400, 401, 404, 409, 413, 415, 422, 500)  # PATCH one item
+
+SECURITY_SCHEMES: dict[str, SecurityScheme] = {
+    "sigv4": APIKey(
+        name="Authorization",
+        in_=APIKeyIn.header,
+        description="AWS: IAM SigV4-signed requests (API Gateway IAM authorization).",
+    ),
+    "bearer": HTTPBearer(
+        description="Local server: an API key mapped to an owner (PUNCTUAL_API_KEYS; punctual dev prints one).",
+    ),
+}
+SECURITY: list[dict[str, list[str]]] = [{"sigv4": []}, {"bearer": []}]
+
+
+def responses(success: dict[int, tuple[str, type[BaseModel] | None]], errors: tuple[int, ...]) -> dict[int, Any]:
+    """The ``responses=`` of a route: its successes (status -> description, model) and its errors."""
+    documented: dict[int, Any] = {}
+    for status, (description, model) in success.items():
+        # No model: no body (204). An explicit empty content keeps Powertools from inventing one.
+        content = {"application/json": {"model": model}} if model is not None else {}
+        documented[status] = {"description": description, "content": content}
+    for status in errors:
+        documented[status] = {
+            "description": _ERRORS.get(status, HTTPStatus(status).phrase),
+            "content": {"application/json": {"model": ErrorBody}},
+        }
+    return documented

@@ -1,0 +1,214 @@
+"""Request and response models of the HTTP API: pydantic at the edge.
+
+Requests reuse the domain's :class:`~punctual.model.JobSpec` (``POST /jobs`` keeps the seed's
+field names). Responses are separate models so the stored shape (epoch ms, owner, index
+attributes) never leaks: times are ISO 8601 UTC strings (``punctual.clock.iso``), and the owner
+is implied by the caller.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from punctual.clock import from_datetime, iso
+from punctual.model import (
+    MAX_BACKFILL,
+    MAX_JITTER_S,
+    MAX_RETRIES,
+    MAX_TIMEOUT_S,
+    Attempt,
+    AttemptOutcome,
+    Catchup,
+    Job,
+    JobName,
+    JobSpec,
+    JobStatus,
+    Overlap,
+    RetryPolicy,
+    Run,
+    RunState,
+    Target,
+    Trigger,
+)
+
+IsoTime = Annotated[
+    str,
+    Field(
+        description="ISO 8601 in UTC with milliseconds",
+        examples=["2027-01-15T08:00:00.000Z"],
+        json_schema_extra={"format": "date-time"},
+    ),
+]
+
+JobCreate = JobSpec  # the body of POST /jobs is exactly the domain's spec
+
+
+class JobPatch(BaseModel):
+    """A partial job spec (JSON merge patch): present fields replace, ``null`` resets to the default.
+
+    ``target`` and ``retry`` are replaced whole. To turn a cron job into a one-time job send
+    ``{"schedule": null, "run_at": "..."}`` (and the reverse). The merged job is validated as a whole.
+    """
+
+    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
+    name: JobName | None = None
+    schedule: Annotated[str, Field(min_length=1, max_length=256)] | None = None
+    timezone: Annotated[str, Field(min_length=1, max_length=64)] | None = None
+    run_at: datetime | None = None
+    payload: Any = None
+    target: Target | None = None
+    timeout_s: Annotated[int, Field(ge=1, le=MAX_TIMEOUT_S)] | None = None
+    max_retries: Annotated[int, Field(ge=0, le=MAX_RETRIES)] | None = None
+    retry: RetryPolicy | None = None
+    jitter_s: Annotated[int, Field(ge=0, le=MAX_JITTER_S)] | None = None
+    overlap: Overlap | None = None
+    catchup: Catchup | None = None
+    max_backfill: Annotated[int, Field(ge=1, le=MAX_BACKFILL)] | None = None
+
+    def changes(self) -> dict[str, Any]:
+        """The fields the client sent (explicit nulls included), as plain JSON-like values."""
+        return self.model_dump(mode="json", include=self.model_fields_set)
+
+
+class JobResponse(BaseModel):
+    """A job as the API shows it: its spec, its state, and when it runs next."""
+
+    id: str
+    name: str
+    status: JobStatus
+    schedule: str | None
+    timezone: str
+    run_at: IsoTime | None
+    next_run_at: IsoTime | None = Field(description="when it is due next; null unless active")
+    last_run_at: IsoTime | None = Field(description="scheduled time of the newest run the scheduler created")
+    payload: Any
+    target: Target
+    timeout_s: int
+    max_retries: int
+    retry: RetryPolicy
+    jitter_s: int
+    overlap: Overlap
+    catchup: Catchup
+    max_backfill: int
+    created_at: IsoTime
+    updated_at: IsoTime
+    version: int
+
+    @classmethod
+    def from_job(cls, job: Job) -> JobResponse:
+        return cls(
+            id=job.id,
+            name=job.name,
+            status=job.status,
+            schedule=job.schedule,
+            timezone=job.timezone,
+            run_at=None if job.run_at is None else _iso(from_datetime(job.run_at)),
+            next_run_at=iso(job.next_run_at),
+            last_run_at=iso(job.last_run_at),
+            payload=job.payload,
+            target=job.target,
+            timeout_s=job.timeout_s,
+            max_retries=job.max_retries,
+            retry=job.retry,
+            jitter_s=job.jitter_s,
+            overlap=job.overlap,
+            catchup=job.catchup,
+            max_backfill=job.max_backfill,
+            created_at=_iso(job.created_at),
+            updated_at=_iso(job.updated_at),
+            version=job.version,
+        )
+
+
+class AttemptResponse(BaseModel):
+    """One execution attempt of a run: its log entry."""
+
+    number: int
+    worker_id: str | None
+    started_at: IsoTime | None
+    finished_at: IsoTime | None
+    outcome: AttemptOutcome
+    status_code: int | None
+    error: str | None
+    response_excerpt: str | None
+
+    @classmethod
+    def from_attempt(cls, attempt: Attempt) -> AttemptResponse:
+        return cls(
+            number=attempt.number,
+            worker_id=attempt.worker_id,
+            started_at=iso(attempt.started_at),
+            finished_at=iso(attempt.finished_at),
+            outcome=attempt.outcome,
+            status_code=attempt.status_code,
+            error=attempt.error,
+            response_excerpt=attempt.response_excerpt,
+        )
+
+
+class RunResponse(BaseModel):
+    """One run of a job, with its attempts (the run's logs)."""
+
+    run_id: str
+    job_id: str
+    scheduled_at: IsoTime
+    state: RunState
+    trigger: Trigger
+    attempt: int = Field(description="number of the current (or last) attempt; 0 before the first")
+    worker_id: str | None
+    lease_expires_at: IsoTime | None
+    started_at: IsoTime | None
+    finished_at: IsoTime | None
+    next_attempt_at: IsoTime | None = Field(description="when a retrying run is attempted again")
+    note: str | None = Field(description="why the run was skipped, cancelled or dead")
+    attempts: list[AttemptResponse]
+
+    @classmethod
+    def from_run(cls, run: Run) -> RunResponse:
+        return cls(
+            run_id=run.run_id,
+            job_id=run.job_id,
+            scheduled_at=_iso(run.scheduled_at),
+            state=run.state,
+            trigger=run.trigger,
+            attempt=run.attempt,
+            worker_id=run.worker_id,
+            lease_expires_at=iso(run.lease_expires_at),
+            started_at=iso(run.started_at),
+            finished_at=iso(run.finished_at),
+            next_attempt_at=iso(run.next_attempt_at),
+            note=run.note,
+            attempts=[AttemptResponse.from_attempt(a) for a in run.attempts],
+        )
+
+
+class JobPage(BaseModel):
+    items: list[JobResponse]
+    next_cursor: str | None = Field(description="pass as ?cursor= for the next page; null on the last page")
+
+
+class RunPage(BaseModel):
+    items: list[RunResponse]
+    next_cursor: str | None = Field(description="pass as ?cursor= for the next page; null on the last page")
+
+
+class ErrorDetail(BaseModel):
+    field: str | None = Field(description="the field at fault, e.g. 'schedule', 'target.url', 'limit'")
+    message: str
+
+
+class ErrorBody(BaseModel):
+    """Every error the API returns has this shape."""
+
+    code: str = Field(description="machine-readable, e.g. invalid_schedule, job_not_found", examples=["invalid_input"])
+    message: str = Field(description="what is wrong, in words a user can act on")
+    details: list[ErrorDetail] = Field(default_factory=list)
+
+
+def _iso(ms: int) -> str:
+    value = iso(ms)
+    assert value is not None
+    return value

@@ -1,0 +1,87 @@
+"""``punctual worker`` and ``punctual reaper``: one long-running component each (Fargate, a VM, a laptop).
+
+Both stop gracefully on SIGTERM/SIGINT: the worker finishes its in-flight runs, the reaper its pass.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from punctual.cli.common import (
+    add_engine_flags,
+    configure_logging,
+    engine_from_settings,
+    settings_from_args,
+    stop_event_on_signals,
+)
+from punctual.clock import SystemClock
+from punctual.execution import ExecutionOptions
+from punctual.reaper import Reaper, ReapOptions
+from punctual.targets import TargetPolicy, Targets
+from punctual.worker import Worker
+
+
+def register(subparsers: Any) -> None:
+    worker: argparse.ArgumentParser = subparsers.add_parser(
+        "worker", help="execute runs from the dispatch queue until SIGTERM/SIGINT (finishes in-flight runs)"
+    )
+    add_engine_flags(worker)
+    worker.add_argument("--concurrency", type=int, default=4, help="runs executed at once (threads; default 4)")
+    worker.add_argument("--wait-s", type=float, default=None, help="long-poll wait (default: 1 embedded, 20 aws)")
+    worker.add_argument("--worker-id", help="name recorded in each attempt (default: host:pid)")
+    worker.add_argument(
+        "--visibility-s",
+        type=int,
+        default=60,
+        help="hide a received message this long before its run is leased; runs with longer leases extend it "
+        "(default 60: a run whose worker dies is retried after max(lease, this))",
+    )
+    worker.add_argument(
+        "--allow-loopback", action="store_true", help="HTTP targets may reach 127.0.0.0/8 and ::1 (local use)"
+    )
+    worker.add_argument(
+        "--allow-private", action="store_true", help="HTTP targets may reach private and reserved networks"
+    )
+    worker.set_defaults(func=run_worker)
+
+    reaper: argparse.ArgumentParser = subparsers.add_parser(
+        "reaper", help="requeue lost runs, bury poison runs and alert owners, until SIGTERM/SIGINT"
+    )
+    add_engine_flags(reaper)
+    reaper.add_argument("--interval-s", type=float, default=60.0, help="seconds between passes (default 60)")
+    reaper.set_defaults(func=run_reaper)
+
+
+def run_worker(args: argparse.Namespace) -> int:
+    configure_logging()
+    settings, engine = engine_from_settings(settings_from_args(args))
+    stop = stop_event_on_signals()
+    policy = TargetPolicy(allow_private=args.allow_private, allow_loopback=args.allow_loopback)
+    wait_s = args.wait_s if args.wait_s is not None else (1.0 if settings.engine == "embedded" else 20.0)
+    worker = Worker(
+        engine,
+        Targets(policy),
+        SystemClock(),
+        concurrency=args.concurrency,
+        options=ExecutionOptions(lease_margin_s=settings.lease_margin_s, visibility_s=args.visibility_s),
+        wait_s=wait_s,
+        worker_id=args.worker_id,
+    )
+    try:
+        worker.run(stop)
+    finally:
+        engine.close()
+    return 0
+
+
+def run_reaper(args: argparse.Namespace) -> int:
+    configure_logging()
+    _, engine = engine_from_settings(settings_from_args(args))
+    stop = stop_event_on_signals()
+    reaper = Reaper(engine, SystemClock(), options=ReapOptions(), interval_s=args.interval_s)
+    try:
+        reaper.run(stop)
+    finally:
+        engine.close()
+    return 0

@@ -1,0 +1,103 @@
+"""Connections to the embedded engine's SQLite file: one per thread, shared by nothing else.
+
+Concurrency model:
+
+- Threads: each thread gets its own connection (``threading.local``); SQLite serializes writers
+  across connections, so no Python lock is held around I/O.
+- Processes: any number of processes on one machine may open the same file. Every write
+  transaction starts with ``BEGIN IMMEDIATE``, which takes the write lock up front and waits for
+  it (``busy_timeout``). A deferred transaction that reads first and writes later could instead
+  fail with ``SQLITE_BUSY`` when another process committed in between (WAL cannot upgrade a
+  stale read snapshot), and the busy handler cannot retry that case. Reads run in autocommit
+  mode: each statement sees one consistent snapshot.
+- ``fork``: a child never uses a connection inherited from its parent (SQLite forbids it); the
+  process id is checked and the child opens its own.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from punctual.engines.embedded import schema
+
+BUSY_TIMEOUT_MS = 10_000  # how long a writer waits for another writer before SQLITE_BUSY
+
+
+class Database:
+    """The SQLite file, opened in WAL mode and migrated on construction.
+
+    Raises :class:`punctual.errors.ConfigError` if the file cannot be used (see :func:`schema.migrate`).
+    """
+
+    def __init__(self, path: str | Path, *, shards: int, synchronous: str = "NORMAL") -> None:
+        self.path = Path(path)
+        self._synchronous = synchronous.upper()
+        self._local = threading.local()
+        self._lock = threading.Lock()  # guards _connections (open/close bookkeeping only)
+        self._connections: list[tuple[int, sqlite3.Connection]] = []
+        self._closed = False
+        conn = self.connection()
+        schema.enable_wal(conn)
+        schema.migrate(conn, shards=shards)
+
+    def connection(self) -> sqlite3.Connection:
+        """This thread's connection (opened on first use). Raises RuntimeError after :meth:`close`."""
+        if self._closed:
+            raise RuntimeError(f"database {self.path} is closed")
+        pid = os.getpid()
+        cached: tuple[int, sqlite3.Connection] | None = getattr(self._local, "conn", None)
+        if cached is not None and cached[0] == pid:
+            return cached[1]
+        conn = self._open()
+        self._local.conn = (pid, conn)
+        return conn
+
+    @contextmanager
+    def write(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction (``BEGIN IMMEDIATE``): committed on exit, rolled back on error.
+
+        Committed means durable against a crash of this or any other process (see
+        :func:`schema.configure`). Transactions do not nest.
+        """
+        conn = self.connection()
+        if conn.in_transaction:
+            raise RuntimeError("write transactions do not nest")
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield conn
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:  # the body failed, or COMMIT did (then nothing was committed)
+                conn.execute("ROLLBACK")
+            raise
+
+    def close(self) -> None:
+        """Close every connection this object opened in this process. Idempotent."""
+        with self._lock:
+            self._closed = True
+            connections, self._connections = self._connections, []
+        pid = os.getpid()
+        for owner_pid, conn in connections:
+            if owner_pid == pid:
+                conn.close()
+
+    def _open(self) -> sqlite3.Connection:
+        # isolation_level=None: the sqlite3 module issues no implicit BEGIN; transactions are
+        # exactly the ones write() opens. check_same_thread=False only so close() may run from
+        # any thread; a connection is otherwise used by its own thread alone.
+        conn = sqlite3.connect(
+            self.path,
+            timeout=BUSY_TIMEOUT_MS / 1000,
+            isolation_level=None,
+            check_same_thread=False,
+            cached_statements=256,
+        )
+        schema.configure(conn, synchronous=self._synchronous, busy_timeout_ms=BUSY_TIMEOUT_MS)
+        with self._lock:
+            self._connections.append((os.getpid(), conn))
+        return conn

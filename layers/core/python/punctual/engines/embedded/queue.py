@@ -1,0 +1,180 @@
+"""The embedded :class:`~punctual.port.Queue`: SQS semantics on a table of the same SQLite file.
+
+A message is a row of ``queue`` with the queue's name. Its life, with times in epoch ms::
+
+    send ──> hidden until visible_at (delay) ──receive──> in flight: receive_count + 1, new receipt,
+              ^                                           │  hidden until now + visibility
+              └──────── visibility ends, not deleted ─────┘──delete(receipt)──> gone
+    receive finds receive_count >= max_receives ──> moved to the dead-letter queue (count reset)
+
+The receipt changes on every receive, and ``extend``/``delete`` match on it, so a worker holding
+a stale receipt (its message was redelivered to someone else since) changes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import sqlite3
+from collections.abc import Sequence
+
+from punctual.clock import Clock
+from punctual.engines.embedded.db import Database
+from punctual.port import Delivery, Dispatch, Queue
+from punctual.resources import MAX_DELAY_S
+
+_Row = tuple[int, str, int, int]  # a _VISIBLE row: id, body, receive_count, sent_at
+
+POLL_S = 0.05  # longest pause between two looks at an empty queue during a long poll
+_MIN_PAUSE_S = 0.001
+
+_VISIBLE = (
+    "SELECT id, body, receive_count, sent_at FROM queue WHERE queue = ? AND visible_at <= ?"
+    " ORDER BY visible_at, id LIMIT ?"
+)
+_ANY_VISIBLE = "SELECT 1 FROM queue WHERE queue = ? AND visible_at <= ? LIMIT 1"
+_NEXT_VISIBLE = "SELECT min(visible_at) FROM queue WHERE queue = ?"
+_DELIVER = "UPDATE queue SET receive_count = receive_count + 1, visible_at = ?, receipt = ? WHERE id = ?"
+_DEAD_LETTER = "UPDATE queue SET queue = ?, receive_count = 0, visible_at = ?, receipt = NULL WHERE id = ?"
+
+
+class EmbeddedQueue(Queue):
+    """One named queue. ``max_receives`` and ``dead_letter`` are given together (the redrive policy)."""
+
+    def __init__(
+        self,
+        db: Database,
+        name: str,
+        *,
+        clock: Clock,
+        retention_s: int,
+        max_receives: int | None = None,
+        dead_letter: str | None = None,
+    ) -> None:
+        if (max_receives is None) != (dead_letter is None):
+            raise ValueError("give both max_receives and dead_letter, or neither")
+        self.name = name
+        self._db = db
+        self._clock = clock
+        self._retention_ms = retention_s * 1000
+        self._max_receives = max_receives
+        self._dead_letter = dead_letter
+
+    def send(self, dispatches: Sequence[Dispatch]) -> None:
+        """Enqueue every dispatch in one transaction (all or none). Raises ValueError for a delay
+        outside 0..900 s (as SQS refuses it)."""
+        now = self._clock.now_ms()
+        rows = [(self.name, _body(d), now + _delay_ms(d), now) for d in dispatches]
+        if not rows:
+            return
+        with self._db.write() as conn:
+            conn.executemany("INSERT INTO queue (queue, body, visible_at, sent_at) VALUES (?, ?, ?, ?)", rows)
+
+    def receive(self, max_messages: int, visibility_s: int, wait_s: float = 0.0) -> list[Delivery]:
+        """Up to ``max_messages`` visible messages, oldest visible first, each hidden for
+        ``visibility_s``. Polls until one is delivered or ``wait_s`` has passed (bounded even if the
+        clock stands still). Messages past their retention are dropped instead of delivered.
+        """
+        if max_messages < 1 or visibility_s < 0:
+            raise ValueError("max_messages must be >= 1 and visibility_s >= 0")
+        deadline = self._clock.now_ms() + int(wait_s * 1000)
+        for _ in range(int(wait_s / _MIN_PAUSE_S) + 1):
+            deliveries = self._receive_once(max_messages, visibility_s)
+            now = self._clock.now_ms()
+            if deliveries or now >= deadline:
+                return deliveries
+            self._clock.sleep(self._pause(now, deadline))
+        return []
+
+    def extend(self, receipt: str, visibility_s: int) -> None:
+        """Hide the message for ``visibility_s`` more seconds (0: visible now). A stale or unknown
+        receipt is a no-op."""
+        message_id = _message_id(receipt)
+        if message_id is None:
+            return
+        visible_at = self._clock.now_ms() + visibility_s * 1000
+        with self._db.write() as conn:
+            conn.execute(
+                "UPDATE queue SET visible_at = ? WHERE id = ? AND receipt = ? AND queue = ?",
+                (visible_at, message_id, receipt, self.name),
+            )
+
+    def delete(self, receipt: str) -> None:
+        """Remove the message this receipt delivered. A stale or unknown receipt is a no-op."""
+        message_id = _message_id(receipt)
+        if message_id is None:
+            return
+        with self._db.write() as conn:
+            conn.execute(
+                "DELETE FROM queue WHERE id = ? AND receipt = ? AND queue = ?", (message_id, receipt, self.name)
+            )
+
+    def depth(self) -> int:
+        """Every message of this queue: visible, delayed and in flight (exact, not approximate)."""
+        row = self._db.connection().execute("SELECT count(*) FROM queue WHERE queue = ?", (self.name,)).fetchone()
+        return int(row[0])
+
+    # -- helpers ------------------------------------------------------------------------------
+
+    def _receive_once(self, max_messages: int, visibility_s: int) -> list[Delivery]:
+        now = self._clock.now_ms()
+        # A plain read first: an idle poller never takes the write lock other processes need.
+        if self._db.connection().execute(_ANY_VISIBLE, (self.name, now)).fetchone() is None:
+            return []
+        deliveries: dict[int, Delivery] = {}
+        with self._db.write() as conn:
+            # Repeat while dropped or dead-lettered rows left room; rows delivered with visibility 0
+            # stay visible, hence the look-ahead by len(deliveries) and the skip.
+            while len(deliveries) < max_messages:
+                limit = max_messages + len(deliveries)
+                rows = [r for r in conn.execute(_VISIBLE, (self.name, now, limit)) if r[0] not in deliveries]
+                if not rows:
+                    break
+                for row in rows[: max_messages - len(deliveries)]:
+                    delivery = self._take(conn, row, now, visibility_s)
+                    if delivery is not None:
+                        deliveries[row[0]] = delivery
+        return list(deliveries.values())
+
+    def _take(self, conn: sqlite3.Connection, row: _Row, now: int, visibility_s: int) -> Delivery | None:
+        """Deliver one visible message (a ``_VISIBLE`` row), or drop it (past retention) or move it
+        to the dead-letter queue (receives used up); None if not delivered."""
+        message_id, body, count, sent_at = row
+        if sent_at + self._retention_ms < now:
+            conn.execute("DELETE FROM queue WHERE id = ?", (message_id,))
+            return None
+        if self._max_receives is not None and count >= self._max_receives:
+            conn.execute(_DEAD_LETTER, (self._dead_letter, now, message_id))
+            return None
+        receipt = f"{message_id}.{secrets.token_hex(8)}"
+        conn.execute(_DELIVER, (now + visibility_s * 1000, receipt, message_id))
+        data = json.loads(body)
+        return Delivery(
+            run_id=data["run_id"],
+            not_before=data["not_before"],
+            receipt=receipt,
+            receive_count=count + 1,
+            extra={"message_id": str(message_id), "sent_at": str(sent_at)},
+        )
+
+    def _pause(self, now: int, deadline: int) -> float:
+        """How long to sleep: until the next message turns visible, at most POLL_S, never past the deadline."""
+        row = self._db.connection().execute(_NEXT_VISIBLE, (self.name,)).fetchone()
+        until = deadline if row[0] is None else min(deadline, max(row[0], now))
+        return max(_MIN_PAUSE_S, min(POLL_S, (until - now) / 1000))
+
+
+def _body(dispatch: Dispatch) -> str:
+    return json.dumps({"run_id": dispatch.run_id, "not_before": dispatch.not_before}, separators=(",", ":"))
+
+
+def _delay_ms(dispatch: Dispatch) -> int:
+    if not 0 <= dispatch.delay_s <= MAX_DELAY_S:
+        raise ValueError(f"delay_s must be within 0..{MAX_DELAY_S}, not {dispatch.delay_s} (run {dispatch.run_id})")
+    return dispatch.delay_s * 1000
+
+
+def _message_id(receipt: str) -> int | None:
+    """The message id a receipt names, or None if the receipt was not made by this engine."""
+    head, _, _ = receipt.partition(".")
+    return int(head) if head.isdigit() else None

@@ -1,0 +1,384 @@
+"""The embedded :class:`~punctual.port.Store`: jobs, runs, shard leases and alerts in SQLite.
+
+Every conditional operation is one ``BEGIN IMMEDIATE`` transaction that reads the row, decides
+with ``punctual.rules`` and writes; no other connection can write in between, so the rule is
+applied to exactly the state it read. Batched claim operations (``insert_runs``,
+``advance_jobs``) run a whole batch in one transaction: that is what makes thousands of runs per
+second possible (one commit per batch instead of one per row).
+
+Row layout: a run row's columns and its ``doc`` (the whole Run as JSON) are always written
+together from one Run. A job row keeps the fields the claim rewrites (status, next_run_at,
+last_run_at, updated_at, version) only in columns and the rest of the Job in ``doc``, so an
+advance binds five small values and never parses or re-serializes JSON; a read merges the two.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterable, Sequence
+from itertools import islice
+from typing import Any
+
+from punctual import ids, rules
+from punctual.clock import Clock
+from punctual.engines.embedded.db import Database
+from punctual.engines.embedded.schema import DUE_COLUMNS, OPEN_STATES_SQL
+from punctual.errors import ConcurrentModification, InvalidCursor, JobAlreadyExists, JobNotFound, LeaseLost, RunNotFound
+from punctual.model import Catchup, Job, JobStatus, Overlap, Run
+from punctual.port import (
+    Advance,
+    Alert,
+    DueJob,
+    LeaseOutcome,
+    LeaseResult,
+    Page,
+    RunChange,
+    RunQuery,
+    ShardLease,
+    Store,
+)
+
+MAX_PAGE = 1_000  # largest page a listing returns, whatever limit asks for
+
+_JOB_STATE = {"status", "next_run_at", "last_run_at", "updated_at", "version"}  # columns only, not in doc
+_JOB_COLUMNS = (
+    "job_id", "owner", "status", "due_shard", "next_run_at", "last_run_at", "created_at", "updated_at",
+    "version", "schedule", "timezone", "jitter_s", "overlap", "catchup", "max_backfill", "doc",
+)  # fmt: skip
+_JOB_VALUES = f"({', '.join(_JOB_COLUMNS)}) VALUES ({', '.join('?' * len(_JOB_COLUMNS))})"
+_INSERT_JOB = f"INSERT INTO jobs {_JOB_VALUES} ON CONFLICT DO NOTHING"
+_REPLACE_JOB = f"UPDATE jobs SET ({', '.join(_JOB_COLUMNS)}) = ({', '.join('?' * len(_JOB_COLUMNS))}) WHERE job_id = ?"
+_SELECT_JOB = "SELECT doc, status, next_run_at, last_run_at, updated_at, version FROM jobs"
+
+# The due query names the partial index: INDEXED BY makes a plan that cannot use it an error
+# instead of a silent table scan. The index covers every selected column.
+_DUE = (
+    f"SELECT {', '.join(DUE_COLUMNS)} FROM jobs INDEXED BY jobs_due"
+    " WHERE due_shard = ?1 AND status = 'active' AND next_run_at <= ?2 {after}"
+    " ORDER BY next_run_at, job_id LIMIT ?3"
+)
+_DUE_FIRST = _DUE.format(after="")
+_DUE_AFTER = _DUE.format(after="AND (next_run_at, job_id) > (?4, ?5)")
+# The seed's claim statement: zero rows changed means another scheduler (or an edit) moved the job.
+_ADVANCE = (
+    "UPDATE jobs SET next_run_at = ?1, last_run_at = ?2, updated_at = ?3, version = version + 1,"
+    " status = CASE WHEN ?1 IS NULL THEN 'completed' ELSE 'active' END"
+    " WHERE job_id = ?4 AND next_run_at = ?5 AND status = 'active'"
+)
+
+_INSERT_RUN = (
+    "INSERT INTO runs (job_id, scheduled_at, owner, state, attempt, worker_id, lease_expires_at,"
+    " next_attempt_at, deadline_at, created_at, doc) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING"
+)
+_UPDATE_RUN = (
+    "UPDATE runs SET owner = ?3, state = ?4, attempt = ?5, worker_id = ?6, lease_expires_at = ?7,"
+    " next_attempt_at = ?8, deadline_at = ?9, created_at = ?10, doc = ?11 WHERE job_id = ?1 AND scheduled_at = ?2"
+)
+_SELECT_RUN = "SELECT doc FROM runs WHERE job_id = ? AND scheduled_at = ?"
+_PAST_DEADLINE = (
+    f"SELECT doc FROM runs INDEXED BY runs_open WHERE state IN {OPEN_STATES_SQL}"
+    " AND deadline_at < ? AND scheduled_at <= ? ORDER BY deadline_at LIMIT ?"
+)
+
+_OVERLAP = {o.value: o for o in Overlap}
+_CATCHUP = {c.value: c for c in Catchup}
+
+
+class EmbeddedStore(Store):
+    """The Store port on one SQLite file (see the module docstring for the row layout)."""
+
+    def __init__(self, db: Database, *, shards: int, clock: Clock) -> None:
+        self.shards = shards
+        self._db = db
+        self._clock = clock
+
+    # -- jobs --------------------------------------------------------------------------------
+
+    def create_job(self, job: Job) -> None:
+        row = self._job_row(job)
+        with self._db.write() as conn:
+            if conn.execute(_INSERT_JOB, row).rowcount == 0:
+                raise JobAlreadyExists(f"job {job.id} already exists", field="id")
+
+    def get_job(self, job_id: str) -> Job:
+        row = self._db.connection().execute(f"{_SELECT_JOB} WHERE job_id = ?", (job_id,)).fetchone()
+        if row is None:
+            raise JobNotFound(f"job {job_id} not found", field="job_id")
+        return _job_from_row(row)
+
+    def list_jobs(
+        self, owner: str, *, status: JobStatus | None = None, limit: int = 50, cursor: str | None = None
+    ) -> Page[Job]:
+        where: list[str] = ["owner = ?"]
+        params: list[Any] = [owner]
+        if status is None:
+            where.append("status != 'deleted'")
+        else:
+            where.append("status = ?")
+            params.append(str(status))
+        if cursor is not None:
+            position = _position("jobs", cursor, owner)
+            where.append("(created_at, job_id) < (?, ?)")
+            params += [_field(position, "created_at", int), _field(position, "job_id", str)]
+        order = "ORDER BY created_at DESC, job_id DESC"
+        rows, more = self._page(f"{_SELECT_JOB} WHERE {' AND '.join(where)} {order}", params, limit)
+        jobs = [_job_from_row(row) for row in rows]
+        if not more:
+            return Page(jobs)
+        last = {"for": owner, "created_at": jobs[-1].created_at, "job_id": jobs[-1].id}
+        return Page(jobs, ids.encode_cursor("jobs", last))
+
+    def update_job(self, job: Job, expected_version: int) -> Job:
+        stored = job.model_copy(update={"version": expected_version + 1})
+        row = self._job_row(stored)
+        with self._db.write() as conn:
+            found = conn.execute("SELECT version FROM jobs WHERE job_id = ?", (job.id,)).fetchone()
+            if found is None:
+                raise JobNotFound(f"job {job.id} not found", field="job_id")
+            if found[0] != expected_version:
+                raise ConcurrentModification(
+                    f"job {job.id} is at version {found[0]}, not {expected_version}; read it again", field="version"
+                )
+            conn.execute(_REPLACE_JOB, (*row, job.id))
+        return stored
+
+    def bulk_load_jobs(self, jobs: Iterable[Job], batch: int = 10_000) -> int:
+        """Insert many jobs fast (benchmarks, imports): ``batch`` jobs per transaction.
+
+        Jobs whose id exists are skipped. Returns how many were inserted.
+        """
+        inserted, iterator = 0, iter(jobs)
+        while chunk := [self._job_row(job) for job in islice(iterator, batch)]:
+            with self._db.write() as conn:
+                before = conn.total_changes
+                conn.executemany(_INSERT_JOB, chunk)
+                inserted += conn.total_changes - before
+        return inserted
+
+    # -- claim ---------------------------------------------------------------------------------
+
+    def due_jobs(self, shard: int, until: int, limit: int, after: DueJob | None = None) -> list[DueJob]:
+        conn, limit = self._db.connection(), max(0, limit)  # a negative LIMIT means none to SQLite
+        if after is None:
+            rows = conn.execute(_DUE_FIRST, (shard, until, limit)).fetchall()
+        else:
+            rows = conn.execute(_DUE_AFTER, (shard, until, limit, after.next_run_at, after.job_id)).fetchall()
+        return [_due_job(row) for row in rows]
+
+    def insert_runs(self, runs: Sequence[Run]) -> list[bool]:
+        rows = [_run_row(run) for run in runs]  # serialize before taking the write lock
+        if not rows:
+            return []
+        with self._db.write() as conn:
+            return [conn.execute(_INSERT_RUN, row).rowcount == 1 for row in rows]
+
+    def advance_jobs(self, advances: Sequence[Advance]) -> list[bool]:
+        rows = [(a.next_run_at, a.last_run_at, a.now, a.job_id, a.expected_next_run_at) for a in advances]
+        if not rows:
+            return []
+        with self._db.write() as conn:
+            return [conn.execute(_ADVANCE, row).rowcount == 1 for row in rows]
+
+    # -- runs ---------------------------------------------------------------------------------
+
+    def get_run(self, job_id: str, scheduled_at: int) -> Run:
+        run = _load_run(self._db.connection(), job_id, scheduled_at)
+        if run is None:
+            raise RunNotFound(f"run {ids.run_id_for(job_id, scheduled_at)} not found", field="run_id")
+        return run
+
+    def list_runs(self, job_id: str, query: RunQuery) -> Page[Run]:
+        where: list[str] = ["job_id = ?"]
+        params: list[Any] = [job_id]
+        if query.states:
+            where.append(f"state IN ({', '.join('?' * len(query.states))})")
+            params += sorted(str(state) for state in query.states)
+        bounds: list[tuple[str, int | None]] = [("scheduled_at >= ?", query.since), ("scheduled_at <= ?", query.until)]
+        if query.cursor is not None:
+            position = _position("runs", query.cursor, job_id)
+            bounds.append(("scheduled_at < ?", _field(position, "scheduled_at", int)))
+        for clause, value in bounds:
+            if value is not None:
+                where.append(clause)
+                params.append(value)
+        sql = f"SELECT doc FROM runs WHERE {' AND '.join(where)} ORDER BY scheduled_at DESC"
+        rows, more = self._page(sql, params, query.limit)
+        runs = [Run.model_validate_json(row[0]) for row in rows]
+        if not more:
+            return Page(runs)
+        return Page(runs, ids.encode_cursor("runs", {"for": job_id, "scheduled_at": runs[-1].scheduled_at}))
+
+    def lease_run(self, job_id: str, scheduled_at: int, worker_id: str, now: int, lease_ms: int) -> LeaseResult:
+        with self._db.write() as conn:
+            run = _load_run(conn, job_id, scheduled_at)
+            outcome = rules.lease_outcome(run, now)
+            if run is None or outcome is not LeaseOutcome.LEASED:
+                return LeaseResult(outcome, run)
+            leased = rules.leased(run, worker_id, now, lease_ms)
+            _save_run(conn, leased)
+        return LeaseResult(LeaseOutcome.LEASED, leased)
+
+    def heartbeat_run(self, job_id: str, scheduled_at: int, worker_id: str, attempt: int, lease_expires_at: int) -> Run:
+        with self._db.write() as conn:
+            run = _held_run(conn, job_id, scheduled_at, worker_id, attempt)
+            extended = run.model_copy(update={"lease_expires_at": lease_expires_at, "deadline_at": lease_expires_at})
+            _save_run(conn, extended)
+        return extended
+
+    def finish_run(self, job_id: str, scheduled_at: int, worker_id: str, attempt: int, change: RunChange) -> Run:
+        with self._db.write() as conn:
+            finished = rules.apply_change(_held_run(conn, job_id, scheduled_at, worker_id, attempt), change)
+            _save_run(conn, finished)
+        return finished
+
+    def transition_run(self, current: Run, change: RunChange) -> Run:
+        with self._db.write() as conn:
+            stored = _load_run(conn, current.job_id, current.scheduled_at)
+            if stored is None or not rules.unchanged_since(stored, current):
+                raise ConcurrentModification(f"run {current.run_id} changed since it was read", field="run_id")
+            changed = rules.apply_change(stored, change)
+            _save_run(conn, changed)
+        return changed
+
+    def past_deadline_runs(self, now: int, scheduled_before: int, limit: int) -> list[Run]:
+        rows = self._db.connection().execute(_PAST_DEADLINE, (now, scheduled_before, max(0, limit))).fetchall()
+        return [Run.model_validate_json(row[0]) for row in rows]
+
+    # -- shard leases -------------------------------------------------------------------------
+
+    def acquire_shard(self, shard: int, owner: str, now: int, ttl_ms: int) -> ShardLease | None:
+        with self._db.write() as conn:
+            found = conn.execute("SELECT shard, owner, epoch, expires_at FROM shard_leases WHERE shard = ?", (shard,))
+            row = found.fetchone()
+            current = None if row is None else ShardLease(*row)
+            if not rules.may_acquire_shard(current, owner, now):
+                return None
+            lease = rules.acquired(current, shard, owner, now, ttl_ms)
+            conn.execute(
+                "INSERT INTO shard_leases (shard, owner, epoch, expires_at) VALUES (?, ?, ?, ?) ON CONFLICT (shard)"
+                " DO UPDATE SET owner = excluded.owner, epoch = excluded.epoch, expires_at = excluded.expires_at",
+                (lease.shard, lease.owner, lease.epoch, lease.expires_at),
+            )
+        return lease
+
+    def renew_shard(self, lease: ShardLease, now: int, ttl_ms: int) -> ShardLease | None:
+        with self._db.write() as conn:
+            renewed = conn.execute(
+                "UPDATE shard_leases SET expires_at = ? WHERE shard = ? AND owner = ? AND epoch = ?",
+                (now + ttl_ms, lease.shard, lease.owner, lease.epoch),
+            ).rowcount
+        return ShardLease(lease.shard, lease.owner, lease.epoch, now + ttl_ms) if renewed else None
+
+    def release_shard(self, lease: ShardLease) -> None:
+        # "now - 1": expired for anyone who acquires from now on (acquire needs expires_at < now).
+        with self._db.write() as conn:
+            conn.execute(
+                "UPDATE shard_leases SET expires_at = min(expires_at, ?) WHERE shard = ? AND owner = ? AND epoch = ?",
+                (self._clock.now_ms() - 1, lease.shard, lease.owner, lease.epoch),
+            )
+
+    def shard_leases(self) -> list[ShardLease]:
+        rows = self._db.connection().execute("SELECT shard, owner, epoch, expires_at FROM shard_leases ORDER BY shard")
+        return [ShardLease(*row) for row in rows]
+
+    # -- alerts -------------------------------------------------------------------------------
+
+    def record_alert(self, alert: Alert) -> bool:
+        with self._db.write() as conn:
+            return bool(
+                conn.execute(
+                    "INSERT INTO alerts (owner, run_id, job_id, created_at, reason) VALUES (?, ?, ?, ?, ?)"
+                    " ON CONFLICT DO NOTHING",
+                    (alert.owner, alert.run_id, alert.job_id, alert.created_at, alert.reason),
+                ).rowcount
+            )
+
+    def list_alerts(self, owner: str, limit: int = 50) -> list[Alert]:
+        rows = self._db.connection().execute(
+            "SELECT owner, run_id, job_id, created_at, reason FROM alerts WHERE owner = ?"
+            " ORDER BY created_at DESC, run_id DESC LIMIT ?",
+            (owner, max(1, min(limit, MAX_PAGE))),
+        )
+        return [Alert(*row) for row in rows]
+
+    # -- helpers ------------------------------------------------------------------------------
+
+    def _page(self, sql: str, params: list[Any], limit: int) -> tuple[list[Any], bool]:
+        """At most ``limit`` (bounded to 1..MAX_PAGE) rows of ``sql``, and whether more follow."""
+        limit = max(1, min(limit, MAX_PAGE))
+        rows = self._db.connection().execute(f"{sql} LIMIT ?", (*params, limit + 1)).fetchall()
+        return rows[:limit], len(rows) > limit
+
+    def _job_row(self, job: Job) -> tuple[Any, ...]:
+        """The jobs row for ``job``. Raises ValueError for a job the due index could not serve."""
+        if not 0 <= job.due_shard < self.shards:
+            raise ValueError(f"job {job.id} has due_shard {job.due_shard}; this store has {self.shards} shards")
+        if job.status is JobStatus.ACTIVE and job.next_run_at is None:
+            raise ValueError(f"active job {job.id} needs next_run_at")
+        doc = job.model_dump_json(exclude=_JOB_STATE)
+        return (
+            job.id, job.owner, str(job.status), job.due_shard, job.next_run_at, job.last_run_at, job.created_at,
+            job.updated_at, job.version, job.schedule, job.timezone, job.jitter_s, str(job.overlap),
+            str(job.catchup), job.max_backfill, doc,
+        )  # fmt: skip
+
+
+def _job_from_row(row: Sequence[Any]) -> Job:
+    doc, status, next_run_at, last_run_at, updated_at, version = row
+    data = json.loads(doc)
+    data.update(status=status, next_run_at=next_run_at, last_run_at=last_run_at, updated_at=updated_at, version=version)
+    return Job.model_validate(data)
+
+
+def _due_job(row: Sequence[Any]) -> DueJob:
+    shard, next_run_at, job_id, owner, schedule, timezone, jitter_s, overlap, catchup, max_backfill, last_run_at = row
+    return DueJob(
+        job_id, owner, next_run_at, schedule, timezone, jitter_s,
+        _OVERLAP[overlap], _CATCHUP[catchup], max_backfill, last_run_at, shard,
+    )  # fmt: skip
+
+
+def _run_row(run: Run) -> tuple[Any, ...]:
+    # str() of a StrEnum is its value; it also accepts a plain str in a model_construct'ed Run.
+    return (
+        run.job_id, run.scheduled_at, run.owner, str(run.state), run.attempt, run.worker_id,
+        run.lease_expires_at, run.next_attempt_at, run.deadline_at, run.created_at, run.model_dump_json(),
+    )  # fmt: skip
+
+
+def _load_run(conn: sqlite3.Connection, job_id: str, scheduled_at: int) -> Run | None:
+    row = conn.execute(_SELECT_RUN, (job_id, scheduled_at)).fetchone()
+    return None if row is None else Run.model_validate_json(row[0])
+
+
+def _save_run(conn: sqlite3.Connection, run: Run) -> None:
+    conn.execute(_UPDATE_RUN, _run_row(run))
+
+
+def _held_run(conn: sqlite3.Connection, job_id: str, scheduled_at: int, worker_id: str, attempt: int) -> Run:
+    """The run iff ``worker_id`` still holds its lease for ``attempt``; raises :class:`LeaseLost`."""
+    run = _load_run(conn, job_id, scheduled_at)
+    if run is None or not rules.holds_lease(run, worker_id, attempt):
+        run_id = ids.run_id_for(job_id, scheduled_at)
+        raise LeaseLost(f"worker {worker_id} no longer holds run {run_id} (attempt {attempt})", field="run_id")
+    return run
+
+
+def _position(kind: str, cursor: str, scope: str) -> dict[str, Any]:
+    """A decoded cursor of listing ``kind`` made for ``scope`` (the owner or job listed).
+
+    A cursor belongs to the listing that made it: raises :class:`InvalidCursor` otherwise.
+    """
+    position = ids.decode_cursor(kind, cursor)
+    if position.get("for") != scope:
+        raise InvalidCursor("cursor is not valid for this listing; start again without it", field="cursor")
+    return position
+
+
+def _field(position: dict[str, Any], name: str, kind: type) -> Any:
+    """One typed value of a decoded cursor position; raises :class:`InvalidCursor` if it is missing."""
+    value = position.get(name)
+    if not isinstance(value, kind) or isinstance(value, bool):
+        raise InvalidCursor("cursor is not valid for this listing; start again without it", field="cursor")
+    return value

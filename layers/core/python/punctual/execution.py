@@ -1,0 +1,377 @@
+"""Executing one dispatch message: the worker's protocol, written once against the port.
+
+Every worker (threads of ``punctual worker``, the worker Lambda on its SQS event source, the
+workers of ``punctual dev``) runs :func:`process_delivery` on each message it receives::
+
+    message ──parse run id──> read job ──lease run──> wait for not_before ──> target (heartbeat) ──> finish
+                 │ bad: delete    │ gone: cancel       │ HELD:       hide until the lease ends
+                 │                │ run, delete        │ NOT_READY:  hide until the backoff ends
+                 │                                     │ FINISHED / NOT_FOUND: delete (duplicate)
+
+The message is the run's lease clock on the queue side, so every open run keeps a live message:
+
+- success → ``succeeded``, delete the message;
+- a retryable failure (error, retryable status, timeout) while ``attempt <= max_retries`` →
+  ``retrying`` with ``next_attempt_at = now + backoff``, and the *same* message is hidden for the
+  backoff (not deleted): it comes back when the run may be leased again;
+- a retryable failure past ``max_retries`` → ``dead``, owner alerted, delete;
+- a failure retrying cannot fix (see ``punctual.retry``) → ``failed`` at once, owner alerted, delete;
+- a finish or heartbeat refused with :class:`LeaseLost` (the lease expired and another worker took
+  the run over, or the run was cancelled) → the result is discarded and the message is left alone:
+  the newer attempt's outcome stands.
+
+Each attempt appends an :class:`Attempt` to the run (worker, times, outcome, status, bounded error
+and response excerpt): the run's log.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import StrEnum
+
+from punctual import ids, retry
+from punctual import metrics as m
+from punctual.alerts import Alerter, LogAlerter, alert_once
+from punctual.clock import Clock
+from punctual.errors import ConcurrentModification, InvalidId, JobNotFound, LeaseLost, RunNotFound
+from punctual.model import (
+    MAX_ERROR_CHARS,
+    MAX_EXCERPT_CHARS,
+    Attempt,
+    AttemptOutcome,
+    Job,
+    JobStatus,
+    Run,
+    RunState,
+    truncate,
+)
+from punctual.port import Alert, Delivery, LeaseOutcome, LeaseResult, Queue, RunChange, Store
+from punctual.targets import TargetExecutor, TargetResult, failed, timed_out
+
+logger = logging.getLogger(__name__)
+
+
+class Outcome(StrEnum):
+    """What one delivery did (for logs, metrics and the Lambda adapter)."""
+
+    SUCCEEDED = "succeeded"  # attempt succeeded; message deleted
+    RETRYING = "retrying"  # attempt failed, retry scheduled; message hidden for the backoff
+    FAILED = "failed"  # attempt failed and retrying cannot help; owner alerted; message deleted
+    DEAD = "dead"  # attempt failed and retries are exhausted; owner alerted; message deleted
+    CANCELLED = "cancelled"  # the job is gone (deleted): run cancelled; message deleted
+    DUPLICATE = "duplicate"  # run already terminal or unknown: a duplicate delivery; message deleted
+    HELD = "held"  # another worker holds a live lease: message hidden until the lease ends
+    NOT_READY = "not_ready"  # backoff not elapsed or message far too early: hidden until then
+    LEASE_LOST = "lease_lost"  # lost a race (taken over or cancelled meanwhile): nothing written; message untouched
+    INVALID = "invalid"  # the message names no run: deleted
+
+
+# Run-level metrics (dashboard: runs succeeded/failed/dead per minute) for the outcomes that end a run.
+RUN_METRICS = {
+    Outcome.SUCCEEDED: m.RUNS_SUCCEEDED,
+    Outcome.FAILED: m.RUNS_FAILED,
+    Outcome.DEAD: m.RUNS_DEAD,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class ExecutionOptions:
+    lease_margin_s: int = 30  # lease = job.timeout_s + this (Settings.lease_margin_s)
+    visibility_s: int = 60  # visibility the message was received with (the worker's receive, or the queue's)
+    max_early_ms: int = 1_500  # wait at most this long for not_before; earlier messages are hidden again
+    retry_grace_ms: int = 60_000  # a retrying run is reaped if not leased by next_attempt_at + this
+    jitter: retry.Jitter = retry.Jitter.DETERMINISTIC
+    min_heartbeat_s: float = 0.2  # the heartbeat interval is lease/3, but never below this
+    alert_on_failed: bool = True  # failed (non-retryable) runs alert their owner like dead runs
+
+
+def process_delivery(
+    delivery: Delivery,
+    *,
+    store: Store,
+    queue: Queue,
+    targets: TargetExecutor,
+    clock: Clock,
+    worker_id: str,
+    options: ExecutionOptions | None = None,
+    alerter: Alerter | None = None,
+) -> Outcome:
+    """Handle one received dispatch message end to end; see the module docstring for the rules.
+
+    ``queue`` must be the queue the message came from (``extend``/``delete`` use its receipt).
+    Returns what happened. Storage and queue errors propagate: the message is then simply
+    redelivered after its visibility timeout, and every step is safe to repeat.
+    """
+    ctx = _Context(store, queue, delivery, clock, worker_id, options or ExecutionOptions(), alerter or LogAlerter())
+    try:
+        job_id, scheduled_at = ids.parse_run_id(delivery.run_id)
+    except InvalidId:
+        logger.error("dropping a message that names no run: %r %s", delivery.run_id, delivery.extra)
+        queue.delete(delivery.receipt)
+        return Outcome.INVALID
+
+    if delivery.not_before - clock.now_ms() > ctx.options.max_early_ms:  # whole-second SQS delays: ~1 s early at most
+        ctx.hide(delivery.not_before)
+        return Outcome.NOT_READY
+
+    job = _live_job(store, job_id)
+    if job is None:
+        return _cancel_orphan(ctx, job_id, scheduled_at)
+
+    now = clock.now_ms()
+    lease_ms = lease_length_ms(job, ctx.options)
+    lease = store.lease_run(job_id, scheduled_at, worker_id, now, lease_ms)
+    if lease.outcome is not LeaseOutcome.LEASED or lease.run is None:
+        return _not_leased(ctx, lease)
+    return _LeasedAttempt(ctx, job, lease.run, lease_ms).execute(targets)
+
+
+def lease_length_ms(job: Job, options: ExecutionOptions) -> int:
+    """How long a worker holds a run: the job's timeout plus a margin to record the outcome."""
+    return (job.timeout_s + options.lease_margin_s) * 1000
+
+
+@dataclass(frozen=True, slots=True)
+class _Context:
+    """Everything one delivery is handled with."""
+
+    store: Store
+    queue: Queue
+    delivery: Delivery
+    clock: Clock
+    worker_id: str
+    options: ExecutionOptions
+    alerter: Alerter
+
+    def hide(self, until: int) -> None:
+        """Hide the message until ``until`` (epoch ms, rounded up to whole seconds)."""
+        self.queue.extend(self.delivery.receipt, retry.visibility_s(until - self.clock.now_ms()))
+
+    def drop(self) -> None:
+        self.queue.delete(self.delivery.receipt)
+
+    def alert_if_needed(self, run: Run, now: int) -> None:
+        """Alert the owner of a dead (or failed) run, once per run whoever calls it."""
+        if _alerts(run.state, self.options):
+            reason = run.note or f"run ended {run.state}"
+            alert_once(self.store, self.alerter, Alert(run.owner, run.run_id, run.job_id, now, reason))
+
+
+# -- not leased ---------------------------------------------------------------------------------
+
+
+def _live_job(store: Store, job_id: str) -> Job | None:
+    """The run's job, or None if it no longer exists or was deleted (its runs are cancelled)."""
+    try:
+        job = store.get_job(job_id)
+    except JobNotFound:
+        return None
+    return None if job.status is JobStatus.DELETED else job
+
+
+def _cancel_orphan(ctx: _Context, job_id: str, scheduled_at: int) -> Outcome:
+    """The job is gone: cancel the run if still open, and drop the message (unless we keep losing races)."""
+    for _ in range(3):
+        try:
+            run = ctx.store.get_run(job_id, scheduled_at)
+        except RunNotFound:
+            break
+        if not run.is_open:
+            break
+        now = ctx.clock.now_ms()
+        change = RunChange(state=RunState.CANCELLED, now=now, deadline_at=now, finished_at=now, note="job deleted")
+        try:
+            ctx.store.transition_run(run, change)
+            break
+        except ConcurrentModification:
+            continue  # it moved on meanwhile: re-read and decide again
+    else:
+        return Outcome.LEASE_LOST  # kept changing under us: leave the message for a later delivery
+    ctx.drop()
+    return Outcome.CANCELLED
+
+
+def _not_leased(ctx: _Context, lease: LeaseResult) -> Outcome:
+    if lease.outcome in (LeaseOutcome.HELD, LeaseOutcome.NOT_READY):
+        ctx.hide(_hidden_until(lease, ctx.clock.now_ms(), ctx.options))
+        return Outcome.HELD if lease.outcome is LeaseOutcome.HELD else Outcome.NOT_READY
+    if lease.run is not None:
+        # A worker that crashed between its finish and its alert left the message: alert now (idempotent).
+        ctx.alert_if_needed(lease.run, ctx.clock.now_ms())
+    ctx.drop()
+    return Outcome.DUPLICATE
+
+
+def _hidden_until(lease: LeaseResult, now: int, options: ExecutionOptions) -> int:
+    """When a message that could not lease its run should come back."""
+    run = lease.run
+    if lease.outcome is LeaseOutcome.HELD and run is not None and run.lease_expires_at is not None:
+        return run.lease_expires_at + 1000  # a lease qualifies for takeover only once expired
+    if lease.outcome is LeaseOutcome.NOT_READY and run is not None and run.next_attempt_at is not None:
+        return run.next_attempt_at
+    return now + options.visibility_s * 1000
+
+
+# -- one leased attempt -----------------------------------------------------------------------------
+
+
+class _LeasedAttempt:
+    """One leased attempt: wait for its instant, run the target under a deadline with heartbeats, finish."""
+
+    def __init__(self, ctx: _Context, job: Job, run: Run, lease_ms: int) -> None:
+        self.ctx, self.job, self.run, self.lease_ms = ctx, job, run, lease_ms
+
+    def execute(self, targets: TargetExecutor) -> Outcome:
+        if self.lease_ms > self.ctx.options.visibility_s * 1000:  # keep the message hidden as long as the lease
+            self._extend_message()
+        self._wait_for_start()
+        started_at = self.ctx.clock.now_ms()
+        result = self._run_target(targets)
+        if result is None:
+            logger.warning("run %s attempt %d: lease lost while running; result discarded", *self._ids())
+            return Outcome.LEASE_LOST
+        return self._finish(result, started_at)
+
+    def _ids(self) -> tuple[str, int]:
+        return self.run.run_id, self.run.attempt
+
+    def _wait_for_start(self) -> None:
+        """Messages become visible up to a second early (whole-second SQS delays): wait out the rest."""
+        early_ms = self.ctx.delivery.not_before - self.ctx.clock.now_ms()
+        if early_ms > 0:
+            self.ctx.clock.sleep(min(early_ms, self.ctx.options.max_early_ms) / 1000)
+
+    def _run_target(self, targets: TargetExecutor) -> TargetResult | None:
+        """The target's result, a timeout result at ``timeout_s``, or None if the lease was lost.
+
+        The target runs on its own (daemon) thread so that a target that ignores its deadline can
+        be abandoned at ``timeout_s``; this thread heartbeats meanwhile.
+        """
+        timeout_s = float(self.job.timeout_s)
+        deadline = time.monotonic() + timeout_s
+        call = _Call(lambda: targets.execute(self.job, self.run, self.run.attempt, deadline))
+        call.start()
+        interval = max(self.lease_ms / 3000, self.ctx.options.min_heartbeat_s)
+        next_beat = time.monotonic() + interval
+        while True:
+            call.join(max(0.0, min(deadline, next_beat) - time.monotonic()))
+            if not call.is_alive():
+                return call.result()
+            now = time.monotonic()
+            if now >= deadline:
+                return timed_out(timeout_s)
+            if now >= next_beat:
+                if not self._heartbeat():
+                    return None
+                next_beat = now + interval
+
+    def _heartbeat(self) -> bool:
+        """Extend the lease and the message; False if the lease is lost (stop and abandon)."""
+        until = self.ctx.clock.now_ms() + self.lease_ms
+        try:
+            self.ctx.store.heartbeat_run(
+                self.job.id, self.run.scheduled_at, self.ctx.worker_id, self.run.attempt, until
+            )
+        except LeaseLost:
+            return False
+        except Exception:  # a transient storage error: the lease margin absorbs a missed beat
+            logger.exception("heartbeat of run %s failed; trying again at the next beat", self.run.run_id)
+            return True
+        self._extend_message()
+        return True
+
+    def _extend_message(self) -> None:
+        try:
+            self.ctx.queue.extend(self.ctx.delivery.receipt, retry.visibility_s(self.lease_ms))
+        except Exception:  # a redelivery meanwhile is harmless: the other worker finds the run HELD
+            logger.warning("could not extend the message of run %s", self.run.run_id, exc_info=True)
+
+    def _finish(self, result: TargetResult, started_at: int) -> Outcome:
+        now = self.ctx.clock.now_ms()
+        verdict = retry.verdict(
+            ok=result.ok, retryable=result.retryable, attempt=self.run.attempt, max_retries=self.job.max_retries
+        )
+        record = attempt_record(result, self.run.attempt, self.ctx.worker_id, started_at, now)
+        change = self._change(verdict, record, now)
+        try:
+            finished = self.ctx.store.finish_run(
+                self.job.id, self.run.scheduled_at, self.ctx.worker_id, self.run.attempt, change
+            )
+        except LeaseLost:
+            logger.warning("run %s attempt %d: finish refused (taken over); the newer attempt stands", *self._ids())
+            return Outcome.LEASE_LOST
+        if verdict is retry.Verdict.RETRY:
+            assert change.next_attempt_at is not None
+            self.ctx.hide(change.next_attempt_at)  # the same message brings the next attempt
+            return Outcome.RETRYING
+        self.ctx.alert_if_needed(finished, now)
+        self.ctx.drop()
+        return Outcome(finished.state.value)
+
+    def _change(self, verdict: retry.Verdict, record: Attempt, now: int) -> RunChange:
+        attempt, error = self.run.attempt, record.error or "unknown error"
+        if verdict is retry.Verdict.SUCCEEDED:
+            return RunChange(state=RunState.SUCCEEDED, now=now, deadline_at=now, append=record, finished_at=now)
+        if verdict is retry.Verdict.RETRY:
+            at = now + retry.backoff_ms(self.job.retry, attempt, key=self.run.run_id, jitter=self.ctx.options.jitter)
+            grace = self.ctx.options.retry_grace_ms
+            return RunChange(
+                state=RunState.RETRYING, now=now, deadline_at=at + grace, append=record, next_attempt_at=at
+            )
+        if verdict is retry.Verdict.FAILED:
+            note = _note(f"failed on attempt {attempt} (not retryable): {error}")
+            return RunChange(state=RunState.FAILED, now=now, deadline_at=now, append=record, finished_at=now, note=note)
+        note = _note(f"dead after {attempt} attempts (max_retries={self.job.max_retries}): {error}")
+        return RunChange(state=RunState.DEAD, now=now, deadline_at=now, append=record, finished_at=now, note=note)
+
+
+def attempt_record(result: TargetResult, number: int, worker_id: str, started_at: int, finished_at: int) -> Attempt:
+    """The log entry of one executed attempt (error and excerpt bounded)."""
+    if result.ok:
+        outcome = AttemptOutcome.SUCCEEDED
+    else:
+        outcome = AttemptOutcome.TIMEOUT if result.timed_out else AttemptOutcome.FAILED
+    return Attempt(
+        number=number,
+        worker_id=worker_id,
+        started_at=started_at,
+        finished_at=finished_at,
+        outcome=outcome,
+        status_code=result.status_code,
+        error=truncate(result.error, MAX_ERROR_CHARS),
+        response_excerpt=truncate(result.excerpt, MAX_EXCERPT_CHARS),
+    )
+
+
+class _Call(threading.Thread):
+    """Runs a target call; its result (or its exception, as a retryable failure) is read after join."""
+
+    def __init__(self, fn: Callable[[], TargetResult]) -> None:
+        super().__init__(name="punctual-target", daemon=True)
+        self._fn = fn
+        self._result: TargetResult | None = None
+        self._error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            self._result = self._fn()
+        except BaseException as exc:  # reported through result(); a target never kills the worker
+            self._error = exc
+
+    def result(self) -> TargetResult:
+        if self._result is not None:
+            return self._result
+        error = self._error
+        return failed(f"{type(error).__name__}: {error}" if error else "target returned nothing", retryable=True)
+
+
+def _alerts(state: RunState, options: ExecutionOptions) -> bool:
+    return state is RunState.DEAD or (state is RunState.FAILED and options.alert_on_failed)
+
+
+def _note(text: str) -> str:
+    return truncate(text, MAX_ERROR_CHARS) or text

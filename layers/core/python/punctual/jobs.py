@@ -1,0 +1,388 @@
+"""The job service: what the API does to jobs and runs, with no HTTP and no boto3.
+
+Every function acts for one ``owner`` and takes ``now`` (epoch ms). Another owner's job or run is
+reported as not found (never "forbidden"), so ids do not leak across tenants. Errors are the
+domain's (``punctual.errors``); the API maps them to HTTP in one place.
+
+Rules this module owns:
+- Creating a job computes its first ``next_run_at``: the first cron fire strictly after ``now``,
+  or ``run_at``, which must not be in the past (``RUN_AT_TOLERANCE_MS`` absorbs clock skew and
+  network time between a client's "now" and ours).
+- Idempotent create: the job id is derived from (owner, Idempotency-Key), so the create is one
+  conditional insert. When the id exists, the same spec returns the stored job (a replay) and a
+  different spec is :class:`IdempotencyKeyReused`. The key names that job for as long as its
+  record exists (deleted jobs included, until their retention ends).
+- Status changes follow ``JOB_TRANSITIONS``; asking for the status a job already has is a no-op
+  (retries of pause/resume/delete are safe), anything else the lifecycle refuses is
+  :class:`InvalidTransition`.
+- Resume does not run anything itself: it puts the job back in the due index at its first fire
+  time after its last run, and the scheduler's catch-up policy (``job.catchup``: latest, skip or
+  backfill; see ``punctual.planning``) decides which of the times missed while paused run.
+- Writes are optimistic (``version``); a write that loses a race re-reads and re-applies, a few
+  times, then reports :class:`ConcurrentModification`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from punctual import ids, schedule, validation
+from punctual.clock import from_datetime
+from punctual.errors import (
+    ConcurrentModification,
+    IdempotencyKeyReused,
+    InvalidInput,
+    InvalidTransition,
+    JobAlreadyExists,
+    JobNotFound,
+    RunNotFound,
+)
+from punctual.model import JOB_TRANSITIONS, Job, JobSpec, JobStatus, Run, RunState, Trigger
+from punctual.planning import PlanOptions, dispatch_for
+from punctual.port import Page, Queue, RunQuery, Store
+from punctual.targets.policy import TargetPolicy, check_target
+
+RUN_AT_TOLERANCE_MS = 1_000
+WRITE_ATTEMPTS = 3  # optimistic-write retries before ConcurrentModification reaches the caller
+MAX_PAGE = 100
+MAX_IDEMPOTENCY_KEY = 255
+DEFAULT_RETENTION_S = 30 * 86_400
+STRICT_TARGETS = TargetPolicy()  # public addresses only: what the AWS deployment allows by default
+_IDEMPOTENCY_KEY = re.compile(r"^[\x21-\x7e]+$")  # printable ASCII, no spaces: safe in any header
+_SCHEDULING_FIELDS = ("schedule", "timezone", "run_at")
+
+
+@dataclass(frozen=True, slots=True)
+class Created:
+    job: Job
+    replayed: bool  # True: an earlier request with the same Idempotency-Key created this job
+
+
+# -- jobs -----------------------------------------------------------------------------------------
+
+
+def create_job(
+    store: Store,
+    owner: str,
+    spec: JobSpec,
+    now: int,
+    *,
+    idempotency_key: str | None = None,
+    policy: TargetPolicy = STRICT_TARGETS,
+) -> Created:
+    """Create an active job for ``owner``; with ``idempotency_key``, at most one job per key.
+
+    Raises :class:`InvalidInput` (``run_at`` in the past, a malformed key, a target the ``policy``
+    refuses) and :class:`IdempotencyKeyReused` (the key already created a job from a different
+    spec). Nothing is written when it raises.
+    """
+    check_target(spec.target, policy)
+    job_id = _job_id(owner, idempotency_key)
+    try:
+        next_run_at = first_run_at(spec, now)
+    except InvalidInput:
+        # A retry of a keyed create may arrive after its run_at passed: it is still a replay.
+        existing = _find_job(store, job_id) if idempotency_key else None
+        if existing is None:
+            raise
+        return _replay(existing, owner, spec)
+    job = Job(
+        **_spec_fields(spec),
+        id=job_id,
+        owner=owner,
+        status=JobStatus.ACTIVE,
+        next_run_at=next_run_at,
+        due_shard=ids.shard_of(job_id, store.shards),
+        created_at=now,
+        updated_at=now,
+        version=1,
+    )
+    try:
+        store.create_job(job)
+    except JobAlreadyExists:
+        if idempotency_key is None:
+            raise  # a random 128-bit id collided: let it surface rather than guess
+        return _replay(store.get_job(job_id), owner, spec)
+    return Created(job, replayed=False)
+
+
+def get_job(store: Store, owner: str, job_id: str) -> Job:
+    """The owner's job, in any status (deleted jobs stay readable until their retention ends).
+
+    Raises :class:`InvalidId` for a malformed id and :class:`JobNotFound` if there is no such job
+    or it belongs to someone else.
+    """
+    ids.check_job_id(job_id)
+    job = _find_job(store, job_id)
+    if job is None or job.owner != owner:
+        # One message for "absent" and "someone else's": the answer must not reveal which.
+        raise JobNotFound(f"no job {job_id}", field="job_id")
+    return job
+
+
+def list_jobs(
+    store: Store, owner: str, *, status: JobStatus | None = None, limit: int = 50, cursor: str | None = None
+) -> Page[Job]:
+    """The owner's jobs, newest first; deleted jobs only when ``status`` is deleted.
+
+    Raises :class:`InvalidInput` for a limit outside 1..MAX_PAGE and :class:`InvalidCursor`.
+    """
+    _check_limit(limit)
+    return store.list_jobs(owner, status=status, limit=limit, cursor=cursor)
+
+
+def update_job(
+    store: Store,
+    owner: str,
+    job_id: str,
+    changes: Mapping[str, Any],
+    now: int,
+    *,
+    policy: TargetPolicy = STRICT_TARGETS,
+) -> Job:
+    """Apply a partial spec (JSON merge-patch semantics) and return the stored job.
+
+    Each key of ``changes`` replaces that field; ``None`` resets it to its default (or removes
+    ``schedule``/``run_at``). Nested objects (``target``, ``retry``) are replaced whole. The
+    merged spec is validated as a whole. When the schedule, time zone or ``run_at`` change,
+    ``next_run_at`` is recomputed (an active job moves to its new first time; a completed
+    one-time job given a new ``run_at`` or a schedule becomes active again; a paused job stays
+    paused). Raises :class:`InvalidInput`, :class:`JobNotFound`, :class:`InvalidTransition`
+    (deleted job), :class:`ConcurrentModification`.
+    """
+    if not changes:
+        return get_job(store, owner, job_id)
+    return _write(store, owner, job_id, lambda job: _patched(job, changes, now, policy))
+
+
+def pause_job(store: Store, owner: str, job_id: str, now: int) -> Job:
+    """Take an active job out of the due index (paused → no-op). Other states: InvalidTransition."""
+    return _write(store, owner, job_id, lambda job: _moved(job, JobStatus.PAUSED, now, next_run_at=None))
+
+
+def resume_job(store: Store, owner: str, job_id: str, now: int) -> Job:
+    """Put a paused job back in the due index (active → no-op). Other states: InvalidTransition.
+
+    ``next_run_at`` becomes the first fire time after the job's last run (a one-time job: its
+    ``run_at``), so times missed while paused are due at once and the scheduler applies the job's
+    catch-up policy to them; with nothing missed, it is simply the next fire time.
+    """
+
+    def resumed(job: Job) -> Job | None:
+        if job.status is JobStatus.COMPLETED:  # the lifecycle allows it, but only through a new run_at
+            raise InvalidTransition(
+                f"job {job.id} is completed; give it a new run_at (PATCH) to run it again", field="status"
+            )
+        return _moved(job, JobStatus.ACTIVE, now, _resume_at(job))
+
+    return _write(store, owner, job_id, resumed)
+
+
+def delete_job(store: Store, owner: str, job_id: str, now: int) -> Job:
+    """Soft-delete: status deleted, out of the due index; the engine expires it after the retention
+    (the aws engine sets the jobs table's TTL on deleted jobs).
+
+    The job and its runs stay readable until then. Deleting a deleted job is a no-op.
+    """
+    return _write(store, owner, job_id, lambda job: _moved(job, JobStatus.DELETED, now, next_run_at=None))
+
+
+# -- runs -----------------------------------------------------------------------------------------
+
+
+def trigger_job(
+    store: Store,
+    queue: Queue,
+    owner: str,
+    job_id: str,
+    now: int,
+    *,
+    retention_s: int = DEFAULT_RETENTION_S,
+    dispatch_grace_ms: int = PlanOptions().dispatch_grace_ms,
+) -> Run:
+    """Run the job now, outside its schedule: insert a manual run, then send its dispatch.
+
+    Works for active, paused and completed jobs; a deleted job is InvalidTransition. The run is
+    inserted before it is sent, so a crash in between leaves a run the reaper finds past its
+    ``deadline_at`` and requeues. A second trigger within the same millisecond returns the same
+    run (runs are unique per (job, scheduled_at)). Overlap policy does not apply: a manual run
+    is an explicit request.
+    """
+    job = get_job(store, owner, job_id)
+    if job.status is JobStatus.DELETED:
+        raise InvalidTransition(f"job {job_id} is deleted; it cannot be triggered", field="status")
+    run = Run(
+        job_id=job.id,
+        scheduled_at=now,
+        owner=owner,
+        state=RunState.SCHEDULED,
+        trigger=Trigger.MANUAL,
+        deadline_at=now + dispatch_grace_ms,
+        created_at=now,
+        expires_at=now // 1000 + retention_s,
+    )
+    if not store.insert_runs([run])[0]:
+        run = store.get_run(job.id, now)
+    if run.is_open:
+        queue.send([dispatch_for(run, 0, now)])
+    return run
+
+
+def list_runs(store: Store, owner: str, job_id: str, query: RunQuery) -> Page[Run]:
+    """The runs of the owner's job matching ``query``, newest first.
+
+    Raises :class:`JobNotFound`, :class:`InvalidInput` (limit, since after until), :class:`InvalidCursor`.
+    """
+    _check_limit(query.limit)
+    if query.since is not None and query.until is not None and query.since > query.until:
+        raise InvalidInput("'since' must not be after 'until'", field="since")
+    get_job(store, owner, job_id)
+    return store.list_runs(job_id, query)
+
+
+def get_run(store: Store, owner: str, run_id: str) -> Run:
+    """The owner's run with its attempts. Raises :class:`InvalidId` and :class:`RunNotFound`."""
+    job_id, scheduled_at = ids.parse_run_id(run_id)
+    try:
+        run = store.get_run(job_id, scheduled_at)
+    except RunNotFound:
+        run = None
+    if run is None or run.owner != owner:
+        raise RunNotFound(f"no run {run_id}", field="run_id")  # same answer for absent and foreign
+    return run
+
+
+# -- scheduling rules -----------------------------------------------------------------------------
+
+
+def first_run_at(spec: JobSpec, now: int) -> int:
+    """The first due time of a new (or rescheduled) spec: the next cron fire after ``now``, or
+    ``run_at``. Raises :class:`InvalidInput` (field ``run_at``) if ``run_at`` is in the past."""
+    if spec.schedule is not None:
+        return schedule.next_fire(spec.schedule, spec.timezone, now)
+    assert spec.run_at is not None  # JobSpec guarantees exactly one of the two
+    at = from_datetime(spec.run_at)
+    if at < now - RUN_AT_TOLERANCE_MS:
+        raise InvalidInput("run_at is in the past; give a future time with its UTC offset", field="run_at")
+    return at
+
+
+def _resume_at(job: Job) -> int:
+    if job.schedule is None:
+        assert job.run_at is not None
+        return from_datetime(job.run_at)  # late or not, a one-time job still gets its run
+    anchor = job.last_run_at if job.last_run_at is not None else job.created_at
+    return schedule.next_fire(job.schedule, job.timezone, anchor)
+
+
+# -- writes -----------------------------------------------------------------------------------------
+
+
+def _write(store: Store, owner: str, job_id: str, change: Callable[[Job], Job | None]) -> Job:
+    """Read the job, apply ``change`` (None: nothing to write), write it conditionally on its version.
+
+    ``change`` runs again on a fresh read when the write loses a race.
+    """
+    for attempt in range(WRITE_ATTEMPTS):
+        job = get_job(store, owner, job_id)
+        updated = change(job)
+        if updated is None:
+            return job
+        try:
+            return store.update_job(updated, expected_version=job.version)
+        except ConcurrentModification:
+            if attempt == WRITE_ATTEMPTS - 1:
+                raise
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _moved(job: Job, status: JobStatus, now: int, next_run_at: int | None) -> Job | None:
+    """``job`` in ``status`` (None if it already is), or InvalidTransition."""
+    if job.status is status:
+        return None
+    if status not in JOB_TRANSITIONS[job.status]:
+        raise InvalidTransition(f"job {job.id} is {job.status}; it cannot become {status}", field="status")
+    return job.model_copy(update={"status": status, "next_run_at": next_run_at, "updated_at": now})
+
+
+def _patched(job: Job, changes: Mapping[str, Any], now: int, policy: TargetPolicy) -> Job:
+    if job.status is JobStatus.DELETED:
+        raise InvalidTransition(f"job {job.id} is deleted; it cannot be changed", field="status")
+    merged = job.spec.model_dump()
+    for name, value in changes.items():
+        if value is None:
+            merged.pop(name, None)  # merge-patch null: back to the default (or absent)
+        else:
+            merged[name] = value
+    try:
+        spec = JobSpec.model_validate(merged)
+    except ValidationError as exc:
+        raise validation.invalid_input(exc) from None
+    if spec.target != job.target:
+        check_target(spec.target, policy)
+    update: dict[str, Any] = {**_spec_fields(spec), "updated_at": now}
+    if any(getattr(spec, f) != getattr(job, f) for f in _SCHEDULING_FIELDS):
+        update.update(_rescheduled(job, spec, now))
+    return job.model_copy(update=update)
+
+
+def _rescheduled(job: Job, spec: JobSpec, now: int) -> dict[str, Any]:
+    """Status and next_run_at after a change of schedule, time zone or run_at."""
+    next_run_at = first_run_at(spec, now)  # validates a new run_at even while paused
+    if job.status is JobStatus.PAUSED:
+        return {"next_run_at": None}
+    return {"status": JobStatus.ACTIVE, "next_run_at": next_run_at}
+
+
+# -- helpers ----------------------------------------------------------------------------------------
+
+
+def _job_id(owner: str, idempotency_key: str | None) -> str:
+    if idempotency_key is None:
+        return ids.new_job_id()
+    if not (0 < len(idempotency_key) <= MAX_IDEMPOTENCY_KEY and _IDEMPOTENCY_KEY.match(idempotency_key)):
+        raise InvalidInput(
+            f"Idempotency-Key must be 1-{MAX_IDEMPOTENCY_KEY} printable ASCII characters without spaces",
+            field="Idempotency-Key",
+        )
+    return ids.job_id_for_idempotency_key(owner, idempotency_key)
+
+
+def _find_job(store: Store, job_id: str) -> Job | None:
+    try:
+        return store.get_job(job_id)
+    except JobNotFound:
+        return None
+
+
+def _replay(existing: Job, owner: str, spec: JobSpec) -> Created:
+    if existing.owner != owner or _canonical(existing.spec) != _canonical(spec):
+        raise IdempotencyKeyReused(
+            "this Idempotency-Key already created a job from a different request body "
+            "(or that job has been changed since); use a new key for a new job",
+            field="Idempotency-Key",
+        )
+    return Created(existing, replayed=True)
+
+
+def _canonical(spec: JobSpec) -> str:
+    """A spec as comparable text: run_at as an instant, so offsets that name the same time match."""
+    data = spec.model_dump(mode="json")
+    data["run_at"] = None if spec.run_at is None else from_datetime(spec.run_at)
+    return json.dumps(data, sort_keys=True, separators=(",", ":"))
+
+
+def _spec_fields(spec: JobSpec) -> dict[str, Any]:
+    """The spec's fields as attributes (nested models stay models, unlike model_dump)."""
+    return {name: getattr(spec, name) for name in JobSpec.model_fields}
+
+
+def _check_limit(limit: int) -> None:
+    if not 1 <= limit <= MAX_PAGE:
+        raise InvalidInput(f"limit must be between 1 and {MAX_PAGE}", field="limit")

@@ -1,0 +1,1 @@
+"""Local serving: the API (and, in ``punctual dev``, every component) on one machine."""

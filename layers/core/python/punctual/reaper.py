@@ -1,0 +1,298 @@
+"""The reaper: nothing stays open forever, and every dead run alerts its owner.
+
+The queue already redelivers a message whose worker vanished (its visibility ends with the
+lease), so the reaper only handles what the queue cannot:
+
+1. Open runs past their deadline (``Store.past_deadline_runs``), older than ``min_age_ms``:
+
+   ============  =======================================  ==============================================
+   state         means                                    action
+   ============  =======================================  ==============================================
+   scheduled     inserted, never leased (its message was  push its deadline (compare-and-set), resend
+                 lost, or never sent)                     its dispatch
+   running       the lease ended long ago and nobody      ``attempt <= max_retries``: ``retrying`` now
+                 took it over (its message is gone)       (a ``lease_expired`` attempt is logged) and
+                                                          resend; else ``dead`` + alert
+   retrying      its backoff ended long ago and nobody    push its deadline, resend
+                 leased it (its message is gone)
+   ============  =======================================  ==============================================
+
+   Runs whose job is gone are cancelled. Every write is a compare-and-set on the run as read, so a
+   run that moved on meanwhile (a worker leased it) is left alone. Two reapers that both resend
+   produce one extra message, which the worker's conditional lease drops as a duplicate.
+
+2. The dead-letter queue: a message that was received ``max_receives`` times (a run that crashes
+   its worker every time) marks its run ``dead`` (logged as ``dead_lettered``) and alerts the owner,
+   unless the run is terminal already, or a worker holds a live lease on it right now (that worker
+   finishes it; should it vanish, step 1 takes over). The dead-letter message is then deleted.
+
+Dead runs alert their owner exactly once (``punctual.alerts.alert_once``), whoever marks them.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass, field, fields
+from enum import StrEnum
+
+from punctual import ids, rules
+from punctual.alerts import Alerter, LogAlerter, alert_once
+from punctual.clock import Clock
+from punctual.errors import ConcurrentModification, InvalidId, JobNotFound, RunNotFound
+from punctual.model import MAX_ERROR_CHARS, Attempt, AttemptOutcome, Job, JobStatus, Run, RunState, truncate
+from punctual.port import Alert, Delivery, Dispatch, Engine, Queue, RunChange, Store
+from punctual.resources import MAX_BATCH
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class ReapOptions:
+    min_age_ms: int = 60_000  # only runs scheduled at least this long ago (younger ones: the queue's redelivery)
+    grace_ms: int = 30_000  # only runs whose deadline passed at least this long ago
+    limit: int = 500  # runs examined per pass
+    redispatch_grace_ms: int = 120_000  # a resent run's new deadline: now + this
+    dead_letter_batches: int = 10  # at most this many receives of 10 from the dead-letter queue per pass
+    dead_letter_visibility_s: int = 60
+    drain_dead_letters: bool = True  # False where the DLQ is an event source of the reaper Lambda
+
+
+@dataclass(slots=True)
+class ReapStats:
+    examined: int = 0  # past-deadline runs read
+    redispatched: int = 0  # scheduled/retrying runs whose dispatch was resent
+    requeued: int = 0  # running runs with a dead lease, moved to retrying and resent
+    dead: int = 0  # runs marked dead (retries exhausted or dead-lettered)
+    cancelled: int = 0  # runs whose job is gone
+    conflicts: int = 0  # runs that moved on between read and write (left alone)
+    dead_letters: int = 0  # dead-letter messages handled (and deleted)
+    alerts: int = 0  # owner alerts sent (new ones only)
+
+    def add(self, other: ReapStats) -> None:
+        for f in fields(self):
+            setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
+
+
+DEAD_LETTER_NOTE = "dead-lettered: its message was received the maximum number of times without a finish"
+
+
+class DeadLetterResult(StrEnum):
+    DEAD = "dead"  # the run was open and is now dead
+    TERMINAL = "terminal"  # the run had finished already
+    HELD = "held"  # a worker holds a live lease: left to it
+    MISSING = "missing"  # no such run, or the message names none
+    CONFLICT = "conflict"  # the run kept changing; the message is kept for a later try
+
+
+def reap_once(
+    store: Store,
+    queue: Queue,
+    dead_letters: Queue | None,
+    alerter: Alerter,
+    clock: Clock,
+    *,
+    options: ReapOptions | None = None,
+) -> ReapStats:
+    """One pass: requeue or bury open runs past their deadline, then drain the dead-letter queue.
+
+    Returns what was done; ``stats.examined == options.limit`` means more runs may be waiting.
+    Storage and queue errors propagate (the next pass repeats the work; every step is idempotent).
+    """
+    options = options or ReapOptions()
+    reap = _Pass(store, queue, alerter, clock.now_ms(), options)
+    now = reap.now
+    runs = store.past_deadline_runs(now - options.grace_ms, now - options.min_age_ms, options.limit)
+    reap.stats.examined = len(runs)
+    jobs: dict[str, Job | None] = {}
+    for run in runs:
+        if run.job_id not in jobs:
+            jobs[run.job_id] = _live_job(store, run.job_id)
+        reap.run(run, jobs[run.job_id])
+    if dead_letters is not None and options.drain_dead_letters:
+        _drain(reap, dead_letters, clock)
+    return reap.stats
+
+
+def handle_dead_letter(store: Store, alerter: Alerter, delivery: Delivery, now: int) -> DeadLetterResult:
+    """Mark the run of a dead-lettered message ``dead`` and alert its owner (see the module docstring).
+
+    The caller deletes the message unless the result is CONFLICT. Used by :func:`reap_once` and by
+    the reaper Lambda on its dead-letter event source.
+    """
+    try:
+        job_id, scheduled_at = ids.parse_run_id(delivery.run_id)
+    except InvalidId:
+        logger.error("dead-letter message names no run: %r %s", delivery.run_id, delivery.extra)
+        return DeadLetterResult.MISSING
+    for _ in range(3):
+        try:
+            run = store.get_run(job_id, scheduled_at)
+        except RunNotFound:
+            return DeadLetterResult.MISSING
+        if not run.is_open:
+            if run.state is RunState.DEAD:  # a crash between marking and alerting: alert now (idempotent)
+                alert_once(store, alerter, _alert(run, run.note or "dead", now))
+            return DeadLetterResult.TERMINAL
+        if run.state is RunState.RUNNING and run.lease_expires_at is not None and run.lease_expires_at >= now:
+            return DeadLetterResult.HELD
+        note = DEAD_LETTER_NOTE
+        record = Attempt(number=run.attempt, outcome=AttemptOutcome.DEAD_LETTERED, finished_at=now, error=note)
+        try:
+            dead = store.transition_run(run, _dead(record, note, now))
+        except ConcurrentModification:
+            continue
+        alert_once(store, alerter, _alert(dead, note, now))
+        return DeadLetterResult.DEAD
+    return DeadLetterResult.CONFLICT
+
+
+class Reaper:
+    """The reaper as a long-running component (``punctual reaper``, ``punctual dev``).
+
+    Runs :func:`reap_once` every ``interval_s`` seconds; a full pass is followed at once by
+    another (up to ``max_passes``) so a backlog drains quickly.
+    """
+
+    name = "reaper"
+
+    def __init__(
+        self,
+        engine: Engine,
+        clock: Clock,
+        *,
+        alerter: Alerter | None = None,
+        options: ReapOptions | None = None,
+        interval_s: float = 60.0,
+        max_passes: int = 10,
+    ) -> None:
+        self.engine, self.clock = engine, clock
+        self.alerter = alerter or LogAlerter()
+        self.options = options or ReapOptions()
+        self.interval_s, self.max_passes = interval_s, max_passes
+        self.stats = ReapStats()
+
+    def run(self, stop: threading.Event) -> None:
+        """Reap until ``stop`` is set. Errors are logged; the next pass tries again."""
+        while not stop.is_set():
+            self.tick()
+            stop.wait(self.interval_s)
+
+    def tick(self) -> ReapStats:
+        """Up to ``max_passes`` passes, until one finds less than a full page."""
+        total = ReapStats()
+        for _ in range(self.max_passes):
+            try:
+                stats = reap_once(
+                    self.engine.store,
+                    self.engine.queue,
+                    self.engine.dead_letters,
+                    self.alerter,
+                    self.clock,
+                    options=self.options,
+                )
+            except Exception:  # storage or queue outage: log and try again next interval
+                logger.exception("reaper pass failed")
+                break
+            total.add(stats)
+            if stats.examined < self.options.limit:
+                break
+        self.stats.add(total)
+        if total.redispatched or total.requeued or total.dead or total.cancelled or total.dead_letters:
+            logger.info("reaper: %s", total)
+        return total
+
+
+# -- step 1: past-deadline runs ------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Pass:
+    """One reaper pass: its collaborators, its instant and its counters."""
+
+    store: Store
+    queue: Queue
+    alerter: Alerter
+    now: int
+    options: ReapOptions
+    stats: ReapStats = field(default_factory=ReapStats)
+
+    def run(self, run: Run, job: Job | None) -> None:
+        """Act on one past-deadline run (a run that moved on meanwhile counts as a conflict)."""
+        now = self.now
+        try:
+            if job is None:
+                self.store.transition_run(
+                    run, RunChange(RunState.CANCELLED, now, now, finished_at=now, note="job deleted")
+                )
+                self.stats.cancelled += 1
+            elif run.state is RunState.RUNNING:
+                self._lost_lease(run, job)
+            else:  # scheduled or retrying, and its message is gone: push the deadline, then resend
+                self.store.transition_run(run, RunChange(run.state, now, self._new_deadline(), clear_lease=False))
+                self._resend(run)
+                self.stats.redispatched += 1
+        except ConcurrentModification:
+            self.stats.conflicts += 1
+
+    def _lost_lease(self, run: Run, job: Job) -> None:
+        """A running run whose worker vanished and whose message is gone: retry it, or bury it."""
+        lost = rules.takeover_record(run)
+        if run.attempt <= job.max_retries:
+            change = RunChange(RunState.RETRYING, self.now, self._new_deadline(), append=lost, next_attempt_at=self.now)
+            self.store.transition_run(run, change)
+            self._resend(run)
+            self.stats.requeued += 1
+            return
+        note = f"dead after {run.attempt} attempts (max_retries={job.max_retries}): the last worker vanished"
+        dead = self.store.transition_run(run, _dead(lost, note, self.now))
+        self.stats.dead += 1
+        self.stats.alerts += alert_once(self.store, self.alerter, _alert(dead, note, self.now))
+
+    def _resend(self, run: Run) -> None:
+        # not_before = now: the run is late already; a delayed resend would only make it later
+        self.queue.send([Dispatch(run.run_id, not_before=self.now)])
+
+    def _new_deadline(self) -> int:
+        return self.now + self.options.redispatch_grace_ms
+
+
+# -- step 2: the dead-letter queue -----------------------------------------------------------------
+
+
+def _drain(reap: _Pass, dead_letters: Queue, clock: Clock) -> None:
+    options, stats = reap.options, reap.stats
+    for _ in range(options.dead_letter_batches):
+        deliveries = dead_letters.receive(MAX_BATCH, options.dead_letter_visibility_s)
+        for delivery in deliveries:
+            result = handle_dead_letter(reap.store, reap.alerter, delivery, clock.now_ms())
+            if result is DeadLetterResult.CONFLICT:
+                stats.conflicts += 1
+                continue  # comes back after its visibility timeout
+            dead_letters.delete(delivery.receipt)
+            stats.dead_letters += 1
+            if result is DeadLetterResult.DEAD:
+                stats.dead += 1
+                stats.alerts += 1  # this pass turned it dead, so its alert was the first
+        if len(deliveries) < MAX_BATCH:
+            return
+
+
+# -- helpers ---------------------------------------------------------------------------------------
+
+
+def _live_job(store: Store, job_id: str) -> Job | None:
+    try:
+        job = store.get_job(job_id)
+    except JobNotFound:
+        return None
+    return None if job.status is JobStatus.DELETED else job
+
+
+def _dead(record: Attempt, note: str, now: int) -> RunChange:
+    note = truncate(note, MAX_ERROR_CHARS) or note
+    return RunChange(RunState.DEAD, now, now, append=record, finished_at=now, note=note)
+
+
+def _alert(run: Run, reason: str, now: int) -> Alert:
+    return Alert(owner=run.owner, run_id=run.run_id, job_id=run.job_id, created_at=now, reason=reason)

@@ -1,0 +1,127 @@
+"""Targets: where a run is delivered (an HTTP endpoint, a Lambda function, an SQS queue, a state
+machine, an event bus), and the checks that keep the worker from being turned against its own network.
+
+:class:`Targets` is the dispatcher the worker calls; each kind lives in its own module
+(``http``, ``aws``). Every target receives the run id (to deduplicate: delivery is at least once),
+the attempt number and the scheduled time, and answers with a :class:`TargetResult`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+from punctual.model import HttpTarget, Job, Run
+from punctual.targets.policy import TargetPolicy, TargetRefused, check_target
+
+if TYPE_CHECKING:
+    from punctual.targets.aws import AwsTargets
+
+__all__ = [
+    "Invocation",
+    "TargetExecutor",
+    "TargetPolicy",
+    "TargetRefused",
+    "TargetResult",
+    "Targets",
+    "check_target",
+]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class TargetResult:
+    """A target's answer to one attempt.
+
+    ``retryable`` matters only when ``ok`` is False: whether sending the same run again may
+    succeed (see ``punctual.retry``). ``timed_out`` marks a target cut at the job's ``timeout_s``.
+    ``excerpt`` and ``error`` are bounded by the worker before they are stored.
+    """
+
+    ok: bool
+    status_code: int | None = None
+    excerpt: str | None = None
+    error: str | None = None
+    retryable: bool = True
+    timed_out: bool = False
+
+
+def succeeded(status_code: int | None = None, excerpt: str | None = None) -> TargetResult:
+    return TargetResult(ok=True, status_code=status_code, excerpt=excerpt)
+
+
+def failed(error: str, *, retryable: bool, status_code: int | None = None, excerpt: str | None = None) -> TargetResult:
+    return TargetResult(ok=False, status_code=status_code, excerpt=excerpt, error=error, retryable=retryable)
+
+
+def timed_out(timeout_s: float) -> TargetResult:
+    return TargetResult(ok=False, error=f"target did not answer within {timeout_s:g} s", timed_out=True)
+
+
+@dataclass(frozen=True, slots=True)
+class Invocation:
+    """What every target is told about the run it executes."""
+
+    run_id: str
+    job_id: str
+    scheduled_at: int  # epoch ms
+    attempt: int
+    payload: Any
+
+    @classmethod
+    def of(cls, job: Job, run: Run, attempt: int) -> Invocation:
+        return cls(run.run_id, job.id, run.scheduled_at, attempt, job.payload)
+
+
+class TargetExecutor(Protocol):
+    """What the worker needs from targets (``Targets`` or a test double)."""
+
+    def execute(self, job: Job, run: Run, attempt: int, deadline: float) -> TargetResult:
+        """Deliver ``run`` to ``job.target``; ``deadline`` is a ``time.monotonic()`` instant."""
+        ...
+
+
+class Targets:
+    """Dispatches a run to its job's target kind.
+
+    ``policy`` bounds where HTTP targets may connect. ``aws`` executes the AWS kinds; it is built
+    on first use (its boto3 clients are created lazily), so a worker that only calls HTTP targets
+    never needs AWS credentials.
+    """
+
+    def __init__(self, policy: TargetPolicy | None = None, *, aws: AwsTargets | None = None) -> None:
+        self.policy = policy or TargetPolicy()
+        self._aws = aws
+
+    def execute(self, job: Job, run: Run, attempt: int, deadline: float) -> TargetResult:
+        """Execute one attempt. Never raises: an unexpected error becomes a retryable failure
+        (so a bug shows up in the run's attempts and ends in ``dead`` + alert, not in a crash loop).
+        """
+        invocation = Invocation.of(job, run, attempt)
+        if deadline <= time.monotonic():
+            return timed_out(0)
+        try:
+            if isinstance(job.target, HttpTarget):
+                from punctual.targets import http
+
+                return http.send(job.target, invocation, self.policy, deadline)
+            return self._aws_targets().send(job.target, invocation, deadline)
+        except Exception as exc:  # see docstring: a target must never take the worker down
+            logger.exception("target %s of job %s raised", job.target.type, job.id)
+            return failed(f"{type(exc).__name__}: {exc}", retryable=True)
+
+    def warm_up(self) -> None:
+        """Do the one-time work of the HTTP target (imports, CA bundle) before the first run needs it."""
+        from punctual.targets import http
+
+        http.warm_up()
+
+    def _aws_targets(self) -> AwsTargets:
+        if self._aws is None:
+            from punctual.targets.aws import AwsTargets
+
+            self._aws = AwsTargets()
+        return self._aws

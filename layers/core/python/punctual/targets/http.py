@@ -1,0 +1,161 @@
+"""The HTTP target: send the job's payload as JSON to its URL, once per attempt.
+
+Request: ``<method> <url>`` with the job's headers plus
+``Content-Type: application/json``, ``Idempotency-Key: <run_id>`` (the same on every attempt, so the
+receiver can deduplicate), ``X-Punctual-Run-Id``, ``X-Punctual-Attempt``, ``X-Punctual-Scheduled-At``
+(ISO 8601 UTC) and ``X-Punctual-Job-Id``. POST, PUT and PATCH carry the payload as the body; GET and
+DELETE carry none. Redirects are not followed.
+
+Answer: 2xx is success; other statuses fail, retryable or not by ``punctual.retry.http_status_retryable``;
+connection errors and timeouts are retryable. The first bytes of the body become the attempt's
+bounded response excerpt.
+
+SSRF: the host is resolved here, every resolved address is checked against the policy
+(``punctual.targets.policy``), and the connection goes to the checked address itself: the URL's
+host is replaced by the address, the original name is kept in the ``Host`` header and as the TLS
+server name (so certificates are still verified against the name). A DNS answer that changes
+between the check and the connection therefore cannot redirect the worker.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import socket
+import ssl
+import time
+from functools import lru_cache
+
+import httpx
+
+from punctual.clock import iso
+from punctual.model import MAX_EXCERPT_CHARS, HttpTarget, truncate
+from punctual.retry import http_status_retryable
+from punctual.targets import Invocation, TargetResult, failed, succeeded, timed_out
+from punctual.targets.policy import TargetPolicy, address_refusal, host_refusal
+
+USER_AGENT = "punctual/0.1"
+METHODS_WITH_BODY = frozenset({"POST", "PUT", "PATCH"})
+EXCERPT_BYTES = MAX_EXCERPT_CHARS * 4  # enough UTF-8 for the excerpt; the rest of the body is never read
+
+
+class Refused(Exception):
+    """The target's host resolves to an address the policy refuses."""
+
+
+def send(target: HttpTarget, invocation: Invocation, policy: TargetPolicy, deadline: float) -> TargetResult:
+    """Deliver one attempt to ``target`` before ``deadline`` (a ``time.monotonic()`` instant). Never raises."""
+    url = httpx.URL(target.url)
+    try:
+        address = resolve(url.host, url.port or (443 if url.scheme == "https" else 80), policy)
+    except Refused as exc:
+        return failed(f"refused by the target policy: {exc}", retryable=False)
+    except OSError as exc:  # DNS failure: often transient
+        return failed(f"cannot resolve {url.host}: {exc}", retryable=True)
+
+    remaining = deadline - time.monotonic()
+    if remaining <= 0:
+        return timed_out(0)
+    try:
+        return _request(target, invocation, url, address=address, deadline=deadline, remaining=remaining)
+    except httpx.TimeoutException:
+        return timed_out(round(remaining, 3))
+    except (httpx.HTTPError, OSError) as exc:
+        return failed(f"{type(exc).__name__}: {exc}", retryable=True)
+
+
+def resolve(host: str, port: int, policy: TargetPolicy) -> str:
+    """One address of ``host`` the worker may connect to. Raises :class:`Refused` or ``OSError`` (DNS).
+
+    Every address the name resolves to must be allowed: a name that resolves to a public and a
+    metadata address at once is refused rather than raced.
+    """
+    reason = host_refusal(host.rstrip(".").lower(), policy)
+    if reason is not None:
+        raise Refused(f"{host} is {reason}")
+    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    addresses = [str(info[4][0]).split("%", 1)[0] for info in infos]  # drop an IPv6 zone id
+    if not addresses:
+        raise OSError(f"no address for {host}")
+    for text in addresses:
+        reason = address_refusal(ipaddress.ip_address(text), policy)
+        if reason is not None:
+            raise Refused(f"{host} resolves to {reason}")
+    return addresses[0]
+
+
+def request_headers(target: HttpTarget, invocation: Invocation, host_header: str) -> dict[str, str]:
+    """The job's headers, then ours (which the job cannot override: ``check_target`` refuses that)."""
+    headers = dict(target.headers)
+    headers.update(
+        {
+            "Host": host_header,
+            "User-Agent": USER_AGENT,
+            "Content-Type": "application/json",
+            "Idempotency-Key": invocation.run_id,
+            "X-Punctual-Run-Id": invocation.run_id,
+            "X-Punctual-Attempt": str(invocation.attempt),
+            "X-Punctual-Scheduled-At": iso(invocation.scheduled_at) or "",
+            "X-Punctual-Job-Id": invocation.job_id,
+        }
+    )
+    return headers
+
+
+def _request(
+    target: HttpTarget, invocation: Invocation, url: httpx.URL, *, address: str, deadline: float, remaining: float
+) -> TargetResult:
+    body = (
+        json.dumps(invocation.payload, separators=(",", ":")).encode() if target.method in METHODS_WITH_BODY else None
+    )
+    headers = request_headers(target, invocation, url.netloc.decode("ascii"))
+    # One client per attempt: connections are never pooled across host names that share an
+    # address (a pooled TLS connection was verified for another name). The TLS context is shared.
+    with (
+        httpx.Client(
+            verify=_tls_context(), trust_env=False, follow_redirects=False, timeout=httpx.Timeout(remaining)
+        ) as client,
+        client.stream(
+            target.method,
+            url.copy_with(host=address),
+            content=body,
+            headers=headers,
+            extensions={"sni_hostname": url.host},
+        ) as response,
+    ):
+        excerpt = _excerpt(response, deadline)
+    return _result(response.status_code, excerpt, response.headers.get("location"))
+
+
+def _excerpt(response: httpx.Response, deadline: float) -> str | None:
+    """The first ``EXCERPT_BYTES`` of the body (decoded, bounded); stops reading there or at the deadline."""
+    chunks: list[bytes] = []
+    size = 0
+    for chunk in response.iter_bytes():
+        chunks.append(chunk)
+        size += len(chunk)
+        if size >= EXCERPT_BYTES or time.monotonic() >= deadline:
+            break
+    text = b"".join(chunks)[:EXCERPT_BYTES].decode("utf-8", errors="replace")
+    return truncate(text, MAX_EXCERPT_CHARS) if text else None
+
+
+def _result(status: int, excerpt: str | None, location: str | None) -> TargetResult:
+    if 200 <= status < 300:
+        return succeeded(status, excerpt)
+    if 300 <= status < 400:
+        error = f"HTTP {status}: redirects are not followed (Location: {location or '-'})"
+        return failed(error, retryable=False, status_code=status, excerpt=excerpt)
+    return failed(f"HTTP {status}", retryable=http_status_retryable(status), status_code=status, excerpt=excerpt)
+
+
+def warm_up() -> None:
+    """Do the one-time work now (transport imports, the CA bundle: ~150 ms), not in the first run."""
+    _tls_context()
+    httpx.Client(verify=_tls_context(), trust_env=False).close()  # imports httpcore and h11 (no I/O)
+
+
+@lru_cache(maxsize=1)
+def _tls_context() -> ssl.SSLContext:
+    # Loading the CA bundle costs tens of milliseconds: do it once per process.
+    return httpx.create_ssl_context()

@@ -1,0 +1,137 @@
+"""Where targets may point: the SSRF guard, as pure functions over addresses and URLs.
+
+A job's owner chooses the URL a worker connects to, from inside our network. Without a guard,
+``http://169.254.169.254/...`` would hand them the worker's cloud credentials. The rules:
+
+- Always refused: link-local addresses (169.254.0.0/16, fe80::/10: the instance metadata service
+  lives there), the EC2 IPv6 metadata address fd00:ec2::254, "this network" 0.0.0.0/8 and ``::``
+  (0.0.0.0 reaches the local host on Linux), broadcast and multicast, and well-known metadata
+  host names.
+- Refused unless the policy allows them: loopback (127.0.0.0/8, ::1, ``localhost``) with
+  ``allow_loopback``; every other non-global address (private 10/8, 172.16/12, 192.168/16,
+  fc00::/7, shared 100.64/10, reserved and documentation ranges) with ``allow_private``.
+  ``punctual dev`` allows loopback; the AWS deployment allows neither by default.
+- IPv4-mapped IPv6 addresses (::ffff:a.b.c.d) are judged as the IPv4 address they carry.
+
+Checks happen twice: when a job is created (:func:`check_target`, on the URL as written: a literal
+address or a well-known name, no DNS lookup, so the API stays fast and deterministic) and before
+every attempt on the *resolved* addresses, connecting to the address that was checked (so a DNS
+answer that changes between check and connect, "DNS rebinding", cannot slip through). See
+``punctual.targets.http``.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from punctual.errors import InvalidInput
+from punctual.model import HttpTarget
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+ALWAYS_REFUSED_NETWORKS = tuple(
+    ipaddress.ip_network(net)
+    for net in (
+        "169.254.0.0/16",  # IPv4 link-local: EC2/ECS/GCP/Azure metadata, ECS task credentials
+        "fe80::/10",  # IPv6 link-local
+        "fd00:ec2::254/128",  # EC2 instance metadata over IPv6
+        "0.0.0.0/8",  # "this network"; 0.0.0.0 connects to the local host on Linux
+        "::/128",  # unspecified
+        "255.255.255.255/32",  # broadcast
+        "224.0.0.0/4",  # IPv4 multicast
+        "ff00::/8",  # IPv6 multicast
+    )
+)
+METADATA_HOSTNAMES = frozenset(
+    {"metadata", "metadata.google.internal", "instance-data", "instance-data.ec2.internal", "metadata.azure.internal"}
+)
+# Headers the worker sets itself; a job may not send its own version of them.
+RESERVED_HEADERS = frozenset({"host", "content-length", "transfer-encoding", "connection", "idempotency-key"})
+RESERVED_HEADER_PREFIX = "x-punctual-"
+_HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")  # RFC 9110 token
+_BAD_HEADER_VALUE = re.compile(r"[\r\n\x00]")
+
+
+@dataclass(frozen=True, slots=True)
+class TargetPolicy:
+    """Which non-public addresses HTTP targets may reach (public addresses are always allowed)."""
+
+    allow_private: bool = False  # 10/8, 172.16/12, 192.168/16, fc00::/7, 100.64/10, reserved ranges
+    allow_loopback: bool = False  # 127/8, ::1, localhost: `punctual dev` turns this on
+
+
+class TargetRefused(InvalidInput):
+    """A target the policy does not allow (at job creation: a 4xx; at execution: a failed run)."""
+
+    code = "target_refused"
+
+
+def check_target(target: object, policy: TargetPolicy) -> None:
+    """Refuse a target that can never be delivered under ``policy``. Raises :class:`TargetRefused`.
+
+    HTTP targets: scheme http/https, a host, a valid port, a host that is not refused (literal
+    addresses and well-known names; names are resolved and checked again before every attempt),
+    and headers that are valid and do not override the ones the worker sets. The AWS kinds are
+    fully validated by their models (ARN and URL patterns); nothing more to check here.
+    """
+    if isinstance(target, HttpTarget):
+        check_url(target.url, policy)
+        check_headers(target.headers)
+
+
+def check_url(url: str, policy: TargetPolicy) -> None:
+    """Refuse a URL whose scheme, port or (literal or well-known) host cannot be used."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https"):
+        raise TargetRefused("target.url must start with http:// or https://", field="target.url")
+    try:
+        parts.port  # noqa: B018 - evaluating it validates the port
+    except ValueError as exc:
+        raise TargetRefused(f"target.url has an invalid port: {exc}", field="target.url") from exc
+    host = (parts.hostname or "").rstrip(".").lower()
+    if not host:
+        raise TargetRefused("target.url has no host", field="target.url")
+    reason = host_refusal(host, policy)
+    if reason is not None:
+        raise TargetRefused(f"target.url points to {reason}, which targets may not reach", field="target.url")
+
+
+def host_refusal(host: str, policy: TargetPolicy) -> str | None:
+    """Why ``host`` (a name or a literal address, lower case) is refused, or None if not (yet) refused."""
+    if host in METADATA_HOSTNAMES:
+        return f"a cloud metadata service ({host})"
+    if host == "localhost" or host.endswith(".localhost"):
+        return None if policy.allow_loopback else f"a loopback host ({host})"
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return None  # a name: judged on its resolved addresses before every attempt
+    return address_refusal(address, policy)
+
+
+def address_refusal(address: IPAddress, policy: TargetPolicy) -> str | None:
+    """Why a worker may not connect to ``address`` under ``policy``, or None if it may."""
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    if any(address in net for net in ALWAYS_REFUSED_NETWORKS if net.version == address.version):
+        return f"a link-local, metadata, multicast or unspecified address ({address})"
+    if address.is_loopback:
+        return None if policy.allow_loopback else f"a loopback address ({address})"
+    if address.is_global:
+        return None
+    return None if policy.allow_private else f"a private or reserved address ({address})"
+
+
+def check_headers(headers: dict[str, str]) -> None:
+    """Refuse header names that are not HTTP tokens, values with line breaks, and reserved names."""
+    for name, value in headers.items():
+        if not _HEADER_NAME.match(name):
+            raise TargetRefused(f"header name {name!r} is not a valid HTTP token", field="target.headers")
+        if _BAD_HEADER_VALUE.search(value):
+            raise TargetRefused(f"header {name!r} contains a line break or NUL", field="target.headers")
+        lower = name.lower()
+        if lower in RESERVED_HEADERS or lower.startswith(RESERVED_HEADER_PREFIX):
+            raise TargetRefused(f"header {name!r} is set by Punctual and cannot be overridden", field="target.headers")

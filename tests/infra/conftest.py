@@ -1,0 +1,24 @@
+"""Session fixtures: the app synthesized once per variant (see ``tests/infra/synth.py``)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.infra.synth import OPTIONS_CONTEXT, Synth, synthesize
+
+
+@pytest.fixture(scope="session")
+def default_synth(tmp_path_factory: pytest.TempPathFactory) -> Synth:
+    return synthesize(tmp_path_factory.mktemp("cdk-default"))
+
+
+@pytest.fixture(scope="session")
+def options_synth(tmp_path_factory: pytest.TempPathFactory) -> Synth:
+    return synthesize(tmp_path_factory.mktemp("cdk-options"), OPTIONS_CONTEXT)
+
+
+@pytest.fixture(scope="session", params=["default", "options"])
+def any_synth(request: pytest.FixtureRequest) -> Iterator[Synth]:
+    yield request.getfixturevalue(f"{request.param}_synth")

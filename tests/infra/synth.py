@@ -1,0 +1,87 @@
+"""Synthesize the CDK app offline with the cdk-nag checks on (used once per session by conftest).
+
+Two variants cover every branch of the app:
+- ``default``: the shipped defaults (sized for 10 million jobs, 20,000 runs/s);
+- ``options``: every optional feature on (Fargate workers, API keys + usage plan, worker target
+  ARNs including a wildcard, alarm e-mail, disposable tables) at a small size.
+
+Synthesis never contacts AWS: the stack is environment-agnostic and nothing looks anything up.
+The dependency layer is pip-installed once into the layer cache (``infra.layer_build``), so only
+the first session after a dependency change needs PyPI.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+OPTIONS_CONTEXT: dict[str, Any] = {
+    "stack_name": "PunctualOptions",
+    "shards": "16",  # strings, as `-c shards=16` gives them
+    "open_shards": "8",
+    "scheduler_instances": "7",
+    "fargate_workers": "true",
+    "api_usage_plan": True,
+    "target_arns": (
+        "arn:aws:lambda:eu-west-1:123456789012:function:hook,"
+        "arn:aws:sqs:eu-west-1:123456789012:results-*,"
+        "arn:aws:states:eu-west-1:123456789012:stateMachine:flow,"
+        "arn:aws:events:eu-west-1:123456789012:event-bus/default"
+    ),
+    "alarm_email": "ops@example.com",
+    "retain_data": "false",
+    "deletion_protection": "false",
+    "log_retention_days": "7",
+}
+
+
+@dataclass
+class Synth:
+    """One synthesized app: its output directory, template, validation report and synth error."""
+
+    stack_name: str
+    outdir: Path
+    template: dict[str, Any]
+    report: dict[str, Any] | None
+    error: str | None
+
+    @property
+    def template_path(self) -> Path:
+        return self.outdir / f"{self.stack_name}.template.json"
+
+    def resources(self, resource_type: str) -> dict[str, dict[str, Any]]:
+        return {k: r for k, r in self.template["Resources"].items() if r["Type"] == resource_type}
+
+    def properties(self, resource_type: str) -> list[dict[str, Any]]:
+        return [r.get("Properties", {}) for r in self.resources(resource_type).values()]
+
+
+def synthesize(outdir: Path, context: dict[str, Any] | None = None) -> Synth:
+    """Synthesize with cdk-nag; a validation failure is recorded in ``error``, not raised."""
+    from infra import constants  # imported here: loading aws-cdk-lib costs seconds, only infra tests pay
+
+    missing = [
+        n
+        for n in ("api", "scheduler", "worker", "reaper")
+        if not (constants.FUNCTIONS_DIR / n / "handler.py").is_file()
+    ]
+    if missing:
+        pytest.fail(f"Lambda entry points missing: {', '.join(f'functions/{n}/handler.py' for n in missing)}")
+    from infra.app import build_app
+    from infra.config import InfraConfig
+
+    app = build_app(context, outdir=str(outdir))
+    stack_name = InfraConfig.from_context(app.node).stack_name
+    error = None
+    try:
+        app.synth()
+    except RuntimeError as exc:  # jsii surfaces the JavaScript ValidationFailed error as RuntimeError
+        error = str(exc)
+    report_path = outdir / "validation-report.json"
+    report = json.loads(report_path.read_text()) if report_path.is_file() else None
+    template = json.loads((outdir / f"{stack_name}.template.json").read_text())
+    return Synth(stack_name, outdir, template, report, error)

@@ -1,0 +1,443 @@
+"""What the synthesized stack must contain: resources built from ``punctual.resources``, the
+scheduler fleet, event sources, API authorization, alarms, dashboard and least-privilege IAM.
+
+The app is synthesized once per session (``conftest.py``); each test reads the template.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from infra import constants
+from infra.config import InfraConfig
+from punctual import resources
+from punctual.config import EngineKind, Settings
+from tests.infra.synth import Synth
+
+pytestmark = pytest.mark.infra
+
+DEFAULTS = InfraConfig()
+
+
+# -- helpers ------------------------------------------------------------------------------------------
+
+
+def _table(synth: Synth, definition: resources.TableDef) -> dict[str, Any]:
+    """The AWS::DynamoDB::Table resource whose key schema is ``definition``'s."""
+    wanted = [{"AttributeName": definition.partition.name, "KeyType": "HASH"}]
+    if definition.sort:
+        wanted.append({"AttributeName": definition.sort.name, "KeyType": "RANGE"})
+    matches = [r for r in synth.resources("AWS::DynamoDB::Table").values() if r["Properties"]["KeySchema"] == wanted]
+    indexes = {i.name for i in definition.indexes}
+    matches = [
+        r for r in matches if {g["IndexName"] for g in r["Properties"].get("GlobalSecondaryIndexes", [])} == indexes
+    ]
+    assert len(matches) == 1, f"one table for {definition.logical_name}"
+    return matches[0]
+
+
+def _logical_id(synth: Synth, resource_type: str, prefix: str) -> str:
+    ids = [k for k in synth.resources(resource_type) if k.startswith(prefix)]
+    assert len(ids) == 1, f"one {resource_type} under {prefix}: {ids}"
+    return ids[0]
+
+
+def _function_id(synth: Synth, component: str) -> str:
+    prefix = {"api": "Api", "scheduler": "Scheduler", "worker": "Workers", "reaper": "Reaper"}[component]
+    return _logical_id(synth, "AWS::Lambda::Function", f"{prefix}Handler")
+
+
+def _role_actions(synth: Synth, component: str) -> dict[str, set[str]]:
+    """Action -> resources (as JSON text) granted to ``component``'s role by every attached policy."""
+    function = synth.template["Resources"][_function_id(synth, component)]
+    role_id = function["Properties"]["Role"]["Fn::GetAtt"][0]
+    granted: dict[str, set[str]] = {}
+    for policy in synth.properties("AWS::IAM::Policy"):
+        if {"Ref": role_id} not in policy["Roles"]:
+            continue
+        for statement in policy["PolicyDocument"]["Statement"]:
+            assert statement["Effect"] == "Allow"
+            actions = statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
+            targets = statement["Resource"] if isinstance(statement["Resource"], list) else [statement["Resource"]]
+            for action in actions:
+                granted.setdefault(action, set()).update(json.dumps(t, sort_keys=True) for t in targets)
+    return granted
+
+
+def _ref_text(logical_id: str, attribute: str = "Arn") -> str:
+    return json.dumps({"Fn::GetAtt": [logical_id, attribute]}, sort_keys=True)
+
+
+def _event_source(synth: Synth, queue_prefix: str) -> dict[str, Any]:
+    queue_id = _logical_id(synth, "AWS::SQS::Queue", queue_prefix)
+    sources = [
+        p
+        for p in synth.properties("AWS::Lambda::EventSourceMapping")
+        if p["EventSourceArn"] == {"Fn::GetAtt": [queue_id, "Arn"]}
+    ]
+    assert len(sources) == 1
+    return sources[0]
+
+
+# -- storage --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("definition", resources.TABLES, ids=lambda d: d.logical_name)
+def test_tables_are_built_from_the_resource_definitions(default_synth: Synth, definition: resources.TableDef) -> None:
+    table = _table(default_synth, definition)
+    props = table["Properties"]
+    assert props["BillingMode"] == "PAY_PER_REQUEST"
+    assert props["PointInTimeRecoverySpecification"] == {"PointInTimeRecoveryEnabled": True}
+    assert props["SSESpecification"]["SSEEnabled"] is True
+    assert props["TimeToLiveSpecification"] == {"AttributeName": definition.ttl_attribute, "Enabled": True}
+    assert props["DeletionProtectionEnabled"] is True
+    assert table["DeletionPolicy"] == "Retain"
+    assert table["UpdateReplacePolicy"] == "Retain"
+    indexes = {g["IndexName"]: g for g in props.get("GlobalSecondaryIndexes", [])}
+    for index in definition.indexes:
+        keys = [{"AttributeName": index.partition.name, "KeyType": "HASH"}]
+        if index.sort:
+            keys.append({"AttributeName": index.sort.name, "KeyType": "RANGE"})
+        assert indexes[index.name]["KeySchema"] == keys
+        projection = indexes[index.name]["Projection"]
+        assert projection["ProjectionType"] == index.projection
+        assert projection.get("NonKeyAttributes", []) == list(index.non_key_attributes)
+
+
+def test_jobs_due_index_is_sharded_and_carries_the_claim_projection(default_synth: Synth) -> None:
+    props = _table(default_synth, resources.JOBS)["Properties"]
+    due = next(g for g in props["GlobalSecondaryIndexes"] if g["IndexName"] == "due")
+    assert due["KeySchema"] == [
+        {"AttributeName": "due_shard", "KeyType": "HASH"},
+        {"AttributeName": "next_run_at", "KeyType": "RANGE"},
+    ]
+    assert due["Projection"]["ProjectionType"] == "INCLUDE"
+    assert {"owner", "schedule", "timezone", "jitter_s", "overlap"} <= set(due["Projection"]["NonKeyAttributes"])
+    assert {"AttributeName": "due_shard", "AttributeType": "N"} in props["AttributeDefinitions"]
+    by_owner = next(g for g in props["GlobalSecondaryIndexes"] if g["IndexName"] == "by_owner")
+    assert by_owner["KeySchema"][0] == {"AttributeName": "owner", "KeyType": "HASH"}
+    runs = _table(default_synth, resources.RUNS)["Properties"]
+    assert runs["GlobalSecondaryIndexes"][0]["IndexName"] == "open"
+    assert runs["GlobalSecondaryIndexes"][0]["Projection"] == {"ProjectionType": "KEYS_ONLY"}
+
+
+def test_disposable_tables_are_destroyed_with_the_stack(options_synth: Synth) -> None:
+    for table in options_synth.resources("AWS::DynamoDB::Table").values():
+        assert table["DeletionPolicy"] == "Delete"
+        assert table["Properties"]["DeletionProtectionEnabled"] is False
+
+
+# -- dispatch -------------------------------------------------------------------------------------------
+
+
+def test_dispatch_queue_redrives_to_the_dead_letter_queue(default_synth: Synth) -> None:
+    dispatch_id = _logical_id(default_synth, "AWS::SQS::Queue", "Dispatch0")
+    dlq_id = _logical_id(default_synth, "AWS::SQS::Queue", "DispatchDispatchDlq")
+    dispatch = default_synth.template["Resources"][dispatch_id]["Properties"]
+    dlq = default_synth.template["Resources"][dlq_id]["Properties"]
+    assert dispatch["RedrivePolicy"] == {
+        "deadLetterTargetArn": {"Fn::GetAtt": [dlq_id, "Arn"]},
+        "maxReceiveCount": resources.DISPATCH_QUEUE.max_receives,
+    }
+    assert dispatch["MessageRetentionPeriod"] == resources.DISPATCH_QUEUE.retention_s
+    assert dlq["MessageRetentionPeriod"] == resources.DEAD_LETTER_QUEUE.retention_s
+    # Lambda needs visibility >= function timeout; AWS recommends 6x for SQS event sources.
+    assert dispatch["VisibilityTimeout"] == 6 * DEFAULTS.worker_timeout_s
+    assert dlq["VisibilityTimeout"] == 6 * constants.REAPER_FUNCTION.timeout_s
+    for queue in (dispatch, dlq):
+        assert queue["SqsManagedSseEnabled"] is True
+
+
+def test_queues_refuse_requests_without_tls(default_synth: Synth) -> None:
+    policies = default_synth.properties("AWS::SQS::QueuePolicy")
+    assert len(policies) == 2
+    for policy in policies:
+        (statement,) = policy["PolicyDocument"]["Statement"]
+        assert statement["Effect"] == "Deny"
+        assert statement["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+
+
+# -- compute ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("component", ["api", "scheduler", "worker", "reaper"])
+def test_functions_run_python_on_arm_with_tracing_and_both_layers(default_synth: Synth, component: str) -> None:
+    props = default_synth.template["Resources"][_function_id(default_synth, component)]["Properties"]
+    assert props["Runtime"] == constants.RUNTIME.name
+    assert props["Architectures"] == ["arm64"]
+    assert props["Handler"] == "handler.handler"
+    assert props["TracingConfig"] == {"Mode": "Active"}
+    assert len(props["Layers"]) == 2
+    env = props["Environment"]["Variables"]
+    assert env["POWERTOOLS_SERVICE_NAME"] == constants.SERVICE_NAME
+    assert env["POWERTOOLS_METRICS_NAMESPACE"] == "Punctual"
+    assert "LOG_LEVEL" in env
+
+
+@pytest.mark.parametrize("component", ["api", "scheduler", "worker", "reaper"])
+def test_function_environment_is_a_valid_punctual_configuration(default_synth: Synth, component: str) -> None:
+    env = default_synth.template["Resources"][_function_id(default_synth, component)]["Properties"]["Environment"]
+    # Deploy-time values (table names, queue URLs, ARNs) are CloudFormation references here.
+    resolved = {k: v if isinstance(v, str) else f"deploy-time-{k.lower()}" for k, v in env["Variables"].items()}
+    punctual_vars = {k for k in resolved if k.startswith("PUNCTUAL_")}
+    assert punctual_vars <= {f"PUNCTUAL_{name.upper()}" for name in Settings.model_fields}
+    settings = Settings.from_env(resolved)
+    assert settings.engine is EngineKind.AWS
+    assert (settings.shards, settings.open_shards) == (DEFAULTS.shards, DEFAULTS.open_shards)
+    assert settings.lookahead_ms == DEFAULTS.lookahead_ms
+    assert settings.retention_days == DEFAULTS.retention_days
+    for name in ("jobs_table", "runs_table", "leases_table", "dispatch_queue_url", "dead_letter_queue_url"):
+        assert getattr(settings, name), name
+    assert settings.alert_topic_arn
+
+
+def test_scheduler_fleet_starts_k_instances_every_minute(default_synth: Synth) -> None:
+    k = DEFAULTS.scheduler_instances
+    scheduler = _function_id(default_synth, "scheduler")
+    function = default_synth.template["Resources"][scheduler]["Properties"]
+    assert function["Timeout"] == 75
+    assert function["ReservedConcurrentExecutions"] == 2 * k
+    rules = [
+        r
+        for r in default_synth.properties("AWS::Events::Rule")
+        if any(t["Arn"] == {"Fn::GetAtt": [scheduler, "Arn"]} for t in r["Targets"])
+    ]
+    assert all(r["ScheduleExpression"] == "rate(1 minute)" for r in rules)
+    assert all(len(r["Targets"]) <= 5 for r in rules)  # EventBridge's per-rule quota
+    inputs = sorted((json.loads(t["Input"]) for r in rules for t in r["Targets"]), key=lambda i: i["instance"])
+    assert inputs == [{"instance": i, "instances": k} for i in range(k)]
+
+
+def test_scheduler_fleet_size_follows_the_context(options_synth: Synth) -> None:
+    targets = [t for r in options_synth.properties("AWS::Events::Rule") for t in r["Targets"] if "Input" in t]
+    assert sorted(json.loads(t["Input"])["instance"] for t in targets) == list(range(7))
+
+
+def test_reaper_sweeps_every_minute_and_drains_the_dead_letter_queue(default_synth: Synth) -> None:
+    reaper = _function_id(default_synth, "reaper")
+    rules = [
+        r
+        for r in default_synth.properties("AWS::Events::Rule")
+        if r["Targets"][0]["Arn"] == {"Fn::GetAtt": [reaper, "Arn"]}
+    ]
+    assert len(rules) == 1
+    assert rules[0]["ScheduleExpression"] == "rate(1 minute)"
+    source = _event_source(default_synth, "DispatchDispatchDlq")
+    assert source["FunctionName"] == {"Ref": reaper}
+    assert source["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+    assert source["ScalingConfig"] == {"MaximumConcurrency": 2}
+
+
+def test_workers_consume_the_dispatch_queue_with_partial_batch_failures(default_synth: Synth) -> None:
+    source = _event_source(default_synth, "Dispatch0")
+    assert source["FunctionName"] == {"Ref": _function_id(default_synth, "worker")}
+    assert source["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+    assert source["ScalingConfig"] == {"MaximumConcurrency": DEFAULTS.worker_max_concurrency}
+    assert source["BatchSize"] == DEFAULTS.worker_batch_size
+    assert source.get("MaximumBatchingWindowInSeconds", 0) == 0
+
+
+def test_fargate_workers_run_the_worker_command_when_enabled(default_synth: Synth, options_synth: Synth) -> None:
+    assert not default_synth.resources("AWS::ECS::Service")
+    (service,) = options_synth.properties("AWS::ECS::Service")
+    assert service["LaunchType"] == "FARGATE"
+    assert service["DesiredCount"] == DEFAULTS.fargate_worker_count
+    (task,) = options_synth.properties("AWS::ECS::TaskDefinition")
+    (container,) = task["ContainerDefinitions"]
+    assert container["Command"] == ["worker", "--concurrency", str(DEFAULTS.fargate_worker_concurrency)]
+    assert container["LogConfiguration"]["LogDriver"] == "awslogs"
+    assert task["RuntimePlatform"]["CpuArchitecture"] == "ARM64"
+    assert not options_synth.resources("AWS::EC2::NatGateway")
+
+
+# -- API ---------------------------------------------------------------------------------------------------
+
+
+def test_every_api_method_requires_iam_authorization_and_validation(default_synth: Synth) -> None:
+    methods = default_synth.properties("AWS::ApiGateway::Method")
+    assert len(methods) == 2  # ANY / and ANY /{proxy+}
+    for method in methods:
+        assert method["AuthorizationType"] == "AWS_IAM"
+        assert method["ApiKeyRequired"] is False
+        assert "RequestValidatorId" in method
+        assert method["Integration"]["Type"] == "AWS_PROXY"
+    (stage,) = default_synth.properties("AWS::ApiGateway::Stage")
+    assert stage["TracingEnabled"] is True
+    assert "DestinationArn" in stage["AccessLogSetting"]
+    (settings,) = stage["MethodSettings"]
+    assert settings["ThrottlingRateLimit"] == DEFAULTS.api_throttle_rate
+    assert settings["ThrottlingBurstLimit"] == DEFAULTS.api_throttle_burst
+    assert settings["DataTraceEnabled"] is False
+
+
+def test_usage_plan_option_requires_api_keys(options_synth: Synth) -> None:
+    for method in options_synth.properties("AWS::ApiGateway::Method"):
+        assert method["AuthorizationType"] == "AWS_IAM"
+        assert method["ApiKeyRequired"] is True
+    (plan,) = options_synth.properties("AWS::ApiGateway::UsagePlan")
+    assert plan["Throttle"] == {
+        "RateLimit": DEFAULTS.api_tenant_throttle_rate,
+        "BurstLimit": DEFAULTS.api_tenant_throttle_burst,
+    }
+
+
+# -- observability -----------------------------------------------------------------------------------------
+
+
+def _alarm(synth: Synth, metric_name: str, **dimensions: Any) -> list[dict[str, Any]]:
+    found = []
+    for alarm in synth.properties("AWS::CloudWatch::Alarm"):
+        if alarm.get("MetricName") == metric_name and all(
+            {"Name": k, "Value": v} in alarm.get("Dimensions", []) for k, v in dimensions.items()
+        ):
+            found.append(alarm)
+    return found
+
+
+def test_alarms_cover_dead_letters_lateness_errors_and_throttles(default_synth: Synth) -> None:
+    ops_topic = _logical_id(default_synth, "AWS::SNS::Topic", "AlertsOpsAlarms")
+    dlq = _logical_id(default_synth, "AWS::SQS::Queue", "DispatchDispatchDlq")
+    (dlq_alarm,) = _alarm(
+        default_synth, "ApproximateNumberOfMessagesVisible", QueueName={"Fn::GetAtt": [dlq, "QueueName"]}
+    )
+    assert dlq_alarm["Threshold"] == 0
+    assert dlq_alarm["ComparisonOperator"] == "GreaterThanThreshold"
+    (lateness,) = _alarm(default_synth, "DispatchLatenessMs", service="punctual")
+    assert lateness["Namespace"] == "Punctual"
+    assert lateness["ExtendedStatistic"] == "p99"
+    assert lateness["Threshold"] == DEFAULTS.alarm_lateness_p99_ms
+    for component in ("api", "scheduler", "worker", "reaper"):
+        function = {"Ref": _function_id(default_synth, component)}
+        assert len(_alarm(default_synth, "Errors", FunctionName=function)) == 1, component
+        assert len(_alarm(default_synth, "Throttles", FunctionName=function)) == 1, component
+    table_alarms = [a for a in default_synth.properties("AWS::CloudWatch::Alarm") if "ThrottleEvents" in json.dumps(a)]
+    assert len(table_alarms) == len(resources.TABLES)
+    for alarm in default_synth.properties("AWS::CloudWatch::Alarm"):
+        assert alarm["AlarmActions"] == [{"Ref": ops_topic}]
+        assert alarm["TreatMissingData"] == "notBreaching"
+
+
+def test_dashboard_shows_runs_lateness_skew_queues_lambdas_and_tables(default_synth: Synth) -> None:
+    (dashboard,) = default_synth.properties("AWS::CloudWatch::Dashboard")
+    body = json.dumps(dashboard["DashboardBody"])
+    for metric in (
+        constants.RUNS_DISPATCHED,
+        constants.RUNS_SUCCEEDED,
+        constants.RUNS_FAILED,
+        constants.RUNS_DEAD,
+        constants.DISPATCH_LATENESS_MS,
+        constants.SCHEDULER_SKEW_MS,
+        constants.CLAIM_CONFLICTS,
+        constants.SHARDS_OWNED,
+        "ApproximateNumberOfMessagesVisible",
+        "ApproximateAgeOfOldestMessage",
+        "Errors",
+        "Throttles",
+        "WriteThrottleEvents",
+        "ReadThrottleEvents",
+    ):
+        assert metric in body, metric
+    assert '\\"stat\\":\\"p99\\"' in body
+    assert '\\"stat\\":\\"p50\\"' in body
+    assert "service" in body
+
+
+def test_alarm_email_option_subscribes_the_ops_topic(options_synth: Synth) -> None:
+    (subscription,) = options_synth.properties("AWS::SNS::Subscription")
+    assert subscription == {**subscription, "Protocol": "email", "Endpoint": "ops@example.com"}
+
+
+def test_topics_are_encrypted_and_refuse_requests_without_tls(default_synth: Synth) -> None:
+    for topic in default_synth.properties("AWS::SNS::Topic"):
+        assert "KmsMasterKeyId" in topic
+    for policy in default_synth.properties("AWS::SNS::TopicPolicy"):
+        (statement,) = policy["PolicyDocument"]["Statement"]
+        assert statement["Effect"] == "Deny"
+        assert statement["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+
+
+# -- least privilege -------------------------------------------------------------------------------------
+
+
+def test_no_policy_grants_wildcard_actions_or_resources_beyond_xray(any_synth: Synth) -> None:
+    for policy in any_synth.properties("AWS::IAM::Policy"):
+        for statement in policy["PolicyDocument"]["Statement"]:
+            actions = statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
+            assert all(not a.endswith("*") for a in actions), actions
+            if statement["Resource"] == "*":
+                assert set(actions) <= {
+                    "xray:PutTraceSegments",
+                    "xray:PutTelemetryRecords",
+                    "ecr:GetAuthorizationToken",
+                }, actions
+
+
+def test_no_function_can_scan_delete_items_or_manage_tables(default_synth: Synth) -> None:
+    forbidden = {"dynamodb:Scan", "dynamodb:DeleteTable", "dynamodb:UpdateTable", "dynamodb:CreateTable"}
+    for component in ("api", "scheduler", "worker", "reaper"):
+        granted = _role_actions(default_synth, component)
+        assert not forbidden & set(granted), component
+        jobs = _ref_text(_logical_id(default_synth, "AWS::DynamoDB::Table", "StorageJobs"))
+        runs = _ref_text(_logical_id(default_synth, "AWS::DynamoDB::Table", "StorageRuns"))
+        assert not {jobs, runs} & granted.get("dynamodb:DeleteItem", set()), component
+
+
+def test_scheduler_only_queries_the_due_index_and_only_sends_messages(default_synth: Synth) -> None:
+    granted = _role_actions(default_synth, "scheduler")
+    jobs_id = _logical_id(default_synth, "AWS::DynamoDB::Table", "StorageJobs")
+    jobs = _ref_text(jobs_id)
+    assert jobs not in granted.get("dynamodb:PutItem", set())
+    assert jobs not in granted.get("dynamodb:GetItem", set())
+    assert jobs in granted["dynamodb:UpdateItem"]
+    index_grants = [r for r in granted["dynamodb:Query"] if "/index/" in r]
+    assert index_grants == [json.dumps({"Fn::Join": ["", [{"Fn::GetAtt": [jobs_id, "Arn"]}, "/index/due"]]})]
+    assert "sqs:SendMessage" in granted
+    for action in ("sqs:DeleteMessage", "sqs:ReceiveMessage", "sqs:ChangeMessageVisibility", "sns:Publish"):
+        assert action not in granted, action
+
+
+def test_api_reads_and_writes_jobs_and_runs_and_only_reads_leases(default_synth: Synth) -> None:
+    granted = _role_actions(default_synth, "api")
+    leases = _ref_text(_logical_id(default_synth, "AWS::DynamoDB::Table", "StorageLeases"))
+    assert leases in granted["dynamodb:GetItem"]
+    for write in ("dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"):
+        assert leases not in granted.get(write, set()), write
+    assert "sqs:SendMessage" in granted
+    assert "sqs:DeleteMessage" not in granted
+    assert "sns:Publish" not in granted
+
+
+def test_worker_consumes_the_dispatch_queue_and_calls_no_targets_by_default(default_synth: Synth) -> None:
+    granted = _role_actions(default_synth, "worker")
+    dispatch = _ref_text(_logical_id(default_synth, "AWS::SQS::Queue", "Dispatch0"))
+    for action in ("sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility"):
+        assert granted[action] == {dispatch}, action
+    assert "sns:Publish" in granted
+    for action in constants.TARGET_ACTIONS.values():
+        if action != "sqs:SendMessage":
+            assert action not in granted, action
+    assert "sqs:SendMessage" not in granted
+
+
+def test_worker_target_permissions_are_exactly_the_listed_arns(options_synth: Synth) -> None:
+    granted = _role_actions(options_synth, "worker")
+    assert granted["lambda:InvokeFunction"] == {json.dumps("arn:aws:lambda:eu-west-1:123456789012:function:hook")}
+    assert granted["sqs:SendMessage"] == {json.dumps("arn:aws:sqs:eu-west-1:123456789012:results-*")}
+    assert granted["states:StartExecution"] == {json.dumps("arn:aws:states:eu-west-1:123456789012:stateMachine:flow")}
+    assert granted["events:PutEvents"] == {json.dumps("arn:aws:events:eu-west-1:123456789012:event-bus/default")}
+
+
+def test_reaper_queries_the_open_index_consumes_dead_letters_and_alerts(default_synth: Synth) -> None:
+    granted = _role_actions(default_synth, "reaper")
+    runs_id = _logical_id(default_synth, "AWS::DynamoDB::Table", "StorageRuns")
+    assert (
+        json.dumps({"Fn::Join": ["", [{"Fn::GetAtt": [runs_id, "Arn"]}, "/index/open"]]}) in granted["dynamodb:Query"]
+    )
+    dlq = _ref_text(_logical_id(default_synth, "AWS::SQS::Queue", "DispatchDispatchDlq"))
+    assert granted["sqs:ReceiveMessage"] == {dlq}
+    assert "sqs:SendMessage" in granted
+    assert "sns:Publish" in granted
+    assert "kms:GenerateDataKey" in granted
