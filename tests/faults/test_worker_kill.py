@@ -1,16 +1,20 @@
 """A worker killed with SIGKILL in the middle of a run: another worker takes the run over (attempt + 1)
-and completes it; the run ends succeeded with both attempts in its log (embedded engine, real processes).
+and completes it; the run ends succeeded with both attempts in its log (real worker processes, on both
+engines: SQLite under tmp_path, and DynamoDB + SQS on a moto server bound to 127.0.0.1).
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import subprocess
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -19,14 +23,22 @@ import pytest
 
 from punctual import ids
 from punctual.clock import SystemClock
-from punctual.config import Settings
-from punctual.engines.embedded import EmbeddedEngine
+from punctual.config import EngineKind, Settings
 from punctual.model import AttemptOutcome, HttpTarget, Job, Run, RunState
-from punctual.port import Dispatch
+from punctual.port import Dispatch, Engine
 
 pytestmark = pytest.mark.faults
 
 TIMEOUT_S = 3  # the job's timeout; lease = 3 + 1 (PUNCTUAL_LEASE_MARGIN_S) = 4 s
+LEASE_MARGIN_S = 1
+SHARDS, OPEN_SHARDS = 4, 2  # aws engine
+DEAD_ENDPOINT = "http://127.0.0.1:9"  # nothing listens there: a worker that ignored --endpoint-url fails here
+FAKE_AWS = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_DEFAULT_REGION": "us-east-1",
+    "AWS_REGION": "us-east-1",
+}
 
 
 class BlockFirst(BaseHTTPRequestHandler):
@@ -63,16 +75,77 @@ def target() -> Iterator[Any]:
     srv.server_close()
 
 
-def start_worker(data_dir: Path, worker_id: str) -> subprocess.Popen[bytes]:
+@dataclass
+class Backend:
+    """The engine the test reads and writes through, and how a worker process reaches the same storage."""
+
+    engine: Engine
+    worker_args: list[str]  # engine flags and engine-specific worker flags
+    worker_env: dict[str, str]  # PUNCTUAL_* (and AWS_*) settings of the worker processes
+
+
+@pytest.fixture(params=["embedded", "aws"])
+def backend(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Backend]:
+    if request.param == "embedded":
+        from punctual.engines.embedded import EmbeddedEngine
+
+        engine = EmbeddedEngine.from_settings(Settings(data_dir=str(tmp_path)), clock=SystemClock())
+        # --wait-s 0.2: the embedded queue polls SQLite; a short wait keeps the takeover quick
+        yield Backend(engine, ["--engine", "embedded", "--data-dir", str(tmp_path), "--wait-s", "0.2"], {})
+        engine.close()
+        return
+
+    from moto.server import ThreadedMotoServer
+
+    from punctual.engines.aws import AwsEngine
+    from punctual.engines.aws.bootstrap import ensure_resources
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    moto = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    moto.start()
+    try:
+        host, port = moto.get_host_and_port()
+        endpoint = f"http://{host}:{port}"
+        monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)  # for this process's boto3 clients (read lazily)
+        prefix = f"kill{uuid.uuid4().hex[:8]}"
+        settings = ensure_resources(
+            Settings(engine=EngineKind.AWS, shards=SHARDS, open_shards=OPEN_SHARDS, name_prefix=prefix)
+        )
+        engine = AwsEngine(settings, clock=SystemClock(), serialize=True)
+        env = {
+            **FAKE_AWS,
+            "AWS_ENDPOINT_URL": DEAD_ENDPOINT,
+            "PUNCTUAL_NAME_PREFIX": prefix,
+            "PUNCTUAL_SHARDS": str(SHARDS),
+            "PUNCTUAL_OPEN_SHARDS": str(OPEN_SHARDS),
+        }
+        # --wait-s 1: an SQS long poll is whole seconds (0 would spin on empty receives against moto)
+        args = ["--engine", "aws", "--endpoint-url", endpoint, "--wait-s", "1"]
+        yield Backend(engine, args, env)
+        engine.close()
+    finally:
+        moto.stop()
+
+
+def start_worker(backend: Backend, worker_id: str) -> subprocess.Popen[bytes]:
+    # Nothing AWS_* or PUNCTUAL_* leaks in from the developer's shell. On aws, the endpoint reaches the
+    # worker only through --endpoint-url: AWS_ENDPOINT_URL is a dead loopback port the flag must override,
+    # so even a broken flag sends nothing beyond 127.0.0.1.
+    inherited = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "PUNCTUAL_"))}
     return subprocess.Popen(
         [
-            *(sys.executable, "-m", "punctual.cli", "worker", "--engine", "embedded", "--data-dir", str(data_dir)),
-            *("--concurrency", "1", "--wait-s", "0.2", "--visibility-s", "1", "--allow-loopback"),
+            *(sys.executable, "-m", "punctual.cli", "worker", *backend.worker_args),
+            *("--concurrency", "1", "--visibility-s", "1", "--allow-loopback"),
             *("--worker-id", worker_id),
         ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
-        env={**os.environ, "PUNCTUAL_LEASE_MARGIN_S": "1", "PYTHONUNBUFFERED": "1"},
+        env={
+            **inherited,
+            **backend.worker_env,
+            "PUNCTUAL_LEASE_MARGIN_S": str(LEASE_MARGIN_S),
+            "PYTHONUNBUFFERED": "1",
+        },
     )
 
 
@@ -85,11 +158,10 @@ def wait_for(predicate: Callable[[], bool], timeout_s: float) -> bool:
     return False
 
 
-def test_a_run_whose_worker_is_killed_is_completed_by_another_worker(tmp_path: Path, target: Any) -> None:
+def test_a_run_whose_worker_is_killed_is_completed_by_another_worker(backend: Backend, target: Any) -> None:
     # Given a run due now whose HTTP target hangs on the first request
-    clock = SystemClock()
-    engine = EmbeddedEngine.from_settings(Settings(data_dir=str(tmp_path)), clock=clock)
-    now = clock.now_ms()
+    engine = backend.engine
+    now = SystemClock().now_ms()
     job = Job(
         id=ids.new_job_id(),
         owner="owner-kill",
@@ -109,7 +181,7 @@ def test_a_run_whose_worker_is_killed_is_completed_by_another_worker(tmp_path: P
     current = lambda: engine.store.get_run(job.id, now)  # noqa: E731
 
     # When worker A is killed with SIGKILL while the target is executing the run
-    a = start_worker(tmp_path, "worker-a")
+    a = start_worker(backend, "worker-a")
     b: subprocess.Popen[bytes] | None = None
     try:
         assert wait_for(lambda: len(target.requests) == 1, timeout_s=20), "worker A never called the target"
@@ -119,7 +191,7 @@ def test_a_run_whose_worker_is_killed_is_completed_by_another_worker(tmp_path: P
         assert leased.state is RunState.RUNNING and leased.attempt == 1 and leased.worker_id == "worker-a/0"
 
         # Then worker B takes the run over once A's lease has expired, and completes it
-        b = start_worker(tmp_path, "worker-b")
+        b = start_worker(backend, "worker-b")
         assert wait_for(lambda: current().state is RunState.SUCCEEDED, timeout_s=20), current()
         # and B stops gracefully on SIGTERM
         b.send_signal(signal.SIGTERM)
@@ -141,4 +213,3 @@ def test_a_run_whose_worker_is_killed_is_completed_by_another_worker(tmp_path: P
         (run.run_id, "2"),
     ]
     assert engine.queue.depth() == 0
-    engine.close()

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 import threading
 from collections import defaultdict, deque
+from collections.abc import Sequence
 from typing import Protocol
 
 RUNS_DISPATCHED = "RunsDispatched"
@@ -67,7 +68,7 @@ class InMemoryMetrics:
         return " ".join(parts) or "no activity yet"
 
 
-def percentile(sorted_values: list[float], q: float) -> float | None:
+def percentile(sorted_values: Sequence[float], q: float) -> float | None:
     """Nearest-rank percentile of already sorted values (None when empty)."""
     if not sorted_values:
         return None

@@ -67,3 +67,58 @@ def _run_until_claimed(scheduler: Scheduler, count: int, *, until_ms: int) -> tu
         stop.wait((1000 - clock.now_ms() % 1000) / 1000)
     scheduler.ownership.release_all()
     return busy, total
+
+
+def bench_burst_execution(count: int, *, lookahead_ms: int = 3_000, concurrency: int = 32) -> dict[str, Any]:
+    """N one-time jobs due at one second, executed by a worker against a no-op HTTP target.
+
+    Start lateness = the moment the target call began (the attempt's ``started_at``) minus the
+    scheduled time; throughput = runs completed per second from the first start to the last finish.
+    """
+    from punctual.bench.target import noop_target
+    from punctual.model import RunState
+    from punctual.targets import TargetPolicy, Targets
+    from punctual.worker import Worker
+
+    clock = SystemClock()
+    with noop_target() as url, tempfile.TemporaryDirectory(prefix="punctual-burst-") as tmp:
+        engine = EmbeddedEngine(Path(tmp) / "burst.db", shards=SHARDS, clock=clock)
+        try:
+            now = clock.now_ms()
+            due_at = (now + LEAD_MS + lookahead_ms) // 1000 * 1000 + 1000
+            jobs = list(bench_jobs(count, now=now, due_at=due_at, shards=SHARDS, cron=None, url=url))
+            store: Any = engine.store
+            store.bulk_load_jobs(jobs)
+            stop = threading.Event()
+            scheduler = Scheduler(
+                engine, clock, metrics=m.InMemoryMetrics(), options=SchedulerOptions(lookahead_ms=lookahead_ms)
+            )
+            worker = Worker(
+                engine, Targets(TargetPolicy(allow_loopback=True)), clock, concurrency=concurrency, wait_s=0.2
+            )
+            threads = [threading.Thread(target=c.run, args=(stop,), daemon=True) for c in (scheduler, worker)]
+            for thread in threads:
+                thread.start()
+            deadline = due_at + 60_000 + count * 5  # bounded: at most a minute plus 5 ms per run
+            while sum(worker.outcomes.values()) < count and clock.now_ms() < deadline:
+                time.sleep(0.1)
+            stop.set()
+            for thread in threads:
+                thread.join(30)
+            runs = [engine.store.get_run(job.id, due_at) for job in jobs]
+        finally:
+            engine.close()
+    done = [r for r in runs if r.state is RunState.SUCCEEDED and r.attempts]
+    lateness = sorted(max(0, (r.attempts[0].started_at or 0) - r.scheduled_at) for r in done)
+    first = min((r.attempts[0].started_at or 0) for r in done) if done else 0
+    last = max((r.attempts[-1].finished_at or 0) for r in done) if done else 0
+    span_s = (last - first) / 1000
+    return {
+        "jobs": count,
+        "runs_succeeded": len(done),
+        "worker_threads": concurrency,
+        "start_lateness_ms_p50": m.percentile(lateness, 50),
+        "start_lateness_ms_p99": m.percentile(lateness, 99),
+        "start_lateness_ms_max": lateness[-1] if lateness else None,
+        "runs_completed_per_second": round(len(done) / span_s) if span_s > 0 else None,
+    }

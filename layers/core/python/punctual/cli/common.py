@@ -65,3 +65,4 @@ def configure_logging(verbose: bool = False) -> None:
     )
     logging.getLogger("botocore").setLevel(logging.WARNING)
     logging.getLogger("urllib3").setLevel(logging.WARNING)
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per target call is noise; runs have logs

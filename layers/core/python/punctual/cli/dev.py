@@ -94,15 +94,18 @@ class StatusLine:
 
 
 def register(subparsers: Any) -> None:
-    parser: argparse.ArgumentParser = subparsers.add_parser(
-        "dev", help="run the API and every component in one process (embedded engine by default)"
-    )
-    add_engine_flags(parser)
-    parser.add_argument("--host", default="127.0.0.1", help="interface to listen on (default 127.0.0.1)")
-    parser.add_argument("--port", type=int, default=8080, help="port to listen on (default 8080; 0 picks a free one)")
-    parser.add_argument("--api-key", help="accept this API key for the local owner (default: the key in --data-dir)")
-    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
-    parser.set_defaults(func=run)
+    helps = {
+        "dev": "run the API and every component in one process (embedded engine by default)",
+        "api": "run only the HTTP API (scheduler, workers and reaper run elsewhere)",
+    }
+    for name, text in helps.items():
+        parser: argparse.ArgumentParser = subparsers.add_parser(name, help=text)
+        add_engine_flags(parser)
+        parser.add_argument("--host", default="127.0.0.1", help="interface to listen on (default 127.0.0.1)")
+        parser.add_argument("--port", type=int, default=8080, help="port (default 8080; 0 picks a free one)")
+        parser.add_argument("--api-key", help="accept this API key for the local owner (default: key in --data-dir)")
+        parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+        parser.set_defaults(func=run, components=name == "dev")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -120,7 +123,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"API key: {key}")
         print("Press Ctrl-C to stop (SIGTERM also stops it cleanly).", flush=True)
         _warn_if_exposed(args.host)
-        threads = [_start(c, stop, failed) for c in dev_components(settings, engine)]
+        components = dev_components(settings, engine) if args.components else []
+        threads = [_start(c, stop, failed) for c in components]
         while not stop.wait(0.5):
             pass
     finally:
