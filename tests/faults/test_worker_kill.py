@@ -89,7 +89,7 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.
     if request.param == "embedded":
         from punctual.engines.embedded import EmbeddedEngine
 
-        engine = EmbeddedEngine.from_settings(Settings(data_dir=str(tmp_path)), clock=SystemClock())
+        engine: Engine = EmbeddedEngine.from_settings(Settings(data_dir=str(tmp_path)), clock=SystemClock())
         # --wait-s 0.2: the embedded queue polls SQLite; a short wait keeps the takeover quick
         yield Backend(engine, ["--engine", "embedded", "--data-dir", str(tmp_path), "--wait-s", "0.2"], {})
         engine.close()
@@ -213,3 +213,4 @@ def test_a_run_whose_worker_is_killed_is_completed_by_another_worker(backend: Ba
         (run.run_id, "2"),
     ]
     assert engine.queue.depth() == 0
+    assert engine.dead_letters.depth() == 0  # the takeover's redeliveries did not redrive the message

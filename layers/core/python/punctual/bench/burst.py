@@ -8,6 +8,9 @@ early (SQS-style whole-second delays); a worker waits out the rest, so lateness 
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -19,6 +22,7 @@ from punctual.bench.jobs import bench_jobs
 from punctual.claim import ClaimStats
 from punctual.clock import SystemClock
 from punctual.engines.embedded import EmbeddedEngine
+from punctual.model import Run, RunState
 from punctual.scheduler import Scheduler, SchedulerOptions
 
 SHARDS = 16
@@ -69,45 +73,50 @@ def _run_until_claimed(scheduler: Scheduler, count: int, *, until_ms: int) -> tu
     return busy, total
 
 
-def bench_burst_execution(count: int, *, lookahead_ms: int = 3_000, concurrency: int = 32) -> dict[str, Any]:
-    """N one-time jobs due at one second, executed by a worker against a no-op HTTP target.
+def bench_burst_execution(
+    count: int, *, lookahead_ms: int = 3_000, processes: int = 2, concurrency: int = 16
+) -> dict[str, Any]:
+    """N one-time jobs due at one second, executed by ``processes`` real ``punctual worker``
+    processes (``concurrency`` threads each) against a no-op HTTP target.
 
     Start lateness = the moment the target call began (the attempt's ``started_at``) minus the
     scheduled time; throughput = runs completed per second from the first start to the last finish.
     """
     from punctual.bench.target import noop_target
-    from punctual.model import RunState
-    from punctual.targets import TargetPolicy, Targets
-    from punctual.worker import Worker
 
     clock = SystemClock()
     with noop_target() as url, tempfile.TemporaryDirectory(prefix="punctual-burst-") as tmp:
-        engine = EmbeddedEngine(Path(tmp) / "burst.db", shards=SHARDS, clock=clock)
+        engine = EmbeddedEngine(Path(tmp) / "punctual.db", shards=SHARDS, clock=clock)
+        workers = [_start_worker(tmp, concurrency) for _ in range(processes)]
         try:
             now = clock.now_ms()
             due_at = (now + LEAD_MS + lookahead_ms) // 1000 * 1000 + 1000
             jobs = list(bench_jobs(count, now=now, due_at=due_at, shards=SHARDS, cron=None, url=url))
             store: Any = engine.store
             store.bulk_load_jobs(jobs)
-            stop = threading.Event()
-            scheduler = Scheduler(
-                engine, clock, metrics=m.InMemoryMetrics(), options=SchedulerOptions(lookahead_ms=lookahead_ms)
-            )
-            worker = Worker(
-                engine, Targets(TargetPolicy(allow_loopback=True)), clock, concurrency=concurrency, wait_s=0.2
-            )
-            threads = [threading.Thread(target=c.run, args=(stop,), daemon=True) for c in (scheduler, worker)]
-            for thread in threads:
-                thread.start()
-            deadline = due_at + 60_000 + count * 5  # bounded: at most a minute plus 5 ms per run
-            while sum(worker.outcomes.values()) < count and clock.now_ms() < deadline:
-                time.sleep(0.1)
-            stop.set()
-            for thread in threads:
-                thread.join(30)
+            options = SchedulerOptions(lookahead_ms=lookahead_ms)
+            scheduler = Scheduler(engine, clock, metrics=m.InMemoryMetrics(), options=options)
+            _run_until_claimed(scheduler, count, until_ms=due_at + 10_000)
+            deadline = due_at + 60_000 + count * 5  # bounded: a minute plus 5 ms per run
+            while engine.queue.depth() and clock.now_ms() < deadline:  # a message is deleted when its run ends
+                time.sleep(0.05)
             runs = [engine.store.get_run(job.id, due_at) for job in jobs]
         finally:
+            for worker in workers:
+                worker.send_signal(signal.SIGTERM)
+            for worker in workers:
+                worker.wait(30)
             engine.close()
+    return _execution_figures(runs, count, processes, concurrency)
+
+
+def _start_worker(data_dir: str, concurrency: int) -> subprocess.Popen[bytes]:
+    command = [sys.executable, "-m", "punctual.cli", "worker", "--engine", "embedded", "--data-dir", data_dir]
+    command += ["--shards", str(SHARDS), "--concurrency", str(concurrency), "--allow-loopback", "--wait-s", "0.2"]
+    return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # noqa: S603 - our own CLI
+
+
+def _execution_figures(runs: list[Run], count: int, processes: int, concurrency: int) -> dict[str, Any]:
     done = [r for r in runs if r.state is RunState.SUCCEEDED and r.attempts]
     lateness = sorted(max(0, (r.attempts[0].started_at or 0) - r.scheduled_at) for r in done)
     first = min((r.attempts[0].started_at or 0) for r in done) if done else 0
@@ -116,7 +125,8 @@ def bench_burst_execution(count: int, *, lookahead_ms: int = 3_000, concurrency:
     return {
         "jobs": count,
         "runs_succeeded": len(done),
-        "worker_threads": concurrency,
+        "worker_processes": processes,
+        "threads_per_worker": concurrency,
         "start_lateness_ms_p50": m.percentile(lateness, 50),
         "start_lateness_ms_p99": m.percentile(lateness, 99),
         "start_lateness_ms_max": lateness[-1] if lateness else None,

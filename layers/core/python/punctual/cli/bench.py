@@ -18,7 +18,8 @@ def register(subparsers: Any) -> None:
     burst = kinds.add_parser("burst", help="N jobs due at one second: enqueue rate and availability lateness")
     burst.add_argument("--sizes", default="1000,10000,20000", help="burst sizes (comma separated)")
     burst.add_argument("--execute", action="store_true", help="also execute the runs against a no-op HTTP target")
-    burst.add_argument("--concurrency", type=int, default=32, help="worker threads with --execute")
+    burst.add_argument("--processes", type=int, default=2, help="worker processes with --execute")
+    burst.add_argument("--concurrency", type=int, default=16, help="threads per worker process with --execute")
     burst.add_argument("--json", action="store_true", help="print one JSON object")
     burst.set_defaults(func=run_burst)
 
@@ -49,7 +50,11 @@ def run_burst(args: argparse.Namespace) -> int:
 
     sizes = [int(size) for size in args.sizes.split(",")]
     results = [bench_burst(size) for size in sizes]
-    executed = [bench_burst_execution(size, concurrency=args.concurrency) for size in sizes] if args.execute else []
+    executed = [
+        bench_burst_execution(size, processes=args.processes, concurrency=args.concurrency)
+        for size in sizes
+        if args.execute
+    ]
     if args.json:
         print(json.dumps({"burst": results, "execution": executed}))
         return 0
@@ -61,7 +66,10 @@ def run_burst(args: argparse.Namespace) -> int:
             f" max={r['available_lateness_ms_max']} ms; within 1 s: {r['available_within_1s']:,}/{r['jobs']:,}"
         )
     if executed:
-        print(f"Execution: one worker process ({args.concurrency} threads), no-op HTTP target on 127.0.0.1:")
+        print(
+            f"Execution: {args.processes} punctual worker processes x {args.concurrency} threads,"
+            " no-op HTTP target on 127.0.0.1:"
+        )
     for e in executed:
         print(
             f"  N={e['jobs']:>6,}: {e['runs_succeeded']:,} succeeded at {e['runs_completed_per_second']:,} runs/s;"

@@ -18,7 +18,7 @@ from punctual.cli.common import (
 from punctual.clock import SystemClock
 from punctual.execution import ExecutionOptions
 from punctual.reaper import Reaper, ReapOptions
-from punctual.targets import TargetPolicy, Targets
+from punctual.targets import Targets
 from punctual.worker import Worker
 
 
@@ -55,9 +55,14 @@ def register(subparsers: Any) -> None:
 
 def run_worker(args: argparse.Namespace) -> int:
     configure_logging()
-    settings, engine = engine_from_settings(settings_from_args(args))
+    # the flags add to PUNCTUAL_TARGET_ALLOW_*: one policy for the API's check and the worker's
+    overrides = {
+        "target_allow_loopback": args.allow_loopback or None,
+        "target_allow_private": args.allow_private or None,
+    }
+    settings, engine = engine_from_settings(settings_from_args(args, **overrides))
     stop = stop_event_on_signals()
-    policy = TargetPolicy(allow_private=args.allow_private, allow_loopback=args.allow_loopback)
+    policy = settings.target_policy()
     wait_s = args.wait_s if args.wait_s is not None else (1.0 if settings.engine == "embedded" else 20.0)
     worker = Worker(
         engine,

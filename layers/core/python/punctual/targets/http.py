@@ -109,22 +109,29 @@ def _request(
         json.dumps(invocation.payload, separators=(",", ":")).encode() if target.method in METHODS_WITH_BODY else None
     )
     headers = request_headers(target, invocation, url.netloc.decode("ascii"))
-    # One client per attempt: connections are never pooled across host names that share an
-    # address (a pooled TLS connection was verified for another name). The TLS context is shared.
-    with (
-        httpx.Client(
-            verify=_tls_context(), trust_env=False, follow_redirects=False, timeout=httpx.Timeout(remaining)
-        ) as client,
-        client.stream(
-            target.method,
-            url.copy_with(host=address),
-            content=body,
-            headers=headers,
-            extensions={"sni_hostname": url.host},
-        ) as response,
-    ):
+    client = _client(url.scheme, url.host, address, url.port)
+    with client.stream(
+        target.method,
+        url.copy_with(host=address),
+        content=body,
+        headers=headers,
+        timeout=httpx.Timeout(remaining),
+        extensions={"sni_hostname": url.host},
+    ) as response:
         excerpt = _excerpt(response, deadline)
     return _result(response.status_code, excerpt, response.headers.get("location"))
+
+
+@lru_cache(maxsize=256)
+def _client(scheme: str, host: str, address: str, port: int | None) -> httpx.Client:
+    """A pooled client per (scheme, host name, checked address, port).
+
+    Keep-alive saves a connection per attempt (most jobs call the same few hosts), and keying the
+    pool by the host *name* as well as the address means a TLS connection verified for one name is
+    never reused for another name that shares the address. Clients are thread-safe; one evicted
+    from the cache closes its connections when it is collected.
+    """
+    return httpx.Client(verify=_tls_context(), trust_env=False, follow_redirects=False)
 
 
 def _excerpt(response: httpx.Response, deadline: float) -> str | None:

@@ -17,8 +17,10 @@ Concurrency model:
 from __future__ import annotations
 
 import os
+import random
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -39,6 +41,7 @@ class Database:
         self._synchronous = synchronous.upper()
         self._local = threading.local()
         self._lock = threading.Lock()  # guards _connections (open/close bookkeeping only)
+        self._lock_key = os.path.realpath(self.path)
         self._connections: list[tuple[int, sqlite3.Connection]] = []
         self._closed = False
         conn = self.connection()
@@ -67,14 +70,18 @@ class Database:
         conn = self.connection()
         if conn.in_transaction:
             raise RuntimeError("write transactions do not nest")
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            yield conn
-            conn.execute("COMMIT")
-        except BaseException:
-            if conn.in_transaction:  # the body failed, or COMMIT did (then nothing was committed)
-                conn.execute("ROLLBACK")
-            raise
+        # Threads of this process queue on a Python lock; other processes are waited for by
+        # _begin_immediate. SQLite's own busy handler sleeps in growing steps (up to 100 ms) while
+        # another writer holds the lock, which dominated a worker's latency under contention.
+        with _write_lock_for(self._lock_key):
+            _begin_immediate(conn)
+            try:
+                yield conn
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:  # the body failed, or COMMIT did (then nothing was committed)
+                    conn.execute("ROLLBACK")
+                raise
 
     def close(self) -> None:
         """Close every connection this object opened in this process. Idempotent."""
@@ -101,3 +108,40 @@ class Database:
         with self._lock:
             self._connections.append((os.getpid(), conn))
         return conn
+
+
+def _begin_immediate(conn: sqlite3.Connection) -> None:
+    """Take the database's write lock, retrying every ~0.1-1 ms for up to ``BUSY_TIMEOUT_MS``."""
+    conn.execute("PRAGMA busy_timeout = 0")  # we retry ourselves, in short steps
+    try:
+        deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+        while True:
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                return
+            except sqlite3.OperationalError as exc:
+                if exc.sqlite_errorcode != sqlite3.SQLITE_BUSY or time.monotonic() >= deadline:
+                    raise
+            time.sleep(random.uniform(0.0001, 0.001))  # jittered: processes do not retry in lockstep
+    finally:
+        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")  # every other statement waits as before
+
+
+_WRITE_LOCKS: dict[str, threading.Lock] = {}
+_WRITE_LOCKS_GUARD = threading.Lock()
+
+
+def _write_lock_for(key: str) -> threading.Lock:
+    """One lock per database file per process, shared by every Database object on that file."""
+    with _WRITE_LOCKS_GUARD:
+        return _WRITE_LOCKS.setdefault(key, threading.Lock())
+
+
+def _forget_write_locks() -> None:
+    # A forked child must not inherit a lock some parent thread held at the fork: fresh locks.
+    global _WRITE_LOCKS_GUARD
+    _WRITE_LOCKS_GUARD = threading.Lock()
+    _WRITE_LOCKS.clear()
+
+
+os.register_at_fork(after_in_child=_forget_write_locks)
