@@ -81,6 +81,7 @@ def make_run(
     **fields: Any,
 ) -> Run:
     now = clock.now_ms()
+    fields.setdefault("expires_at", now // 1000 + 30 * 86_400)
     return Run(
         job_id=job.id,
         scheduled_at=scheduled_at,
@@ -88,7 +89,6 @@ def make_run(
         state=state,
         deadline_at=scheduled_at + 2 * MINUTE if deadline_at is None else deadline_at,
         created_at=now,
-        expires_at=now // 1000 + 30 * 86_400,
         **fields,
     )
 

@@ -13,10 +13,11 @@ from punctual import ids
 from punctual import metrics as m
 from punctual.claim import claim_page
 from punctual.clock import ManualClock
-from punctual.model import Catchup, HttpTarget, Job, JobStatus, Overlap, RunState, Trigger
+from punctual.model import Catchup, Job, JobStatus, Overlap, RunState, Trigger
 from punctual.port import Engine, LeaseOutcome, RunQuery
 from punctual.scheduler import Scheduler, SchedulerOptions
 from punctual.shards import OwnershipOptions
+from tests.contract.factories import make_job
 
 pytestmark = pytest.mark.contract
 
@@ -24,19 +25,7 @@ MINUTE = 60_000
 
 
 def _job(engine: Engine, clock: ManualClock, *, cron: str = "* * * * *", next_run_at: int, **fields: object) -> Job:
-    job_id = ids.new_job_id()
-    job = Job(
-        id=job_id,
-        owner="owner-a",
-        name="job",
-        schedule=cron,
-        target=HttpTarget(url="http://127.0.0.1:9/hook"),
-        next_run_at=next_run_at,
-        due_shard=ids.shard_of(job_id, engine.store.shards),
-        created_at=clock.now_ms(),
-        updated_at=clock.now_ms(),
-        **fields,  # type: ignore[arg-type]
-    )
+    job = make_job("owner-a", clock, shards=engine.store.shards, schedule=cron, next_run_at=next_run_at, **fields)
     engine.store.create_job(job)
     return job
 

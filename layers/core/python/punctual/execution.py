@@ -118,7 +118,7 @@ def process_delivery(
         ctx.hide(delivery.not_before)
         return Outcome.NOT_READY
 
-    job = _live_job(store, job_id)
+    job = live_job(store, job_id)
     if job is None:
         return _cancel_orphan(ctx, job_id, scheduled_at)
 
@@ -164,7 +164,7 @@ class _Context:
 # -- not leased ---------------------------------------------------------------------------------
 
 
-def _live_job(store: Store, job_id: str) -> Job | None:
+def live_job(store: Store, job_id: str) -> Job | None:
     """The run's job, or None if it no longer exists or was deleted (its runs are cancelled)."""
     try:
         job = store.get_job(job_id)

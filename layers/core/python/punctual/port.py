@@ -245,6 +245,14 @@ class Store(ABC):
         index is read (runs younger than that are left to the queue's own redelivery).
         """
 
+    @abstractmethod
+    def purge_expired(self, now: int, deleted_before: int, limit: int) -> int:
+        """Delete history past its retention: terminal runs whose ``expires_at`` (epoch seconds) is
+        before ``now``, and deleted jobs last updated before ``deleted_before``; at most ``limit``
+        rows. Returns how many were deleted. Engines whose storage expires items by itself
+        (DynamoDB TTL on ``expires_at``) delete nothing here and return 0.
+        """
+
     # -- shard leases -------------------------------------------------------------------------
 
     @abstractmethod

@@ -39,8 +39,9 @@ from enum import StrEnum
 from punctual import ids, rules
 from punctual.alerts import Alerter, LogAlerter, alert_once
 from punctual.clock import Clock
-from punctual.errors import ConcurrentModification, InvalidId, JobNotFound, RunNotFound
-from punctual.model import MAX_ERROR_CHARS, Attempt, AttemptOutcome, Job, JobStatus, Run, RunState, truncate
+from punctual.errors import ConcurrentModification, InvalidId, RunNotFound
+from punctual.execution import live_job
+from punctual.model import MAX_ERROR_CHARS, Attempt, AttemptOutcome, Job, Run, RunState, truncate
 from punctual.port import Alert, Delivery, Dispatch, Engine, Queue, RunChange, Store
 from punctual.resources import MAX_BATCH
 
@@ -56,6 +57,8 @@ class ReapOptions:
     dead_letter_batches: int = 10  # at most this many receives of 10 from the dead-letter queue per pass
     dead_letter_visibility_s: int = 60
     drain_dead_letters: bool = True  # False where the DLQ is an event source of the reaper Lambda
+    retention_s: int = 30 * 86_400  # deleted jobs are purged this long after deletion (runs: their expires_at)
+    purge_limit: int = 1_000  # history rows purged per pass (engines without TTL; see Store.purge_expired)
 
 
 @dataclass(slots=True)
@@ -68,6 +71,7 @@ class ReapStats:
     conflicts: int = 0  # runs that moved on between read and write (left alone)
     dead_letters: int = 0  # dead-letter messages handled (and deleted)
     alerts: int = 0  # owner alerts sent (new ones only)
+    purged: int = 0  # expired runs and deleted jobs removed (embedded engine; DynamoDB uses TTL)
 
     def add(self, other: ReapStats) -> None:
         for f in fields(self):
@@ -107,10 +111,11 @@ def reap_once(
     jobs: dict[str, Job | None] = {}
     for run in runs:
         if run.job_id not in jobs:
-            jobs[run.job_id] = _live_job(store, run.job_id)
+            jobs[run.job_id] = live_job(store, run.job_id)
         reap.run(run, jobs[run.job_id])
     if dead_letters is not None and options.drain_dead_letters:
         _drain(reap, dead_letters, clock)
+    reap.stats.purged = store.purge_expired(now, now - options.retention_s * 1000, options.purge_limit)
     return reap.stats
 
 
@@ -279,14 +284,6 @@ def _drain(reap: _Pass, dead_letters: Queue, clock: Clock) -> None:
 
 
 # -- helpers ---------------------------------------------------------------------------------------
-
-
-def _live_job(store: Store, job_id: str) -> Job | None:
-    try:
-        job = store.get_job(job_id)
-    except JobNotFound:
-        return None
-    return None if job.status is JobStatus.DELETED else job
 
 
 def _dead(record: Attempt, note: str, now: int) -> RunChange:

@@ -20,7 +20,7 @@ from punctual.clock import Clock
 from punctual.execution import RUN_METRICS, ExecutionOptions, Outcome, process_delivery
 from punctual.metrics import Metrics
 from punctual.port import Delivery, Engine
-from punctual.reaper import Reaper
+from punctual.reaper import Reaper, ReapOptions
 from punctual.targets import TargetExecutor, TargetPolicy, Targets
 
 logger = logging.getLogger(__name__)
@@ -129,6 +129,7 @@ def execution_components(
     allow_private: bool = False,
     reap_interval_s: float = 10.0,
     metrics: Metrics | None = None,
+    retention_s: int = 30 * 86_400,
 ) -> list[Worker | Reaper]:
     """The worker and the reaper as components of ``punctual dev`` (each has ``name`` and ``run(stop)``).
 
@@ -138,4 +139,5 @@ def execution_components(
     targets = Targets(TargetPolicy(allow_private=allow_private, allow_loopback=allow_loopback))
     options = ExecutionOptions(lease_margin_s=lease_margin_s)
     worker = Worker(engine, targets, clock, concurrency=concurrency, options=options, wait_s=1.0, metrics=metrics)
-    return [worker, Reaper(engine, clock, interval_s=reap_interval_s)]
+    reaper = Reaper(engine, clock, options=ReapOptions(retention_s=retention_s), interval_s=reap_interval_s)
+    return [worker, reaper]

@@ -82,9 +82,10 @@ def run_worker(args: argparse.Namespace) -> int:
 
 def run_reaper(args: argparse.Namespace) -> int:
     configure_logging()
-    _, engine = engine_from_settings(settings_from_args(args))
+    settings, engine = engine_from_settings(settings_from_args(args))
     stop = stop_event_on_signals()
-    reaper = Reaper(engine, SystemClock(), options=ReapOptions(), interval_s=args.interval_s)
+    options = ReapOptions(retention_s=settings.retention_days * 86_400)
+    reaper = Reaper(engine, SystemClock(), options=options, interval_s=args.interval_s)
     try:
         reaper.run(stop)
     finally:

@@ -379,6 +379,11 @@ class DynamoStore(Store):
                 time.sleep(0.05 * 2**attempt)  # throttled: back off; what is left waits for the next sweep
         return items
 
+    def purge_expired(self, now: int, deleted_before: int, limit: int) -> int:
+        # DynamoDB TTL deletes expired runs (expires_at) and deleted jobs (expires_at set on delete)
+        # for free, without consuming write capacity.
+        return 0
+
     # -- shard leases ------------------------------------------------------------------------------
 
     def acquire_shard(self, shard: int, owner: str, now: int, ttl_ms: int) -> ShardLease | None:

@@ -24,7 +24,7 @@ from __future__ import annotations
 import sqlite3
 
 from punctual.errors import ConfigError
-from punctual.model import OPEN_STATES
+from punctual.model import OPEN_STATES, TERMINAL_STATES
 from punctual.resources import DUE_INDEX
 
 # SQL literal lists, spelled out so the planner can match the partial indexes' WHERE clauses.
@@ -106,7 +106,16 @@ _V1 = (
     "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
 )
 
-MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1,)  # MIGRATIONS[n] takes a file from version n to n + 1
+# v2: retention. Terminal runs by their expiry (epoch seconds, in the doc) and deleted jobs by
+# their last update, so purge_expired reads only what it deletes (the aws engine uses TTL).
+TERMINAL_STATES_SQL = "(" + ", ".join(f"'{state.value}'" for state in sorted(TERMINAL_STATES)) + ")"
+RUN_EXPIRY_SQL = "json_extract(doc, '$.expires_at')"
+_V2 = (
+    f"CREATE INDEX runs_expired ON runs({RUN_EXPIRY_SQL}) WHERE state IN {TERMINAL_STATES_SQL}",
+    "CREATE INDEX jobs_deleted ON jobs(updated_at) WHERE status = 'deleted'",
+)
+
+MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2)  # MIGRATIONS[n] takes a file from version n to n + 1
 SCHEMA_VERSION = len(MIGRATIONS)
 
 SYNCHRONOUS_MODES = frozenset({"NORMAL", "FULL", "EXTRA"})

@@ -23,7 +23,7 @@ from typing import Any
 from punctual import ids, rules
 from punctual.clock import Clock
 from punctual.engines.embedded.db import Database
-from punctual.engines.embedded.schema import DUE_COLUMNS, OPEN_STATES_SQL
+from punctual.engines.embedded.schema import DUE_COLUMNS, OPEN_STATES_SQL, RUN_EXPIRY_SQL, TERMINAL_STATES_SQL
 from punctual.errors import ConcurrentModification, InvalidCursor, JobAlreadyExists, JobNotFound, LeaseLost, RunNotFound
 from punctual.model import Catchup, Job, JobStatus, Overlap, Run
 from punctual.port import (
@@ -76,6 +76,13 @@ _UPDATE_RUN = (
     " next_attempt_at = ?8, deadline_at = ?9, created_at = ?10, doc = ?11 WHERE job_id = ?1 AND scheduled_at = ?2"
 )
 _SELECT_RUN = "SELECT doc FROM runs WHERE job_id = ? AND scheduled_at = ?"
+_PURGE_RUNS = (
+    "DELETE FROM runs WHERE (job_id, scheduled_at) IN (SELECT job_id, scheduled_at FROM runs"
+    f" WHERE state IN {TERMINAL_STATES_SQL} AND {RUN_EXPIRY_SQL} < ? LIMIT ?)"
+)
+_PURGE_JOBS = (
+    "DELETE FROM jobs WHERE job_id IN (SELECT job_id FROM jobs WHERE status = 'deleted' AND updated_at < ? LIMIT ?)"
+)
 _PAST_DEADLINE = (
     f"SELECT doc FROM runs INDEXED BY runs_open WHERE state IN {OPEN_STATES_SQL}"
     " AND deadline_at < ? AND scheduled_at <= ? ORDER BY deadline_at LIMIT ?"
@@ -244,6 +251,12 @@ class EmbeddedStore(Store):
     def past_deadline_runs(self, now: int, scheduled_before: int, limit: int) -> list[Run]:
         rows = self._db.connection().execute(_PAST_DEADLINE, (now, scheduled_before, max(0, limit))).fetchall()
         return [Run.model_validate_json(row[0]) for row in rows]
+
+    def purge_expired(self, now: int, deleted_before: int, limit: int) -> int:
+        with self._db.write() as conn:
+            runs = conn.execute(_PURGE_RUNS, (now // 1000, max(0, limit))).rowcount
+            jobs = conn.execute(_PURGE_JOBS, (deleted_before, max(0, limit - runs))).rowcount
+        return runs + jobs
 
     # -- shard leases -------------------------------------------------------------------------
 
