@@ -19,7 +19,7 @@ from punctual.clock import SystemClock
 from punctual.config import Settings
 from punctual.engines import open_engine
 from punctual.port import Engine
-from punctual.reaper import DeadLetterResult, Reaper, handle_dead_letter
+from punctual.reaper import DeadLetterResult, Reaper, ReapOptions, handle_dead_letter
 from punctual.sqs_events import KeepMessage, delivery_of
 
 logger = Logger()
@@ -56,8 +56,9 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
             )
         )
     engine, alerter = _runtime()  # the schedule
-    stats = Reaper(engine, SystemClock(), alerter=alerter).tick()
-    for name in ("redispatched", "requeued", "dead", "cancelled", "dead_letters", "alerts", "conflicts"):
+    # the dead-letter queue is this function's own event source (above): the scheduled pass leaves it alone
+    stats = Reaper(engine, SystemClock(), alerter=alerter, options=ReapOptions(drain_dead_letters=False)).tick()
+    for name in ("redispatched", "requeued", "dead", "cancelled", "dead_letters", "alerts", "conflicts", "errors"):
         metrics.add_metric(name=f"Reaper_{name}", unit=MetricUnit.Count, value=getattr(stats, name))
     logger.info("reaper pass done", extra={"stats": stats})
     return {"examined": stats.examined, "redispatched": stats.redispatched, "dead": stats.dead}

@@ -1,7 +1,9 @@
 """Scheduler Lambda: invoked every minute by EventBridge as instance i of K; loops each second.
 
-It ticks until shortly before the next invocation takes over (or its own time runs out), then
-releases its shard leases so the next invocation acquires them at once.
+It ticks until shortly before the next invocation takes over (or its own time runs out). Every
+invocation of instance i uses the owner name ``scheduler-i`` and keeps its shard leases when it
+returns: the next invocation renews them at once; if none comes, they expire and the other
+instances take the shards over.
 """
 
 from __future__ import annotations
@@ -65,9 +67,12 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         options=options_from_settings(settings),
         instance=request.instance,
         instances=request.instances,
+        # The same owner in every invocation of instance i: the next minute's invocation renews
+        # this one's leases at once (they are kept, not released), so shards stay balanced.
+        owner=f"scheduler-{request.instance}",
         skew=getattr(engine, "service_clock", None),
     )
     until = clock.now_ms() + min(RUN_FOR_MS, context.get_remaining_time_in_millis() - SAFETY_MS)
-    stats = scheduler.run(threading.Event(), until_ms=until, after_tick=sink.flush)
+    stats = scheduler.run(threading.Event(), until_ms=until, after_tick=sink.flush, release_on_stop=False)
     logger.info("scheduler invocation done", extra={"instance": request.instance, "stats": stats})
     return {"instance": request.instance, "dispatched": stats.dispatched, "conflicts": stats.conflicts}

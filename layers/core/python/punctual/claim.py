@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 
 from punctual.errors import ConcurrentModification, PunctualError, RunNotFound
 from punctual.model import Overlap, Run, RunState
@@ -111,7 +111,8 @@ def _apply_overlap(store: Store, p: Plan, now: int, stats: ClaimStats) -> Plan:
         stats.skipped += len(p.runs)
         note = f"skipped: previous run {previous.run_id} was still {previous.state} (overlap=forbid)"
         skipped = [_as_skipped(run, note, now) for run in p.runs]
-        return Plan(job, skipped, p.dispatches, p.advance)
+        # last_run_at keeps pointing at the open run, so the next time is checked against it too
+        return Plan(job, skipped, p.dispatches, replace(p.advance, last_run_at=previous.scheduled_at))
     _cancel(store, previous, f"replaced by run {p.runs[0].run_id} (overlap=replace)", now)
     stats.replaced += 1
     return p

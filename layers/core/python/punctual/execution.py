@@ -226,6 +226,11 @@ class _LeasedAttempt:
         self.ctx, self.job, self.run, self.lease_ms = ctx, job, run, lease_ms
 
     def execute(self, targets: TargetExecutor) -> Outcome:
+        if self.run.attempt > self.job.max_retries + 1:
+            # Earlier attempts lost their workers (a crash, OOM, a Lambda timeout); each lost
+            # attempt used a retry, exactly as the reaper counts it, so a run that kills its
+            # workers is not executed more than max_retries + 1 times.
+            return self._bury_without_executing()
         if self.lease_ms > self.ctx.options.visibility_s * 1000:  # keep the message hidden as long as the lease
             self._extend_message()
         self._wait_for_start()
@@ -311,6 +316,21 @@ class _LeasedAttempt:
         self.ctx.alert_if_needed(finished, now)
         self.ctx.drop()
         return Outcome(finished.state.value)
+
+    def _bury_without_executing(self) -> Outcome:
+        now = self.ctx.clock.now_ms()
+        lost = self.run.attempt - 1
+        note = _note(f"dead: {lost} attempts lost their worker (max_retries={self.job.max_retries})")
+        change = RunChange(state=RunState.DEAD, now=now, deadline_at=now, finished_at=now, note=note)
+        try:
+            finished = self.ctx.store.finish_run(
+                self.job.id, self.run.scheduled_at, self.ctx.worker_id, self.run.attempt, change
+            )
+        except LeaseLost:
+            return Outcome.LEASE_LOST
+        self.ctx.alert_if_needed(finished, now)
+        self.ctx.drop()
+        return Outcome.DEAD
 
     def _change(self, verdict: retry.Verdict, record: Attempt, now: int) -> RunChange:
         attempt, error = self.run.attempt, record.error or "unknown error"

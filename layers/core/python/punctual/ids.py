@@ -83,6 +83,8 @@ def decode_cursor(kind: str, cursor: str) -> dict[str, Any]:
         if not isinstance(data, dict) or data.get("k") != kind or not isinstance(data.get("p"), dict):
             raise ValueError("kind")
         position: dict[str, Any] = data["p"]
+        if any(isinstance(v, int) and not -(2**63) <= v < 2**63 for v in position.values()):
+            raise ValueError("out of range")  # no stored key is that large; engines would overflow
         return position
     except (ValueError, TypeError, UnicodeDecodeError) as exc:
         raise InvalidCursor("cursor is not valid for this listing; start again without it", field="cursor") from exc

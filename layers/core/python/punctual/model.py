@@ -7,9 +7,10 @@ Bounds on every field are part of the contract and documented in ``docs/decision
 from __future__ import annotations
 
 import json
-from datetime import datetime
+from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -130,6 +131,17 @@ class HttpTarget(BaseModel):
         default_factory=dict, max_length=MAX_HEADERS
     )
 
+    @field_validator("url")
+    @classmethod
+    def _parsable(cls, value: str) -> str:
+        try:
+            host = urlsplit(value).hostname
+        except ValueError as exc:  # e.g. an unclosed IPv6 literal: https://[::1
+            raise ValueError(f"url is not a valid URL: {exc}") from exc
+        if not host:
+            raise ValueError("url must name a host")
+        return value
+
 
 _ARN = r"^arn:aws[a-zA-Z-]*:"
 _LAMBDA_ARN = _ARN + r"lambda:[a-z0-9-]+:\d{12}:function:[A-Za-z0-9_-]{1,64}(:[A-Za-z0-9$_-]+)?$"
@@ -239,8 +251,16 @@ class JobSpec(BaseModel):
     @field_validator("run_at")
     @classmethod
     def _aware(cls, value: datetime | None) -> datetime | None:
-        if value is not None and value.utcoffset() is None:
+        if value is None:
+            return None
+        if value.utcoffset() is None:
             raise ValueError("run_at must carry a UTC offset, e.g. 2026-12-01T09:00:00+01:00")
+        try:
+            in_range = value.astimezone(UTC).year < 9999
+        except (OverflowError, ValueError):
+            in_range = False
+        if not in_range:
+            raise ValueError("run_at must be before 9999-01-01T00:00:00Z")
         return value
 
     @field_validator("payload")
@@ -248,7 +268,10 @@ class JobSpec(BaseModel):
     def _bounded_payload(cls, value: Any) -> Any:
         if _depth(value) > MAX_PAYLOAD_DEPTH:
             raise ValueError(f"payload nests deeper than {MAX_PAYLOAD_DEPTH} levels")
-        size = len(json.dumps(value, separators=(",", ":")).encode())
+        try:
+            size = len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode())
+        except UnicodeEncodeError as exc:  # a lone surrogate (\ud800) is JSON text but not Unicode
+            raise ValueError("payload contains a string that is not valid Unicode (a lone surrogate)") from exc
         if size > MAX_PAYLOAD_BYTES:
             raise ValueError(f"payload is {size} bytes as JSON; the limit is {MAX_PAYLOAD_BYTES}")
         return value

@@ -111,8 +111,8 @@ def _new_run(job: DueJob, scheduled_at: int, trigger: Trigger, now: int, options
         started_at=None,
         finished_at=None,
         next_attempt_at=None,
-        deadline_at=scheduled_at
-        + jitter_offset_ms(ids.run_id_for(job.job_id, scheduled_at), job.jitter_s)
+        # counted from when it is sent (now, for a late or catch-up run), not from a time long past
+        deadline_at=max(now, scheduled_at + jitter_offset_ms(ids.run_id_for(job.job_id, scheduled_at), job.jitter_s))
         + options.dispatch_grace_ms,
         created_at=now,
         expires_at=now // 1000 + options.retention_s,

@@ -72,6 +72,7 @@ class ReapStats:
     dead_letters: int = 0  # dead-letter messages handled (and deleted)
     alerts: int = 0  # owner alerts sent (new ones only)
     purged: int = 0  # expired runs and deleted jobs removed (embedded engine; DynamoDB uses TTL)
+    errors: int = 0  # runs that could not be handled this pass (logged; retried next pass)
 
     def add(self, other: ReapStats) -> None:
         for f in fields(self):
@@ -101,7 +102,9 @@ def reap_once(
     """One pass: requeue or bury open runs past their deadline, then drain the dead-letter queue.
 
     Returns what was done; ``stats.examined == options.limit`` means more runs may be waiting.
-    Storage and queue errors propagate (the next pass repeats the work; every step is idempotent).
+    A run that cannot be handled (say its stored job no longer validates) is logged and counted in
+    ``stats.errors``; the others, the dead-letter queue and the purge still get their turn. Storage
+    errors of the listing itself propagate (the next pass repeats the work; every step is idempotent).
     """
     options = options or ReapOptions()
     reap = _Pass(store, queue, alerter, clock.now_ms(), options)
@@ -110,9 +113,13 @@ def reap_once(
     reap.stats.examined = len(runs)
     jobs: dict[str, Job | None] = {}
     for run in runs:
-        if run.job_id not in jobs:
-            jobs[run.job_id] = live_job(store, run.job_id)
-        reap.run(run, jobs[run.job_id])
+        try:
+            if run.job_id not in jobs:
+                jobs[run.job_id] = live_job(store, run.job_id)
+            reap.run(run, jobs[run.job_id])
+        except Exception:  # one bad run must not starve every run behind it, pass after pass
+            logger.exception("reaping run %s failed; it is retried on the next pass", run.run_id)
+            reap.stats.errors += 1
     if dead_letters is not None and options.drain_dead_letters:
         _drain(reap, dead_letters, clock)
     reap.stats.purged = store.purge_expired(now, now - options.retention_s * 1000, options.purge_limit)

@@ -43,6 +43,7 @@ def options_from_settings(settings: Settings) -> SchedulerOptions:
 
 
 class SkewSource(Protocol):
+    @property
     def skew_ms(self) -> int | None:
         """Service clock minus local clock, as last measured (None before the first response)."""
         ...
@@ -60,7 +61,7 @@ class SkewCorrectedClock:
         self.source = source
 
     def skew(self) -> int:
-        return (self.source.skew_ms() or 0) if self.source is not None else 0
+        return (self.source.skew_ms or 0) if self.source is not None else 0
 
     def now_ms(self) -> int:
         return self.base.now_ms() + self.skew()
@@ -117,10 +118,13 @@ class Scheduler:
         *,
         until_ms: int | None = None,
         after_tick: Callable[[], None] | None = None,
+        release_on_stop: bool = True,
     ) -> ClaimStats:
         """Tick every second until ``stop`` is set (or ``until_ms``), then release the shard leases.
 
-        ``after_tick`` runs after every tick (the Lambda flushes its metrics there).
+        ``after_tick`` runs after every tick (the Lambda flushes its metrics there). Without
+        ``release_on_stop`` the leases are kept until they expire: the next Lambda invocation of the
+        same instance (same owner) renews them at once, instead of another instance grabbing them.
         """
         total = ClaimStats()
         try:
@@ -133,11 +137,23 @@ class Scheduler:
                     after_tick()
                 stop.wait(self._until_next_tick())
         finally:
-            self.ownership.release_all()
+            if release_on_stop:
+                self.ownership.release_all()
         return total
 
     def _claim_one_page(self, shard: int, total: ClaimStats) -> bool:
-        """Claim one page of ``shard``; True if the shard may have more due jobs."""
+        """Claim one page of ``shard``; True if the shard may have more due jobs.
+
+        A failure (throttling, a network error) ends this shard's turn for this tick only: the
+        other shards go on, and the claim is safe to repeat on the next tick.
+        """
+        try:
+            return self._claim_page(shard, total)
+        except Exception:
+            logger.exception("claiming shard %d failed; retrying it on the next tick", shard)
+            return False
+
+    def _claim_page(self, shard: int, total: ClaimStats) -> bool:
         claimed_at = self.clock.now_ms()
         seen: list[Plan] = []
         stats = claim_page(

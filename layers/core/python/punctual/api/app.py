@@ -82,8 +82,9 @@ def handle(event: Mapping[str, Any], context: Any, services: Services) -> dict[s
 
 
 def _strict_json(text: str) -> Any:
-    """json.loads, refusing what cannot be stored: NaN/Infinity (not JSON either) and nesting deeper
-    than ``MAX_JSON_DEPTH`` (pydantic's serializer fails past 255 levels, Python's parser near 1000)."""
+    """json.loads, refusing what cannot be stored: NaN/Infinity (not JSON either), nesting deeper
+    than ``MAX_JSON_DEPTH`` (pydantic's serializer fails past 255 levels, Python's parser near 1000)
+    and strings escaping a lone surrogate (``"\ud800"``: JSON text, but not Unicode)."""
 
     def refuse(name: str) -> Any:
         raise json.JSONDecodeError(f"{name} is not valid JSON", text, 0)
@@ -94,6 +95,10 @@ def _strict_json(text: str) -> Any:
         value = None
     else:
         if not _nests_deeper_than(value, MAX_JSON_DEPTH):
+            try:
+                json.dumps(value, ensure_ascii=False).encode()
+            except UnicodeEncodeError:
+                raise json.JSONDecodeError("a string is not valid Unicode (a lone surrogate)", text, 0) from None
             return value
     raise json.JSONDecodeError(f"nested deeper than {MAX_JSON_DEPTH} levels", text, 0)
 

@@ -14,7 +14,8 @@ Layout choices that the store relies on:
   heartbeats never rewrite the index. ``attempts`` is a list of compact JSON strings, appended with
   ``list_append``; reads keep the newest ``MAX_ATTEMPTS_KEPT``.
 - TTL attributes hold epoch *seconds* (DynamoDB ignores anything else); a run's ``expires_at`` is
-  already in seconds in the model.
+  already in seconds in the model. Only terminal runs carry the TTL attribute ``expires_at``; an
+  open run keeps its retention in ``retain_until`` so that TTL can never delete it.
 """
 
 from __future__ import annotations
@@ -226,7 +227,10 @@ def run_to_item(run: Run, *, open_shards: int) -> Item:
     _put(item, "next_attempt_at", _opt_n(run.next_attempt_at))
     _put(item, "note", _opt_s(run.note))
     if run.expires_at is not None:
-        item["expires_at"] = n(run.expires_at)
+        # Only a finished run carries the TTL attribute: DynamoDB must never delete an open run
+        # (a run retrying for days would vanish). Open runs keep their retention in retain_until;
+        # the terminal write sets expires_at (see store._change_expression).
+        item["retain_until" if run.is_open else "expires_at"] = n(run.expires_at)
     if run.attempts:
         item["attempts"] = attempts_value(run.attempts)
     if run.is_open:
@@ -254,7 +258,7 @@ def item_to_run(item: Item) -> Run:
         "next_attempt_at": get_n(item, "next_attempt_at"),
         "deadline_at": int(item["deadline_at"]["N"]),
         "created_at": int(item["created_at"]["N"]),
-        "expires_at": get_n(item, "expires_at"),
+        "expires_at": get_n(item, "expires_at") or get_n(item, "retain_until"),
         "note": get_s(item, "note"),
         "attempts": rules.bounded(attempts),
     }

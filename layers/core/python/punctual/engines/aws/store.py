@@ -296,7 +296,13 @@ class DynamoStore(Store):
         return self._while_held(job_id, scheduled_at, worker_id, attempt, expr)
 
     def finish_run(self, job_id: str, scheduled_at: int, worker_id: str, attempt: int, change: RunChange) -> Run:
-        return self._while_held(job_id, scheduled_at, worker_id, attempt, _change_expression(change, reopen_shard=None))
+        return self._while_held(
+            job_id,
+            scheduled_at,
+            worker_id,
+            attempt,
+            _change_expression(change, reopen_shard=None, retention_days=self.retention_days),
+        )
 
     def _while_held(self, job_id: str, scheduled_at: int, worker_id: str, attempt: int, expr: c.Expression) -> Run:
         """Apply ``expr`` iff ``worker_id`` still holds ``attempt`` (LEASE_HELD); else :class:`LeaseLost`."""
@@ -318,7 +324,9 @@ class DynamoStore(Store):
         if current.lease_expires_at is not None:
             values["read_lease"] = n(current.lease_expires_at)
         condition = c.unchanged_since(current.lease_expires_at is not None)
-        request = _change_expression(change, reopen_shard=reopen).request(condition, **values)
+        request = _change_expression(change, reopen_shard=reopen, retention_days=self.retention_days).request(
+            condition, **values
+        )
         key = it.run_key(current.job_id, current.scheduled_at)
         written = self._update(self.runs_table, key, request, old_on_failure=False)
         if not written.applied:
@@ -553,8 +561,13 @@ def _leased_expression(worker_id: str, now: int, until: int) -> c.Expression:
     return expr.remove("next_attempt_at")
 
 
-def _change_expression(change: RunChange, *, reopen_shard: int | None) -> c.Expression:
-    """``change`` as an update, exactly as ``rules.apply_change`` applies it in memory."""
+def _change_expression(change: RunChange, *, reopen_shard: int | None, retention_days: int) -> c.Expression:
+    """``change`` as an update, exactly as ``rules.apply_change`` applies it in memory.
+
+    A terminal change also arms the run's retention: the TTL attribute ``expires_at`` takes the
+    value kept in ``retain_until`` (``retention_days`` from now if there is none), which is
+    removed; open runs never carry a TTL, so DynamoDB cannot delete a run that is still going.
+    """
     expr = c.Expression().set("#state = :state", state=s(change.state.value))
     expr.set("deadline_at = :deadline", deadline=n(change.deadline_at))
     if change.append is not None:
@@ -577,7 +590,12 @@ def _change_expression(change: RunChange, *, reopen_shard: int | None) -> c.Expr
     if change.clear_lease:
         expr.remove("worker_id", "lease_expires_at")
     if change.state.is_terminal:
-        expr.remove("open_shard")  # the run leaves the open index
+        expr.remove("open_shard", "retain_until")  # the run leaves the open index
+        # update expressions read the item as it was, so retain_until is copied before it goes
+        expr.set(
+            "expires_at = if_not_exists(retain_until, :expires)",
+            expires=n(change.now // 1000 + retention_days * 86_400),
+        )
     elif reopen_shard is not None:
         expr.set("open_shard = :open_shard", open_shard=n(reopen_shard))
     return expr

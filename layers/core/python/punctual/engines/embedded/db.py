@@ -16,11 +16,13 @@ Concurrency model:
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import sqlite3
 import threading
 import time
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -42,7 +44,7 @@ class Database:
         self._local = threading.local()
         self._lock = threading.Lock()  # guards _connections (open/close bookkeeping only)
         self._lock_key = os.path.realpath(self.path)
-        self._connections: list[tuple[int, sqlite3.Connection]] = []
+        self._connections: weakref.WeakSet[_Held] = weakref.WeakSet()
         self._closed = False
         conn = self.connection()
         schema.enable_wal(conn)
@@ -52,13 +54,20 @@ class Database:
         """This thread's connection (opened on first use). Raises RuntimeError after :meth:`close`."""
         if self._closed:
             raise RuntimeError(f"database {self.path} is closed")
-        pid = os.getpid()
-        cached: tuple[int, sqlite3.Connection] | None = getattr(self._local, "conn", None)
-        if cached is not None and cached[0] == pid:
-            return cached[1]
-        conn = self._open()
-        self._local.conn = (pid, conn)
-        return conn
+        held: _Held | None = getattr(self._local, "held", None)
+        if held is not None and held.pid == os.getpid():
+            return held.conn
+        held = _Held(self._open())
+        with self._lock:
+            self._connections.add(held)
+        # Only the thread-local refers to it: when the thread ends, the connection is closed.
+        self._local.held = held
+        return held.conn
+
+    def open_connections(self) -> int:
+        """How many connections this object has open in this process (one per live thread that used it)."""
+        with self._lock:
+            return sum(1 for held in self._connections if held.pid == os.getpid() and not held.closed)
 
     @contextmanager
     def write(self) -> Iterator[sqlite3.Connection]:
@@ -87,11 +96,9 @@ class Database:
         """Close every connection this object opened in this process. Idempotent."""
         with self._lock:
             self._closed = True
-            connections, self._connections = self._connections, []
-        pid = os.getpid()
-        for owner_pid, conn in connections:
-            if owner_pid == pid:
-                conn.close()
+            connections, self._connections = list(self._connections), weakref.WeakSet()
+        for held in connections:
+            held.close()
 
     def _open(self) -> sqlite3.Connection:
         # isolation_level=None: the sqlite3 module issues no implicit BEGIN; transactions are
@@ -105,9 +112,29 @@ class Database:
             cached_statements=256,
         )
         schema.configure(conn, synchronous=self._synchronous, busy_timeout_ms=BUSY_TIMEOUT_MS)
-        with self._lock:
-            self._connections.append((os.getpid(), conn))
         return conn
+
+
+class _Held:
+    """A thread's connection, closed when the thread ends (its thread-local goes away) or on close().
+
+    Threads come and go (a web server's pool retires idle threads): without this, every thread
+    that ever used the database would leave a connection (a file descriptor, a page cache) open.
+    """
+
+    __slots__ = ("__weakref__", "closed", "conn", "pid")
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn, self.pid, self.closed = conn, os.getpid(), False
+
+    def close(self) -> None:
+        if not self.closed and self.pid == os.getpid():  # a forked child must not close its parent's
+            self.closed = True
+            self.conn.close()
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):  # interpreter shutdown: nothing left to do
+            self.close()
 
 
 def _begin_immediate(conn: sqlite3.Connection) -> None:

@@ -1,0 +1,51 @@
+"""Review findings on the claim/planning path, on both engines (tests that fail while the bug exists)."""
+
+from __future__ import annotations
+
+import pytest
+
+from punctual import metrics as m
+from punctual.clock import ManualClock
+from punctual.model import Job, Overlap, RunState
+from punctual.port import Engine, LeaseOutcome, RunQuery
+from punctual.scheduler import Scheduler
+from tests.contract.factories import MINUTE, make_job
+
+pytestmark = pytest.mark.contract
+
+
+def _next_minute(ms: int) -> int:
+    return (ms // MINUTE + 1) * MINUTE
+
+
+def _job(engine: Engine, clock: ManualClock, **fields: object) -> Job:
+    job = make_job("owner-review", clock, shards=engine.store.shards, **fields)  # type: ignore[arg-type]
+    engine.store.create_job(job)
+    return job
+
+
+def test_overlap_forbid_keeps_forbidding_while_the_first_run_is_still_open(engine: Engine, clock: ManualClock) -> None:
+    """claim.py:_apply_overlap compares against job.last_run_at, but planning.plan advances
+    last_run_at to the *skipped* (cancelled) run. The next tick then finds a cancelled "previous"
+    run and dispatches a new run although the original one is still running."""
+    due = _next_minute(clock.now_ms())
+    job = _job(engine, clock, schedule="* * * * *", next_run_at=due, overlap=Overlap.FORBID)
+    scheduler = Scheduler(engine, clock, metrics=m.InMemoryMetrics())
+    clock.set(due)
+    scheduler.tick()
+    lease = engine.store.lease_run(job.id, due, "worker-1", clock.now_ms(), 60 * MINUTE)  # a long run
+    assert lease.outcome is LeaseOutcome.LEASED
+
+    clock.set(due + MINUTE)
+    assert scheduler.tick().skipped == 1  # the first overlapping time is skipped: correct
+    clock.set(due + 2 * MINUTE)
+    scheduler.tick()
+
+    assert engine.store.get_run(job.id, due).state is RunState.RUNNING  # still running
+    open_runs = [
+        r for r in engine.store.list_runs(job.id, RunQuery(limit=50)).items if r.state is not RunState.CANCELLED
+    ]
+    assert [r.scheduled_at for r in open_runs] == [due], (
+        "overlap=forbid started a second run while the first was still running: "
+        f"{[(r.scheduled_at - due, r.state.value) for r in open_runs]}"
+    )
