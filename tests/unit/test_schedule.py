@@ -131,11 +131,13 @@ def test_validate_timezone_accepts(name: str) -> None:
     assert validate_timezone(name) == name
 
 
-@pytest.mark.parametrize("name", ["Mars/Base", "", "utc/", "../../etc/passwd", "/etc/localtime"])
+@pytest.mark.parametrize(
+    "name", ["Mars/Base", "", "utc/", "../../etc/passwd", "/etc/localtime", "localtime", "posixrules", "Factory"]
+)
 def test_validate_timezone_rejects(name: str) -> None:
     with pytest.raises(InvalidTimezone) as info:
         validate_timezone(name)
-    assert info.value.message == f"unknown time zone {name!r}"
+    assert info.value.message.startswith(f"unknown time zone {name!r}")
 
 
 def test_bad_timezone_raised_by_computations() -> None:

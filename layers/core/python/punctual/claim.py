@@ -127,7 +127,8 @@ def _open_run(store: Store, job_id: str, scheduled_at: int) -> Run | None:
 
 
 def _as_skipped(run: Run, note: str, now: int) -> Run:
-    return run.model_copy(update={"state": RunState.CANCELLED, "note": note, "finished_at": now})
+    # "finished" at its own time: a precomputed skip is decided a few seconds before it
+    return run.model_copy(update={"state": RunState.CANCELLED, "note": note, "finished_at": max(now, run.scheduled_at)})
 
 
 def _cancel(store: Store, run: Run, note: str, now: int) -> None:

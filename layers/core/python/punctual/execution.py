@@ -118,6 +118,12 @@ def process_delivery(
         ctx.hide(delivery.not_before)
         return Outcome.NOT_READY
 
+    # Messages become visible up to a second early (whole-second SQS delays): wait out the rest
+    # before leasing, so the lease (and the run's started_at) begins at the run's instant.
+    early_ms = delivery.not_before - clock.now_ms()
+    if early_ms > 0:
+        clock.sleep(early_ms / 1000)
+
     job = live_job(store, job_id)
     if job is None:
         return _cancel_orphan(ctx, job_id, scheduled_at)
@@ -233,7 +239,6 @@ class _LeasedAttempt:
             return self._bury_without_executing()
         if self.lease_ms > self.ctx.options.visibility_s * 1000:  # keep the message hidden as long as the lease
             self._extend_message()
-        self._wait_for_start()
         started_at = self.ctx.clock.now_ms()
         result = self._run_target(targets)
         if result is None:
@@ -243,12 +248,6 @@ class _LeasedAttempt:
 
     def _ids(self) -> tuple[str, int]:
         return self.run.run_id, self.run.attempt
-
-    def _wait_for_start(self) -> None:
-        """Messages become visible up to a second early (whole-second SQS delays): wait out the rest."""
-        early_ms = self.ctx.delivery.not_before - self.ctx.clock.now_ms()
-        if early_ms > 0:
-            self.ctx.clock.sleep(min(early_ms, self.ctx.options.max_early_ms) / 1000)
 
     def _run_target(self, targets: TargetExecutor) -> TargetResult | None:
         """The target's result, a timeout result at ``timeout_s``, or None if the lease was lost.

@@ -193,8 +193,8 @@ class RetryPolicy(BaseModel):
     """Exponential backoff between attempts: backoff_s * 2**(attempt-1), capped, with jitter."""
 
     model_config = _STRICT
-    backoff_s: Annotated[int, Field(ge=1, le=3_600)] = 10
-    max_backoff_s: Annotated[int, Field(ge=1, le=43_200)] = 600
+    backoff_s: Annotated[int, Field(strict=True, ge=1, le=3_600)] = 10
+    max_backoff_s: Annotated[int, Field(strict=True, ge=1, le=43_200)] = 600
 
     @model_validator(mode="after")
     def _cap_not_below_base(self) -> RetryPolicy:
@@ -218,13 +218,13 @@ class JobSpec(BaseModel):
     run_at: datetime | None = None
     payload: Any = None
     target: Target
-    timeout_s: Annotated[int, Field(ge=1, le=MAX_TIMEOUT_S)] = 60
-    max_retries: Annotated[int, Field(ge=0, le=MAX_RETRIES)] = 3
+    timeout_s: Annotated[int, Field(strict=True, ge=1, le=MAX_TIMEOUT_S)] = 60
+    max_retries: Annotated[int, Field(strict=True, ge=0, le=MAX_RETRIES)] = 3
     retry: RetryPolicy = Field(default_factory=RetryPolicy)
-    jitter_s: Annotated[int, Field(ge=0, le=MAX_JITTER_S)] = 0
+    jitter_s: Annotated[int, Field(strict=True, ge=0, le=MAX_JITTER_S)] = 0
     overlap: Overlap = Overlap.ALLOW
     catchup: Catchup = Catchup.LATEST
-    max_backfill: Annotated[int, Field(ge=1, le=MAX_BACKFILL)] = 10
+    max_backfill: Annotated[int, Field(strict=True, ge=1, le=MAX_BACKFILL)] = 10
 
     # The schedule module raises domain errors; as ValueErrors they become pydantic errors located
     # at their field, so one response names every bad field at once.

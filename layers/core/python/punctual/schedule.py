@@ -35,8 +35,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta, tzinfo
-from functools import lru_cache
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from functools import cache, lru_cache
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from croniter import CroniterError, croniter
 
@@ -74,9 +74,20 @@ _Wall = tuple[int, int, int, int, int]  # a local wall-clock minute: year, month
 
 
 def validate_timezone(name: str) -> str:
-    """Return ``name`` if it is an IANA time zone, else raise InvalidTimezone."""
+    """Return ``name`` if it is an IANA time zone, else raise InvalidTimezone.
+
+    Only names of the IANA database count: host-dependent files that zoneinfo would also load
+    (``localtime``, ``posixrules``, ``Factory``) mean different things on different machines.
+    """
+    if name != "UTC" and name not in _iana_names():
+        raise InvalidTimezone(f"unknown time zone {name!r} (use an IANA name such as 'Europe/Berlin')")
     _zone(name)
     return name
+
+
+@cache
+def _iana_names() -> frozenset[str]:
+    return frozenset(available_timezones()) - {"localtime", "posixrules", "Factory"}
 
 
 def validate_cron(expr: str) -> str:

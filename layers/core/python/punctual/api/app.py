@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -35,7 +36,7 @@ from punctual.api import alerts, auth, errors, openapi
 from punctual.api.schemas import JobCreate, JobPage, JobPatch, JobResponse, RunPage, RunResponse
 from punctual.clock import Clock, from_datetime
 from punctual.config import Settings
-from punctual.errors import ConfigError, PunctualError, Unauthorized
+from punctual.errors import ConfigError, InvalidInput, PunctualError, Unauthorized
 from punctual.model import JobStatus, RunState
 from punctual.port import Engine, Queue, RunQuery, Store
 
@@ -378,9 +379,27 @@ def _check_body(event: Mapping[str, Any]) -> None:
             f"the body must be JSON (Content-Type: application/json), not {media}", field="Content-Type"
         )
     try:
-        raw.decode("utf-8")
+        text = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise errors.MalformedJson("the body is not UTF-8 text", field="body") from None
+    if _ACTION_PATH.match(str(event.get("path") or "")):
+        _check_empty_action_body(text)
+
+
+# POST /jobs/{id}/pause|resume|trigger take no body: anything but nothing or {} is refused rather
+# than silently ignored (a client sending options there would believe they were applied).
+_ACTION_PATH = re.compile(r"^/jobs/[^/]+/(pause|resume|trigger)/?$")
+
+
+def _check_empty_action_body(text: str) -> None:
+    if not text.strip():
+        return
+    try:
+        value = _strict_json(text)
+    except json.JSONDecodeError as exc:
+        raise errors.MalformedJson(f"request body is not valid JSON: {exc.msg}", field="body") from None
+    if value != {}:
+        raise InvalidInput("this action takes no body (send none, or {})", field="body")
 
 
 def _media_type(event: Mapping[str, Any]) -> str:

@@ -111,7 +111,8 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     configure_logging(getattr(args, "verbose", False))
-    settings = settings_from_args(args, target_allow_loopback=True)  # local targets on the same laptop
+    # punctual dev allows targets on the same laptop; `punctual api` follows PUNCTUAL_TARGET_ALLOW_*
+    settings = settings_from_args(args, target_allow_loopback=True if args.components else None)
     keys, key = api_keys(args.api_key, Path(settings.data_dir))
     stop = stop_event_on_signals()
     settings, engine = engine_from_settings(settings, bootstrap=True)

@@ -16,6 +16,7 @@ import json
 import os
 import sys
 from collections.abc import Callable, Sequence
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -127,6 +128,7 @@ def _add_create(actions: Any, common: argparse.ArgumentParser) -> None:
     when = create.add_mutually_exclusive_group()
     when.add_argument("--schedule", help="cron expression, e.g. '*/5 * * * *'")
     when.add_argument("--run-at", help="one-time: ISO 8601 time with offset, e.g. 2027-01-01T09:00:00+01:00")
+    when.add_argument("--run-in", type=int, metavar="SECONDS", help="one-time: this many seconds from now")
     create.add_argument("--timezone", help="IANA zone the cron schedule is read in (default UTC)")
     create.add_argument("--url", help="http target: the URL that receives the payload")
     create.add_argument("--method", choices=["POST", "PUT", "PATCH", "GET", "DELETE"], help="http target method")
@@ -227,10 +229,13 @@ def build_spec(args: argparse.Namespace) -> dict[str, Any]:
         if not isinstance(loaded, dict):
             raise CliError(f"{args.file} must hold a JSON object (a job spec)")
         spec.update(loaded)
+    run_at = args.run_at
+    if args.run_in is not None:  # the API wants an instant with an offset: computed here, in UTC
+        run_at = (datetime.now(UTC) + timedelta(seconds=args.run_in)).isoformat(timespec="seconds")
     flags = {
         "name": args.name,
         "schedule": args.schedule,
-        "run_at": args.run_at,
+        "run_at": run_at,
         "timezone": args.timezone,
         "timeout_s": args.timeout,
         "max_retries": args.max_retries,
@@ -238,7 +243,7 @@ def build_spec(args: argparse.Namespace) -> dict[str, Any]:
     spec.update({k: v for k, v in flags.items() if v is not None})
     if args.schedule is not None:
         spec.pop("run_at", None)
-    if args.run_at is not None:
+    if run_at is not None:
         spec.pop("schedule", None)
     if args.url is not None:
         spec["target"] = {"type": "http", "url": args.url, "method": args.method or "POST"}

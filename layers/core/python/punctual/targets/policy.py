@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
+import socket
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -105,11 +106,29 @@ def host_refusal(host: str, policy: TargetPolicy) -> str | None:
         return f"a cloud metadata service ({host})"
     if host == "localhost" or host.endswith(".localhost"):
         return None if policy.allow_loopback else f"a loopback host ({host})"
-    try:
-        address = ipaddress.ip_address(host)
-    except ValueError:
+    address = _literal_address(host)
+    if address is None:
         return None  # a name: judged on its resolved addresses before every attempt
     return address_refusal(address, policy)
+
+
+_NUMERIC_HOST = re.compile(r"^(0x[0-9a-f]+|[0-9]+)(\.(0x[0-9a-f]+|[0-9]+)){0,3}$")
+
+
+def _literal_address(host: str) -> IPAddress | None:
+    """The address a host written as a literal means, including the legacy numeric IPv4 forms
+    the resolver accepts (``2852039166``, ``0xa9fea9fe``, ``0251.0376.0251.0376`` are all
+    169.254.169.254), so they are refused at creation like the dotted form."""
+    try:
+        return ipaddress.ip_address(host)
+    except ValueError:
+        pass
+    if not _NUMERIC_HOST.match(host):
+        return None
+    try:
+        return ipaddress.IPv4Address(socket.inet_aton(host))
+    except OSError:
+        return None
 
 
 def address_refusal(address: IPAddress, policy: TargetPolicy) -> str | None:
