@@ -1,4 +1,4 @@
-"""Review findings on the claim/planning path, on both engines (tests that fail while the bug exists)."""
+"""Regressions on the claim/planning path, on both engines (each failed while its bug existed)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Review findings on the worker/reaper path, on both engines (tests that fail while the bug exists)."""
+"""Regressions on the worker/reaper path, on both engines (each failed while its bug existed)."""
 
 from __future__ import annotations
 
@@ -57,11 +57,10 @@ class CountingTargets:
 def test_a_job_that_crashes_its_workers_is_not_executed_beyond_max_retries_plus_one(
     engine: Engine, clock: ManualClock
 ) -> None:
-    """rules.lease_outcome / Store.lease_run take over an expired lease with attempt + 1 whatever
-    max_retries says, and execution.process_delivery then runs the target again. A poison run
-    that kills its worker (OOM, segfault, Lambda timeout) is therefore executed until the queue's
-    max_receives (25) dead-letters it, not max_retries + 1 times. The reaper (reaper._lost_lease)
-    applies max_retries to the very same situation, so the outcome depends on who notices first."""
+    """A takeover of an expired lease increments the attempt whatever max_retries says; the worker
+    must then bury the run instead of running the target again, or a run that kills its workers
+    (OOM, segfault, Lambda timeout) would run until the queue's max_receives (25) dead-letters it.
+    The reaper applies max_retries to the very same situation."""
     job = make_job(OWNER, clock, shards=engine.store.shards, max_retries=1, timeout_s=5,
                    retry=RetryPolicy(backoff_s=1, max_backoff_s=1))  # fmt: skip
     engine.store.create_job(job)
@@ -86,7 +85,7 @@ def test_a_job_that_crashes_its_workers_is_not_executed_beyond_max_retries_plus_
 
 
 def test_the_reaper_buries_the_same_situation(engine: Engine, clock: ManualClock) -> None:
-    """The counterpart (passes today): the reaper treats the lost attempt as a used retry."""
+    """The counterpart: the reaper treats the lost attempt as a used retry, as the worker now does."""
     from punctual.alerts import LogAlerter
     from punctual.reaper import reap_once
 

@@ -1,4 +1,4 @@
-"""Review findings: bad input that reaches a 500 (and in one case a partial write) through the API.
+"""Regressions: bad input that once reached a 500 (and in one case a partial write) through the API.
 
 DESIGN.md §4/§5: bad input gets a 4xx with a clear message, never a 5xx, never a partial write.
 The API is driven through punctual.api.app.handle (the Lambda/local entry point) on the embedded
