@@ -27,7 +27,7 @@ from punctual.engines.aws import AwsEngine, DispatchFailed, ServiceClock, SqsQue
 from punctual.engines.aws import conditions as c
 from punctual.engines.aws import items as it
 from punctual.engines.aws.store import DynamoStore
-from punctual.errors import ConcurrentModification, ConfigError, InvalidCursor, LeaseLost
+from punctual.errors import ConcurrentModification, ConfigError, InvalidCursor, LeaseLost, Throttled
 from punctual.model import (
     Attempt,
     AttemptOutcome,
@@ -349,6 +349,21 @@ def test_list_jobs_pages_through_filtered_items_without_skipping(store: DynamoSt
     assert listed == [j.id for j in sorted(live, key=lambda j: j.created_at, reverse=True)]
     deleted = store.list_jobs("lister", status=JobStatus.DELETED, limit=100)
     assert len(deleted.items) == 8 and deleted.cursor is None
+
+
+def test_a_listing_never_silently_drops_jobs_dynamodb_left_unprocessed(
+    store: DynamoStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store.create_job(_job())
+    client = store._client  # type: ignore[attr-defined]
+
+    def throttled(**request: Any) -> dict[str, Any]:
+        return {"Responses": {}, "UnprocessedKeys": request["RequestItems"]}
+
+    monkeypatch.setattr(client, "batch_get_item", throttled)
+    monkeypatch.setattr("punctual.engines.aws.store.time.sleep", lambda _s: None)
+    with pytest.raises(Throttled):
+        store.list_jobs("owner-a")
 
 
 def test_list_cursors_are_checked(store: DynamoStore) -> None:

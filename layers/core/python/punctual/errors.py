@@ -122,6 +122,12 @@ class LeaseLost(PunctualError):
     code = "lease_lost"
 
 
+class Throttled(PunctualError):
+    """The storage service refused work for now (throttling); the same request can be retried."""
+
+    code = "throttled"
+
+
 # -- auth ---------------------------------------------------------------------------------------
 
 

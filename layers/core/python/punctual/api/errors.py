@@ -44,6 +44,7 @@ from punctual.errors import (
     InvalidTransition,
     NotFound,
     PunctualError,
+    Throttled,
     Unauthorized,
 )
 
@@ -94,6 +95,7 @@ _STATUS: tuple[tuple[type[PunctualError], HTTPStatus], ...] = (
     (InvalidTransition, HTTPStatus.CONFLICT),
     (Conflict, HTTPStatus.CONFLICT),
     (InvalidInput, HTTPStatus.UNPROCESSABLE_ENTITY),
+    (Throttled, HTTPStatus.SERVICE_UNAVAILABLE),
 )
 # Errors raised from deep inside validation (a cron parser, a zone lookup) do not know which
 # request field they were validating; in a request they can only come from these fields.

@@ -41,9 +41,10 @@ _ERRORS: dict[int, str] = {
     422: "A value is invalid (invalid_input, invalid_schedule, invalid_timezone, invalid_id, "
     "invalid_cursor); details name the fields.",
     500: "Internal error (internal_error); never caused by input.",
+    503: "The storage service is throttling (throttled); retry the same request.",
 }
 # The error statuses of each kind of route (every route lists its own explicitly in app.py).
-LIST_ERRORS = (401, 422, 500)  # GET a collection: bad filters or cursor
+LIST_ERRORS = (401, 422, 500, 503)  # GET a collection: bad filters or cursor; 503: storage throttled, retry
 READ_ERRORS = (401, 404, 422, 500)  # GET or DELETE one item: bad id, unknown or foreign id
 # POST without a body: the edge still checks any body sent (400, 413, 415); the state may refuse (409)
 ACTION_ERRORS = (400, 401, 404, 409, 413, 415, 422, 500)

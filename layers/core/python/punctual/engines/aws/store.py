@@ -27,7 +27,15 @@ from punctual import ids, rules
 from punctual.engines.aws import conditions as c
 from punctual.engines.aws import items as it
 from punctual.engines.aws.items import Item, Key, n, s
-from punctual.errors import ConcurrentModification, InvalidCursor, JobAlreadyExists, JobNotFound, LeaseLost, RunNotFound
+from punctual.errors import (
+    ConcurrentModification,
+    InvalidCursor,
+    JobAlreadyExists,
+    JobNotFound,
+    LeaseLost,
+    RunNotFound,
+    Throttled,
+)
 from punctual.model import Job, JobStatus, Run, RunState
 from punctual.port import (
     Advance,
@@ -159,7 +167,7 @@ class DynamoStore(Store):
         to every claim (docs/decisions.md, "Write budget").
         """
         keys = [{"job_id": item["job_id"]} for item in index_items]
-        by_id = {item["job_id"]["S"]: item for item in self._batch_get(self.jobs_table, keys)}
+        by_id = {item["job_id"]["S"]: item for item in self._batch_get(self.jobs_table, keys, complete=True)}
         return [it.item_to_job(by_id[key["job_id"]["S"]]) for key in keys if key["job_id"]["S"] in by_id]
 
     def update_job(self, job: Job, expected_version: int) -> Job:
@@ -373,8 +381,12 @@ class DynamoStore(Store):
     def _get_runs(self, keys: list[Key]) -> list[Run]:
         return [it.item_to_run(item) for item in self._batch_get(self.runs_table, keys)]
 
-    def _batch_get(self, table: str, keys: list[Key]) -> list[Item]:
-        """Consistent reads of ``keys`` (any number), in no particular order; missing items are absent."""
+    def _batch_get(self, table: str, keys: list[Key], *, complete: bool = False) -> list[Item]:
+        """Consistent reads of ``keys`` (any number), in no particular order; missing items are absent.
+
+        Keys DynamoDB still leaves unprocessed after the retries are skipped, or with ``complete``
+        raise :class:`Throttled` (a listing must not silently drop items its cursor moves past).
+        """
         items: list[Item] = []
         for chunk_start in range(0, len(keys), _BATCH_GET):
             pending = keys[chunk_start : chunk_start + _BATCH_GET]
@@ -385,6 +397,8 @@ class DynamoStore(Store):
                 if not pending:
                     break
                 time.sleep(0.05 * 2**attempt)  # throttled: back off; what is left waits for the next sweep
+            if pending and complete:
+                raise Throttled(f"DynamoDB left {len(pending)} reads unprocessed; retry the request")
         return items
 
     def purge_expired(self, now: int, deleted_before: int, limit: int) -> int:
