@@ -21,15 +21,6 @@ class PunctualError(Exception):
         self.field = field
         self.details = details
 
-    def to_dict(self) -> dict[str, Any]:
-        body: dict[str, Any] = {"code": self.code, "message": self.message}
-        details = self.details
-        if details is None and self.field is not None:
-            details = [{"field": self.field, "message": self.message}]
-        if details is not None:
-            body["details"] = details
-        return body
-
 
 # -- bad input --------------------------------------------------------------------------------
 

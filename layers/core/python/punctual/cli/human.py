@@ -147,10 +147,17 @@ def _command(func: Callable[[Client, argparse.Namespace], Any]) -> Callable[[arg
         try:
             func(client, args)
         except ApiError as exc:
-            _print_api_error(exc)
+            if getattr(args, "json", False):  # scripts get the API's error object, as JSON
+                error = {"status": exc.status, "code": exc.code, "message": exc.message, "details": exc.details}
+                print(json.dumps({"error": error}))
+            else:
+                _print_api_error(exc)
             return 1
         except CliError as exc:
-            print(f"punctual: {exc}", file=sys.stderr)
+            if getattr(args, "json", False):
+                print(json.dumps({"error": {"code": "cli_error", "message": str(exc)}}))
+            else:
+                print(f"punctual: {exc}", file=sys.stderr)
             return 1
         finally:
             client.close()

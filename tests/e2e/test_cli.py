@@ -1,0 +1,86 @@
+"""The CLI for humans against the local API over HTTP: every command, tables and --json, errors."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+import pytest
+
+from punctual.cli import main
+from tests.e2e.conftest import Stack
+
+pytestmark = pytest.mark.e2e
+
+
+class Cli:
+    def __init__(self, stack: Stack, capsys: pytest.CaptureFixture[str]) -> None:
+        self.key = f"key-{uuid.uuid4().hex}"
+        stack.keys.add(self.key, f"owner-{uuid.uuid4().hex[:12]}")
+        self.url = stack.url
+        self.capsys = capsys
+
+    def __call__(self, *argv: str) -> tuple[int, str, str]:
+        code = main([*argv[:2], "--api-url", self.url, "--api-key", self.key, *argv[2:]])
+        out, err = self.capsys.readouterr()
+        return code, out, err
+
+    def json(self, *argv: str) -> Any:
+        code, out, err = self(*argv, "--json")
+        assert code == 0, err
+        return json.loads(out)
+
+
+@pytest.fixture
+def cli(stack: Stack, capsys: pytest.CaptureFixture[str]) -> Cli:
+    return Cli(stack, capsys)
+
+
+def test_every_job_command_round_trips_through_the_api(cli: Cli) -> None:
+    # create (cron, with a payload and an http target), in readable form
+    code, out, _ = cli(
+        "jobs", "create", "--name", "nightly", "--schedule", "0 3 * * *", "--timezone", "Europe/Berlin",
+        "--url", "https://example.com/hook", "--payload", '{"report": "sales"}', "--max-retries", "2",
+    )  # fmt: skip
+    assert code == 0 and "nightly" in out and "0 3 * * * (Europe/Berlin)" in out
+    job = cli.json("jobs", "list")["items"][0]
+    assert (job["name"], job["max_retries"], job["payload"]) == ("nightly", 2, {"report": "sales"})
+    # list as a table, get, pause, resume
+    code, out, _ = cli("jobs", "list")
+    assert code == 0 and job["id"] in out and "NEXT RUN" in out
+    assert cli.json("jobs", "get", job["id"])["id"] == job["id"]
+    assert cli.json("jobs", "pause", job["id"])["status"] == "paused"
+    assert cli.json("jobs", "resume", job["id"])["status"] == "active"
+    # trigger a run now, then see it in the job's runs and by its id
+    run = cli.json("jobs", "trigger", job["id"])
+    assert run["job_id"] == job["id"] and run["trigger"] == "manual"
+    runs = cli.json("runs", job["id"])["items"]
+    assert [r["run_id"] for r in runs] == [run["run_id"]]
+    code, out, _ = cli("run", run["run_id"])
+    assert code == 0 and run["run_id"] in out and "No attempts yet." in out  # no worker in this stack
+    # delete
+    code, _, _ = cli("jobs", "delete", job["id"])
+    assert code == 0
+    assert cli.json("jobs", "get", job["id"])["status"] == "deleted"
+
+
+def test_a_one_time_job_from_run_in(cli: Cli) -> None:
+    job = cli.json("jobs", "create", "--name", "soon", "--run-in", "3600", "--url", "https://example.com/once")
+    assert job["schedule"] is None and job["run_at"] == job["next_run_at"]
+
+
+def test_errors_are_clear_and_exit_1(cli: Cli) -> None:
+    code, _, err = cli("jobs", "create", "--name", "bad", "--schedule", "61 * * * *", "--url", "https://x.example/h")
+    assert code == 1 and "minute" in err and "invalid_schedule" in err
+    code, out, _ = cli("jobs", "get", "job_" + "0" * 32, "--json")
+    assert code == 1 and json.loads(out)["error"]["code"] == "job_not_found"
+    code, _, err = cli("jobs", "create", "--name", "bad", "--schedule", "* * * * *", "--payload", "{not json")
+    assert code == 1 and "--payload" in err
+
+
+def test_a_wrong_key_or_no_server_is_explained(stack: Stack, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["jobs", "list", "--api-url", stack.url, "--api-key", "wrong"])
+    assert code == 1 and "PUNCTUAL_API_KEY" in capsys.readouterr().err
+    code = main(["jobs", "list", "--api-url", "http://127.0.0.1:9", "--api-key", "k"])
+    assert code == 1 and "127.0.0.1:9" in capsys.readouterr().err
