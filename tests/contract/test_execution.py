@@ -19,7 +19,7 @@ from punctual.alerts import LogAlerter
 from punctual.clock import ManualClock
 from punctual.execution import ExecutionOptions, Outcome, process_delivery
 from punctual.model import AttemptOutcome, Job, JobStatus, RetryPolicy, Run, RunState
-from punctual.port import Alert, Delivery, Dispatch, Engine
+from punctual.port import Alert, Delivery, Dispatch, Engine, RunChange
 from punctual.reaper import ReapOptions, reap_once
 from punctual.retry import Jitter
 from punctual.targets import TargetResult
@@ -269,6 +269,40 @@ def test_a_slow_worker_whose_lease_was_taken_over_cannot_overwrite_the_newer_att
         (1, "slow", AttemptOutcome.LEASE_EXPIRED),
         (2, "fast", AttemptOutcome.SUCCEEDED),
     ]
+
+
+def test_a_run_cancelled_while_its_target_runs_keeps_the_attempt_in_its_log(engine, engine_kind, clock, alerter):
+    job = create_job(engine, clock, timeout_s=30)
+    run = schedule_run(engine, clock, job)
+    started, release = threading.Event(), threading.Event()
+
+    def slow_ok(job: Job, run: Run, attempt: int) -> TargetResult:
+        started.set()
+        release.wait(10)
+        return OK
+
+    result: list[Outcome] = []
+    worker = threading.Thread(
+        target=lambda: result.append(
+            process(engine, clock, receive_one(engine, engine_kind), FakeTargets(slow_ok), alerter, worker_id="w")
+        )
+    )
+    worker.start()
+    try:
+        assert started.wait(10)
+        # When the run is cancelled under the running attempt (as overlap=replace does)
+        running = stored(engine, run)
+        now = clock.now_ms()
+        cancel = RunChange(state=RunState.CANCELLED, now=now, deadline_at=now, finished_at=now, note="replaced")
+        engine.store.transition_run(running, cancel)
+    finally:
+        release.set()
+        worker.join(10)
+    # Then the worker's finish is refused, the run stays cancelled, and its log shows the call
+    assert result == [Outcome.LEASE_LOST]
+    done = stored(engine, run)
+    assert (done.state, done.note) == (RunState.CANCELLED, "replaced")
+    assert [(a.number, a.worker_id, a.outcome) for a in done.attempts] == [(1, "w", AttemptOutcome.SUCCEEDED)]
 
 
 def test_a_worker_that_loses_its_lease_at_a_heartbeat_abandons_the_attempt(engine, engine_kind, clock, alerter):

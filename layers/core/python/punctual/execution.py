@@ -26,6 +26,7 @@ and response excerpt): the run's log.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -307,6 +308,7 @@ class _LeasedAttempt:
             )
         except LeaseLost:
             logger.warning("run %s attempt %d: finish refused (taken over); the newer attempt stands", *self._ids())
+            self._log_on_cancelled_run(record, now)
             return Outcome.LEASE_LOST
         if verdict is retry.Verdict.RETRY:
             assert change.next_attempt_at is not None
@@ -315,6 +317,22 @@ class _LeasedAttempt:
         self.ctx.alert_if_needed(finished, now)
         self.ctx.drop()
         return Outcome(finished.state.value)
+
+    def _log_on_cancelled_run(self, record: Attempt, now: int) -> None:
+        """If the run was cancelled under this attempt (overlap=replace, its job deleted), keep the
+        attempt's record in its log: the target *was* called. Only the log changes (compare-and-set
+        on the cancelled run, same attempt); a run taken over by a newer attempt is left alone."""
+        try:
+            current = self.ctx.store.get_run(self.job.id, self.run.scheduled_at)
+        except RunNotFound:
+            return
+        if current.state is not RunState.CANCELLED or current.attempt != self.run.attempt:
+            return
+        change = RunChange(
+            state=RunState.CANCELLED, now=now, deadline_at=current.deadline_at, append=record, note=current.note
+        )
+        with contextlib.suppress(ConcurrentModification):
+            self.ctx.store.transition_run(current, change)
 
     def _bury_without_executing(self) -> Outcome:
         now = self.ctx.clock.now_ms()
