@@ -21,10 +21,11 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
 
-from punctual.errors import ConcurrentModification, PunctualError, RunNotFound
+from punctual.cancel import cancel_open_run
+from punctual.errors import PunctualError, RunNotFound
 from punctual.model import Overlap, Run, RunState
 from punctual.planning import Plan, PlanOptions, plan
-from punctual.port import DueJob, Queue, RunChange, Store
+from punctual.port import DueJob, Queue, Store
 
 logger = logging.getLogger(__name__)
 
@@ -113,7 +114,7 @@ def _apply_overlap(store: Store, p: Plan, now: int, stats: ClaimStats) -> Plan:
         skipped = [_as_skipped(run, note, now) for run in p.runs]
         # last_run_at keeps pointing at the open run, so the next time is checked against it too
         return Plan(job, skipped, p.dispatches, replace(p.advance, last_run_at=previous.scheduled_at))
-    _cancel(store, previous, f"replaced by run {p.runs[0].run_id} (overlap=replace)", now)
+    cancel_open_run(store, previous, f"replaced by run {p.runs[0].run_id} (overlap=replace)", now, tries=2)
     stats.replaced += 1
     return p
 
@@ -129,17 +130,3 @@ def _open_run(store: Store, job_id: str, scheduled_at: int) -> Run | None:
 def _as_skipped(run: Run, note: str, now: int) -> Run:
     # "finished" at its own time: a precomputed skip is decided a few seconds before it
     return run.model_copy(update={"state": RunState.CANCELLED, "note": note, "finished_at": max(now, run.scheduled_at)})
-
-
-def _cancel(store: Store, run: Run, note: str, now: int) -> None:
-    """Cancel an open run; if it moved on meanwhile, re-read once and cancel it if still open."""
-    for _ in range(2):
-        change = RunChange(state=RunState.CANCELLED, now=now, deadline_at=now, finished_at=now, note=note)
-        try:
-            store.transition_run(run, change)
-            return
-        except ConcurrentModification:
-            fresh = _open_run(store, run.job_id, run.scheduled_at)
-            if fresh is None:
-                return
-            run = fresh

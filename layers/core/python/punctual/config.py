@@ -20,6 +20,10 @@ if TYPE_CHECKING:
     from punctual.targets.policy import TargetPolicy
 
 
+DEFAULT_RETENTION_DAYS = 30
+DEFAULT_RETENTION_S = DEFAULT_RETENTION_DAYS * 86_400
+
+
 class EngineKind(StrEnum):
     EMBEDDED = "embedded"  # one SQLite file: punctual dev, one machine
     AWS = "aws"  # DynamoDB + SQS: what cdk deploy runs
@@ -45,7 +49,7 @@ class Settings(BaseModel):
     target_allow_loopback: bool = False  # punctual dev turns this on: a target on the same laptop
     target_allow_private: bool = False
     # history
-    retention_days: Annotated[int, Field(ge=1, le=3650)] = 30
+    retention_days: Annotated[int, Field(ge=1, le=3650)] = DEFAULT_RETENTION_DAYS
     # scheduling
     lookahead_ms: Annotated[int, Field(ge=0, le=60_000)] = 3_000
     lease_margin_s: Annotated[int, Field(ge=1, le=600)] = 30
@@ -70,6 +74,11 @@ class Settings(BaseModel):
                 f"PUNCTUAL_{'.'.join(str(p) for p in err['loc']).upper()}: {err['msg']}" for err in exc.errors()
             )
             raise ConfigError(f"invalid configuration: {problems}") from exc
+
+    @property
+    def retention_s(self) -> int:
+        """How long run history and deleted jobs are kept, in seconds."""
+        return self.retention_days * 86_400
 
     def target_policy(self) -> TargetPolicy:
         from punctual.targets.policy import TargetPolicy  # not at import: targets pull in httpx

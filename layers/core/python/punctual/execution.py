@@ -37,6 +37,7 @@ from enum import StrEnum
 from punctual import ids, retry
 from punctual import metrics as m
 from punctual.alerts import Alerter, LogAlerter, alert_once
+from punctual.cancel import cancel_open_run
 from punctual.clock import Clock
 from punctual.errors import ConcurrentModification, InvalidId, JobNotFound, LeaseLost, RunNotFound
 from punctual.model import (
@@ -182,21 +183,12 @@ def live_job(store: Store, job_id: str) -> Job | None:
 
 def _cancel_orphan(ctx: _Context, job_id: str, scheduled_at: int) -> Outcome:
     """The job is gone: cancel the run if still open, and drop the message (unless we keep losing races)."""
-    for _ in range(3):
-        try:
-            run = ctx.store.get_run(job_id, scheduled_at)
-        except RunNotFound:
-            break
-        if not run.is_open:
-            break
-        now = ctx.clock.now_ms()
-        change = RunChange(state=RunState.CANCELLED, now=now, deadline_at=now, finished_at=now, note="job deleted")
-        try:
-            ctx.store.transition_run(run, change)
-            break
-        except ConcurrentModification:
-            continue  # it moved on meanwhile: re-read and decide again
-    else:
+    try:
+        run = ctx.store.get_run(job_id, scheduled_at)
+    except RunNotFound:
+        ctx.drop()
+        return Outcome.CANCELLED
+    if run.is_open and cancel_open_run(ctx.store, run, "job deleted", ctx.clock.now_ms(), tries=3) is None:
         return Outcome.LEASE_LOST  # kept changing under us: leave the message for a later delivery
     ctx.drop()
     return Outcome.CANCELLED
@@ -303,9 +295,7 @@ class _LeasedAttempt:
         record = attempt_record(result, self.run.attempt, self.ctx.worker_id, started_at, now)
         change = self._change(verdict, record, now)
         try:
-            finished = self.ctx.store.finish_run(
-                self.job.id, self.run.scheduled_at, self.ctx.worker_id, self.run.attempt, change
-            )
+            finished = self._finish_held(change)
         except LeaseLost:
             logger.warning("run %s attempt %d: finish refused (taken over); the newer attempt stands", *self._ids())
             self._log_on_cancelled_run(record, now)
@@ -314,6 +304,16 @@ class _LeasedAttempt:
             assert change.next_attempt_at is not None
             self.ctx.hide(change.next_attempt_at)  # the same message brings the next attempt
             return Outcome.RETRYING
+        return self._ended(finished, now)
+
+    def _finish_held(self, change: RunChange) -> Run:
+        """Apply ``change`` under this attempt's lease; raises :class:`LeaseLost` if it was lost."""
+        return self.ctx.store.finish_run(
+            self.job.id, self.run.scheduled_at, self.ctx.worker_id, self.run.attempt, change
+        )
+
+    def _ended(self, finished: Run, now: int) -> Outcome:
+        """A terminal finish: alert the owner if the run failed, drop the message."""
         self.ctx.alert_if_needed(finished, now)
         self.ctx.drop()
         return Outcome(finished.state.value)
@@ -340,14 +340,10 @@ class _LeasedAttempt:
         note = _note(f"dead: {lost} attempts lost their worker (max_retries={self.job.max_retries})")
         change = RunChange(state=RunState.DEAD, now=now, deadline_at=now, finished_at=now, note=note)
         try:
-            finished = self.ctx.store.finish_run(
-                self.job.id, self.run.scheduled_at, self.ctx.worker_id, self.run.attempt, change
-            )
+            finished = self._finish_held(change)
         except LeaseLost:
             return Outcome.LEASE_LOST
-        self.ctx.alert_if_needed(finished, now)
-        self.ctx.drop()
-        return Outcome.DEAD
+        return self._ended(finished, now)
 
     def _change(self, verdict: retry.Verdict, record: Attempt, now: int) -> RunChange:
         attempt, error = self.run.attempt, record.error or "unknown error"

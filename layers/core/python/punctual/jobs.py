@@ -34,6 +34,7 @@ from pydantic import ValidationError
 
 from punctual import ids, schedule, validation
 from punctual.clock import from_datetime
+from punctual.config import DEFAULT_RETENTION_S
 from punctual.errors import (
     ConcurrentModification,
     IdempotencyKeyReused,
@@ -52,7 +53,6 @@ RUN_AT_TOLERANCE_MS = 1_000
 WRITE_ATTEMPTS = 3  # optimistic-write retries before ConcurrentModification reaches the caller
 MAX_PAGE = 100
 MAX_IDEMPOTENCY_KEY = 255
-DEFAULT_RETENTION_S = 30 * 86_400
 STRICT_TARGETS = TargetPolicy()  # public addresses only: what the AWS deployment allows by default
 _IDEMPOTENCY_KEY = re.compile(r"^[\x21-\x7e]+$")  # printable ASCII, no spaces: safe in any header
 _SCHEDULING_FIELDS = ("schedule", "timezone", "run_at")

@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from punctual import ids, schedule
+from punctual.config import DEFAULT_RETENTION_S
 from punctual.model import Catchup, Run, RunState, Trigger
 from punctual.port import Advance, Dispatch, DueJob
 from punctual.resources import MAX_DELAY_S
@@ -26,7 +27,7 @@ from punctual.resources import MAX_DELAY_S
 class PlanOptions:
     late_after_ms: int = 60_000  # older than this, a due time is "missed" (catch-up policy applies)
     dispatch_grace_ms: int = 120_000  # a scheduled run not leased by not_before + this is reaped
-    retention_s: int = 30 * 86_400  # run history retention (TTL)
+    retention_s: int = DEFAULT_RETENTION_S  # run history retention (TTL)
 
 
 @dataclass(frozen=True, slots=True)

@@ -38,7 +38,9 @@ from enum import StrEnum
 
 from punctual import ids, rules
 from punctual.alerts import Alerter, LogAlerter, alert_once
+from punctual.cancel import cancellation
 from punctual.clock import Clock
+from punctual.config import DEFAULT_RETENTION_S
 from punctual.errors import ConcurrentModification, InvalidId, RunNotFound
 from punctual.execution import live_job
 from punctual.model import MAX_ERROR_CHARS, Attempt, AttemptOutcome, Job, Run, RunState, truncate
@@ -57,7 +59,7 @@ class ReapOptions:
     dead_letter_batches: int = 10  # at most this many receives of 10 from the dead-letter queue per pass
     dead_letter_visibility_s: int = 60
     drain_dead_letters: bool = True  # False where the DLQ is an event source of the reaper Lambda
-    retention_s: int = 30 * 86_400  # deleted jobs are purged this long after deletion (runs: their expires_at)
+    retention_s: int = DEFAULT_RETENTION_S  # deleted jobs are purged this long after deletion (runs: their expires_at)
     purge_limit: int = 1_000  # history rows purged per pass (engines without TTL; see Store.purge_expired)
 
 
@@ -234,9 +236,7 @@ class _Pass:
         now = self.now
         try:
             if job is None:
-                self.store.transition_run(
-                    run, RunChange(RunState.CANCELLED, now, now, finished_at=now, note="job deleted")
-                )
+                self.store.transition_run(run, cancellation(now, "job deleted"))
                 self.stats.cancelled += 1
             elif run.state is RunState.RUNNING:
                 self._lost_lease(run, job)

@@ -38,7 +38,7 @@ class SchedulerOptions:
 def options_from_settings(settings: Settings) -> SchedulerOptions:
     return SchedulerOptions(
         lookahead_ms=settings.lookahead_ms,
-        plan=PlanOptions(retention_s=settings.retention_days * 86_400),
+        plan=PlanOptions(retention_s=settings.retention_s),
     )
 
 

@@ -17,6 +17,7 @@ from collections import Counter
 
 from punctual.alerts import Alerter, LogAlerter
 from punctual.clock import Clock
+from punctual.config import DEFAULT_RETENTION_S
 from punctual.execution import RUN_METRICS, ExecutionOptions, Outcome, process_delivery
 from punctual.metrics import Metrics
 from punctual.port import Delivery, Engine
@@ -129,7 +130,7 @@ def execution_components(
     allow_private: bool = False,
     reap_interval_s: float = 10.0,
     metrics: Metrics | None = None,
-    retention_s: int = 30 * 86_400,
+    retention_s: int = DEFAULT_RETENTION_S,
 ) -> list[Worker | Reaper]:
     """The worker and the reaper as components of ``punctual dev`` (each has ``name`` and ``run(stop)``).
 

@@ -66,10 +66,6 @@ class Services:
     def of(cls, engine: Engine, settings: Settings, clock: Clock) -> Services:
         return cls(store=engine.store, queue=engine.queue, clock=clock, settings=settings)
 
-    @property
-    def retention_s(self) -> int:
-        return self.settings.retention_days * 86_400
-
 
 def handle(event: Mapping[str, Any], context: Any, services: Services) -> dict[str, Any]:
     """Answer one API Gateway REST (v1) proxy event with a proxy response."""
@@ -256,7 +252,12 @@ def resume_job(job_id: JobId) -> JobResponse:
 def trigger_job(job_id: JobId) -> Response[RunResponse]:
     services, owner = _caller()
     run = jobs.trigger_job(
-        services.store, services.queue, owner, job_id, services.clock.now_ms(), retention_s=services.retention_s
+        services.store,
+        services.queue,
+        owner,
+        job_id,
+        services.clock.now_ms(),
+        retention_s=services.settings.retention_s,
     )
     return _json(202, RunResponse.from_run(run), {"Location": f"/runs/{run.run_id}"})
 

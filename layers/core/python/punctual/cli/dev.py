@@ -75,7 +75,7 @@ def dev_components(settings: Settings, engine: Engine) -> list[Component]:
         allow_loopback=settings.target_allow_loopback,
         allow_private=settings.target_allow_private,
         metrics=metrics,
-        retention_s=settings.retention_days * 86_400,
+        retention_s=settings.retention_s,
     )
     return [scheduler, *execution, StatusLine(metrics)]
 

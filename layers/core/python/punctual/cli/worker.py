@@ -84,7 +84,7 @@ def run_reaper(args: argparse.Namespace) -> int:
     configure_logging()
     settings, engine = engine_from_settings(settings_from_args(args))
     stop = stop_event_on_signals()
-    options = ReapOptions(retention_s=settings.retention_days * 86_400)
+    options = ReapOptions(retention_s=settings.retention_s)
     reaper = Reaper(engine, SystemClock(), options=options, interval_s=args.interval_s)
     try:
         reaper.run(stop)
