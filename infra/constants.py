@@ -119,7 +119,7 @@ DEAD_LETTER_MAX_CONCURRENCY = 2  # the smallest SQS event source maximum concurr
 
 # -- worker targets ---------------------------------------------------------------------------------
 # ARN service -> the one action a worker needs to deliver a run to a target of that kind
-# (punctual.targets.aws). Granted only on the ARNs listed in the target_arns context parameter.
+# (punctual.execution.targets.aws). Granted only on the ARNs listed in the target_arns context parameter.
 TARGET_ACTIONS = {
     "lambda": "lambda:InvokeFunction",
     "states": "states:StartExecution",

@@ -14,13 +14,13 @@ from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, pro
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from punctual.alerts import Alerter, alerter_for
 from punctual.clock import SystemClock
 from punctual.config import Settings
 from punctual.engines import open_engine
+from punctual.execution.sqs_events import KeepMessage, delivery_of
 from punctual.port import Engine
-from punctual.reaper import DeadLetterResult, Reaper, ReapOptions, handle_dead_letter
-from punctual.sqs_events import KeepMessage, delivery_of
+from punctual.reaping.reaper import DeadLetterResult, Reaper, ReapOptions, handle_dead_letter
+from punctual.runs.alerts import Alerter, alerter_for
 
 logger = Logger()
 tracer = Tracer()

@@ -20,9 +20,9 @@ from punctual.clock import SystemClock
 from punctual.config import Settings
 from punctual.engines import open_engine
 from punctual.errors import InvalidInput
-from punctual.observability import PowertoolsMetrics
 from punctual.port import Engine
-from punctual.scheduler import Scheduler, options_from_settings
+from punctual.runtime.powertools import PowertoolsMetrics
+from punctual.scheduling.scheduler import Scheduler, options_from_settings
 
 logger = Logger()
 tracer = Tracer()

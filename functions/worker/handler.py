@@ -1,7 +1,7 @@
 """Worker Lambda: the SQS event source of the dispatch queue delivers batches of run messages.
 
-Each record is one run for ``punctual.execution.process_delivery`` (through
-``punctual.sqs_events.LambdaWorker``). Records of a batch run concurrently (a batch holds runs due
+Each record is one run for ``punctual.execution.delivery.process_delivery`` (through
+``punctual.execution.sqs_events.LambdaWorker``). Records of a batch run concurrently (a batch holds runs due
 at the same second; executing them one after another would start the last one late). A record
 whose message must stay (retrying, held by another worker) is reported as a batch item failure
 after its visibility was set, so SQS brings it back exactly when it is due; the event source
@@ -22,14 +22,14 @@ from aws_lambda_powertools.utilities.batch import AsyncBatchProcessor, EventType
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from punctual.alerts import alerter_for
 from punctual.clock import SystemClock
 from punctual.config import Settings
 from punctual.engines import open_engine
-from punctual.execution import RUN_METRICS, ExecutionOptions, Outcome
+from punctual.execution.delivery import RUN_METRICS, ExecutionOptions, Outcome
+from punctual.execution.sqs_events import KeepMessage, LambdaWorker
+from punctual.execution.targets import Targets
 from punctual.resources import DISPATCH_QUEUE
-from punctual.sqs_events import KeepMessage, LambdaWorker
-from punctual.targets import Targets
+from punctual.runs.alerts import alerter_for
 
 logger = Logger()
 tracer = Tracer()

@@ -21,12 +21,13 @@ from typing import Any
 
 import pytest
 
-from punctual import ids, schedule
-from punctual.claim import claim_page
+from punctual import ids
 from punctual.clock import ManualClock, to_datetime
 from punctual.model import Catchup, Job, JobStatus, Overlap, RunState
-from punctual.planning import PlanOptions
 from punctual.port import Engine, RunQuery
+from punctual.scheduling import cron as schedule
+from punctual.scheduling.claim import claim_page
+from punctual.scheduling.planning import PlanOptions
 from tests.contract.factories import MINUTE, SECOND, all_pages, drain, make_job, make_run
 
 pytestmark = pytest.mark.contract

@@ -12,11 +12,11 @@ from collections import Counter
 
 import pytest
 
-from punctual import schedule
-from punctual.claim import ClaimStats, claim_page
 from punctual.clock import ManualClock
 from punctual.model import Catchup, Job
 from punctual.port import Engine, RunQuery
+from punctual.scheduling import cron as schedule
+from punctual.scheduling.claim import ClaimStats, claim_page
 from tests.contract.factories import MINUTE, all_pages, drain, make_job
 
 pytestmark = pytest.mark.contract

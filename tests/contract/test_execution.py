@@ -1,4 +1,4 @@
-"""The worker's per-message protocol (``punctual.execution``) and the reaper, on both engines.
+"""The worker's per-message protocol (``punctual.execution.delivery``) and the reaper, on both engines.
 
 Targets are scripted test doubles here (the real HTTP and AWS targets are tested in
 tests/unit/test_targets.py); the store and the queue are the real engines. Store time is the
@@ -15,14 +15,14 @@ from typing import Any
 
 import pytest
 
-from punctual.alerts import LogAlerter
 from punctual.clock import ManualClock
-from punctual.execution import ExecutionOptions, Outcome, process_delivery
+from punctual.execution.delivery import ExecutionOptions, Outcome, process_delivery
+from punctual.execution.targets import TargetResult
 from punctual.model import AttemptOutcome, Job, JobStatus, RetryPolicy, Run, RunState
 from punctual.port import Alert, Delivery, Dispatch, Engine, RunChange
-from punctual.reaper import ReapOptions, reap_once
-from punctual.retry import Jitter
-from punctual.targets import TargetResult
+from punctual.reaping.reaper import ReapOptions, reap_once
+from punctual.runs.alerts import LogAlerter
+from punctual.runs.retry import Jitter
 from tests.contract.factories import MINUTE, SECOND, make_job, make_run
 
 pytestmark = pytest.mark.contract

@@ -7,11 +7,11 @@ from collections.abc import Sequence
 import pytest
 
 from punctual.clock import ManualClock
-from punctual.execution import ExecutionOptions, process_delivery
+from punctual.execution.delivery import ExecutionOptions, process_delivery
+from punctual.execution.targets import TargetResult
 from punctual.model import Job, RetryPolicy, Run, RunState
 from punctual.port import Delivery, Dispatch, Engine, Queue
-from punctual.retry import Jitter
-from punctual.targets import TargetResult
+from punctual.runs.retry import Jitter
 from tests.contract.factories import MINUTE, SECOND, make_job, make_run
 
 pytestmark = pytest.mark.contract
@@ -86,8 +86,8 @@ def test_a_job_that_crashes_its_workers_is_not_executed_beyond_max_retries_plus_
 
 def test_the_reaper_buries_the_same_situation(engine: Engine, clock: ManualClock) -> None:
     """The counterpart: the reaper treats the lost attempt as a used retry, as the worker now does."""
-    from punctual.alerts import LogAlerter
-    from punctual.reaper import reap_once
+    from punctual.reaping.reaper import reap_once
+    from punctual.runs.alerts import LogAlerter
 
     job = make_job(OWNER, clock, shards=engine.store.shards, max_retries=1, timeout_s=5)
     engine.store.create_job(job)

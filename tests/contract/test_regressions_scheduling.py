@@ -8,7 +8,7 @@ from punctual import metrics as m
 from punctual.clock import ManualClock
 from punctual.model import Job, Overlap, RunState
 from punctual.port import Engine, LeaseOutcome, RunQuery
-from punctual.scheduler import Scheduler
+from punctual.scheduling.scheduler import Scheduler
 from tests.contract.factories import MINUTE, make_job
 
 pytestmark = pytest.mark.contract

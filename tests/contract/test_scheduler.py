@@ -11,12 +11,12 @@ import pytest
 
 from punctual import ids
 from punctual import metrics as m
-from punctual.claim import claim_page
 from punctual.clock import ManualClock
 from punctual.model import Catchup, Job, JobStatus, Overlap, RunState, Trigger
 from punctual.port import Engine, LeaseOutcome, RunQuery
-from punctual.scheduler import Scheduler, SchedulerOptions
-from punctual.shards import OwnershipOptions
+from punctual.scheduling.claim import claim_page
+from punctual.scheduling.scheduler import Scheduler, SchedulerOptions
+from punctual.scheduling.shards import OwnershipOptions
 from tests.contract.factories import make_job
 
 pytestmark = pytest.mark.contract

@@ -23,12 +23,12 @@ from punctual.api.auth import ApiKeys
 from punctual.clock import SystemClock, iso, to_datetime
 from punctual.config import Settings
 from punctual.engines.embedded import EmbeddedEngine
+from punctual.execution.targets import TargetPolicy, Targets
+from punctual.execution.worker import Worker
 from punctual.local.server import LocalServer
 from punctual.metrics import InMemoryMetrics
-from punctual.reaper import Reaper
-from punctual.scheduler import Scheduler, SchedulerOptions
-from punctual.targets import TargetPolicy, Targets
-from punctual.worker import Worker
+from punctual.reaping.reaper import Reaper
+from punctual.scheduling.scheduler import Scheduler, SchedulerOptions
 
 pytestmark = pytest.mark.e2e
 

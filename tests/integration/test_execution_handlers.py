@@ -9,9 +9,9 @@ import pytest
 
 from punctual import ids
 from punctual.clock import SystemClock
+from punctual.execution.targets import TargetResult
 from punctual.model import AttemptOutcome, HttpTarget, Job, RetryPolicy, Run, RunState
 from punctual.port import Dispatch, Engine
-from punctual.targets import TargetResult
 from tests.integration.conftest import Context, load
 
 pytestmark = pytest.mark.integration
@@ -112,8 +112,8 @@ def test_reaper_handler_runs_a_pass_on_its_schedule(engine):
 def test_sns_alerter_publishes_each_alert_once_with_an_owner_attribute(engine):
     import boto3
 
-    from punctual.alerts import SnsAlerter, alert_once, alerter_for
     from punctual.port import Alert
+    from punctual.runs.alerts import SnsAlerter, alert_once, alerter_for
 
     sns, sqs = boto3.client("sns", region_name="us-east-1"), boto3.client("sqs", region_name="us-east-1")
     topic = sns.create_topic(Name="punctual-alerts")["TopicArn"]

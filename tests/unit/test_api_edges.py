@@ -22,7 +22,7 @@ from punctual.errors import (
     LeaseLost,
     Unauthorized,
 )
-from punctual.validation import details_from_errors, field_path
+from punctual.jobs.validation import details_from_errors, field_path
 
 pytestmark = pytest.mark.unit
 

@@ -1,4 +1,4 @@
-"""The job service (punctual.jobs) on the embedded engine with a manual clock.
+"""The job service (punctual.jobs.service) on the embedded engine with a manual clock.
 
 The rules the API relies on: first due times, idempotent create, owner isolation, merge-patch
 updates that recompute next_run_at, the status lifecycle, resume handing missed times to the
@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from punctual import ids, jobs, schedule
+from punctual import ids
 from punctual.clock import ManualClock, to_datetime
 from punctual.engines.embedded import EmbeddedEngine
 from punctual.errors import (
@@ -26,8 +26,10 @@ from punctual.errors import (
     JobNotFound,
     RunNotFound,
 )
+from punctual.jobs import service as jobs
 from punctual.model import HttpTarget, Job, JobSpec, JobStatus, RunState, Trigger
 from punctual.port import Advance, RunQuery, Store
+from punctual.scheduling import cron as schedule
 
 pytestmark = pytest.mark.unit
 

@@ -1,6 +1,6 @@
-"""Tests for punctual.planning.plan: which runs a due job gets and where next_run_at moves.
+"""Tests for punctual.scheduling.planning.plan: which runs a due job gets and where next_run_at moves.
 
-Every cron here is evaluated in UTC: planning only orders fire times that punctual.schedule
+Every cron here is evaluated in UTC: planning only orders fire times that punctual.scheduling.cron
 computes (DST is that module's concern), so these tests stay DST-agnostic.
 """
 
@@ -12,9 +12,9 @@ import pytest
 
 from punctual import ids
 from punctual.model import Catchup, Overlap, Run, RunState, Trigger
-from punctual.planning import PlanOptions, dispatch_for, jitter_offset_ms, plan
 from punctual.port import DueJob
 from punctual.resources import MAX_DELAY_S
+from punctual.scheduling.planning import PlanOptions, dispatch_for, jitter_offset_ms, plan
 
 pytestmark = pytest.mark.unit
 

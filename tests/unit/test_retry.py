@@ -1,11 +1,11 @@
-"""Retry rules (punctual.retry): verdicts, exponential backoff with jitter, status classification."""
+"""Retry rules (punctual.runs.retry): verdicts, exponential backoff with jitter, status classification."""
 
 from __future__ import annotations
 
 import pytest
 
 from punctual.model import RetryPolicy
-from punctual.retry import (
+from punctual.runs.retry import (
     MAX_VISIBILITY_S,
     Jitter,
     Verdict,

@@ -1,4 +1,4 @@
-"""Tests for punctual.schedule: validation, DST rules, and a brute-force reference model."""
+"""Tests for punctual.scheduling.cron: validation, DST rules, and a brute-force reference model."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from punctual.errors import InvalidSchedule, InvalidTimezone
-from punctual.schedule import (
+from punctual.scheduling.cron import (
     fire_times,
     latest_fire_at_or_before,
     next_fire,

@@ -8,7 +8,7 @@ import pytest
 
 from punctual.clock import ManualClock
 from punctual.engines.aws.clients import ServiceClock
-from punctual.scheduler import SkewCorrectedClock
+from punctual.scheduling.scheduler import SkewCorrectedClock
 
 pytestmark = pytest.mark.unit
 

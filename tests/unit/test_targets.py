@@ -19,6 +19,9 @@ from moto import mock_aws
 from punctual import ids
 from punctual.clock import iso
 from punctual.errors import InvalidInput
+from punctual.execution.targets import Invocation, TargetPolicy, TargetRefused, Targets, check_target, http
+from punctual.execution.targets.aws import AwsTargets, client_error_result
+from punctual.execution.targets.policy import address_refusal
 from punctual.model import (
     MAX_EXCERPT_CHARS,
     EventBridgeTarget,
@@ -29,9 +32,6 @@ from punctual.model import (
     SqsTarget,
     StepFunctionsTarget,
 )
-from punctual.targets import Invocation, TargetPolicy, TargetRefused, Targets, check_target, http
-from punctual.targets.aws import AwsTargets, client_error_result
-from punctual.targets.policy import address_refusal
 
 pytestmark = pytest.mark.unit
 

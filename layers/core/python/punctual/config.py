@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from punctual.errors import ConfigError
 
 if TYPE_CHECKING:
-    from punctual.targets.policy import TargetPolicy
+    from punctual.execution.targets.policy import TargetPolicy
 
 
 DEFAULT_RETENTION_DAYS = 30
@@ -45,7 +45,7 @@ class Settings(BaseModel):
     dead_letter_queue_url: str | None = None
     region: str = "us-east-1"
     alert_topic_arn: str | None = None  # SNS topic for owner alerts (aws); locally alerts are logged
-    # where HTTP targets may point besides public addresses (the SSRF guard, punctual.targets.policy)
+    # where HTTP targets may point besides public addresses (the SSRF guard, punctual.execution.targets.policy)
     target_allow_loopback: bool = False  # punctual dev turns this on: a target on the same laptop
     target_allow_private: bool = False
     # history
@@ -81,7 +81,7 @@ class Settings(BaseModel):
         return self.retention_days * 86_400
 
     def target_policy(self) -> TargetPolicy:
-        from punctual.targets.policy import TargetPolicy  # not at import: targets pull in httpx
+        from punctual.execution.targets.policy import TargetPolicy  # not at import: targets pull in httpx
 
         return TargetPolicy(allow_loopback=self.target_allow_loopback, allow_private=self.target_allow_private)
 

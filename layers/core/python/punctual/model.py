@@ -231,7 +231,7 @@ class JobSpec(BaseModel):
     @field_validator("schedule")
     @classmethod
     def _valid_cron(cls, value: str | None) -> str | None:
-        from punctual.schedule import validate_cron
+        from punctual.scheduling.cron import validate_cron
 
         try:
             return None if value is None else validate_cron(value)
@@ -241,7 +241,7 @@ class JobSpec(BaseModel):
     @field_validator("timezone")
     @classmethod
     def _valid_timezone(cls, value: str) -> str:
-        from punctual.schedule import validate_timezone
+        from punctual.scheduling.cron import validate_timezone
 
         try:
             return validate_timezone(value)

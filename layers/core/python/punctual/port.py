@@ -143,7 +143,7 @@ class Store(ABC):
     def get_job(self, job_id: str) -> Job:
         """The job with this id, in any status. Raises :class:`JobNotFound`.
 
-        Ownership is checked by the caller (``punctual.jobs``), which answers not-found for
+        Ownership is checked by the caller (``punctual.jobs.service``), which answers not-found for
         another owner's job so ids do not leak.
         """
 
@@ -162,7 +162,7 @@ class Store(ABC):
 
         Writes ``job`` with ``version = expected_version + 1`` and ``updated_at`` as given, and
         puts it in or takes it out of the due index to match its status (pause, resume and delete
-        are updates of the status; see ``punctual.jobs``). Returns the stored job.
+        are updates of the status; see ``punctual.jobs.service``). Returns the stored job.
         Raises :class:`ConcurrentModification` on a version mismatch, :class:`JobNotFound` if absent.
         """
 

@@ -1,7 +1,7 @@
 """The HTTP API: Powertools routes over the job service, identical on Lambda and locally.
 
 Routes are thin: parse (Powertools validates against the pydantic models), call one function of
-``punctual.jobs``, shape the response. Errors are mapped in ``punctual.api.errors`` only.
+``punctual.jobs.service``, shape the response. Errors are mapped in ``punctual.api.errors`` only.
 
 :func:`handle` is the one entry point (the Lambda handler and the local server both call it):
 
@@ -31,12 +31,13 @@ from aws_lambda_powertools.event_handler.openapi.models import Server
 from aws_lambda_powertools.event_handler.openapi.params import Header, Path, Query
 from pydantic import AwareDatetime
 
-from punctual import __version__, jobs
+from punctual import __version__
 from punctual.api import alerts, auth, errors, openapi
 from punctual.api.schemas import JobCreate, JobPage, JobPatch, JobResponse, RunPage, RunResponse
 from punctual.clock import Clock, from_datetime
 from punctual.config import Settings
 from punctual.errors import ConfigError, InvalidInput, PunctualError, Unauthorized
+from punctual.jobs import service as jobs
 from punctual.model import JobStatus, RunState
 from punctual.port import Engine, Queue, RunQuery, Store
 

@@ -34,7 +34,6 @@ from aws_lambda_powertools.event_handler.openapi.exceptions import (
     RequestValidationError,
 )
 
-from punctual import validation
 from punctual.errors import (
     Conflict,
     InvalidCursor,
@@ -47,6 +46,7 @@ from punctual.errors import (
     Throttled,
     Unauthorized,
 )
+from punctual.jobs import validation
 
 logger = logging.getLogger(__name__)
 

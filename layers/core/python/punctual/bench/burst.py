@@ -19,11 +19,11 @@ from typing import Any
 
 from punctual import metrics as m
 from punctual.bench.jobs import bench_jobs
-from punctual.claim import ClaimStats
 from punctual.clock import SystemClock
 from punctual.engines.embedded import EmbeddedEngine
 from punctual.model import Run, RunState
-from punctual.scheduler import Scheduler, SchedulerOptions
+from punctual.scheduling.claim import ClaimStats
+from punctual.scheduling.scheduler import Scheduler, SchedulerOptions
 
 SHARDS = 16
 LEAD_MS = 4_000  # the burst second is this far after loading, so the lookahead precomputes it

@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from punctual.bench.jobs import bench_jobs
-from punctual.claim import ClaimStats, claim_page
 from punctual.clock import SystemClock
 from punctual.engines.embedded import EmbeddedEngine
+from punctual.scheduling.claim import ClaimStats, claim_page
 
 SHARDS = 16
 

@@ -3,7 +3,7 @@
 Measures three ways of answering "when does this job fire next after t?" over the same mix of
 expressions, time zones (UTC, America/New_York, Europe/Berlin) and instants across 2026:
 
-* ``cached``: :func:`punctual.schedule.next_fire` (compiled once per expression and zone);
+* ``cached``: :func:`punctual.scheduling.cron.next_fire` (compiled once per expression and zone);
 * ``croniter_new``: a new ``croniter(expr, start_dt)`` and ``get_next`` per call;
 * ``croniter_reused``: one croniter per (expression, zone), ``set_current`` + ``get_next``.
 
@@ -20,7 +20,7 @@ from zoneinfo import ZoneInfo
 
 from croniter import croniter
 
-from punctual.schedule import next_fire
+from punctual.scheduling.cron import next_fire
 
 EXPRESSIONS = ("*/5 * * * *", "0 9 * * MON-FRI", "30 2 * * *", "0 0 1 * *", "15,45 8-18 * * *", "@hourly")
 ZONES = ("UTC", "America/New_York", "Europe/Berlin")

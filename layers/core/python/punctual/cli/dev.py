@@ -32,11 +32,11 @@ from punctual.cli.common import (
 )
 from punctual.clock import SystemClock
 from punctual.config import Settings
+from punctual.execution.worker import execution_components
 from punctual.local.server import LocalServer
 from punctual.metrics import InMemoryMetrics
 from punctual.port import Engine
-from punctual.scheduler import Scheduler, options_from_settings
-from punctual.worker import execution_components
+from punctual.scheduling.scheduler import Scheduler, options_from_settings
 
 logger = logging.getLogger("punctual.dev")
 

@@ -15,8 +15,8 @@ from punctual.cli.common import (
 )
 from punctual.clock import SystemClock
 from punctual.metrics import InMemoryMetrics
-from punctual.scheduler import Scheduler, options_from_settings
-from punctual.shards import OwnershipOptions
+from punctual.scheduling.scheduler import Scheduler, options_from_settings
+from punctual.scheduling.shards import OwnershipOptions
 
 
 def register(subparsers: Any) -> None:

@@ -16,10 +16,10 @@ from punctual.cli.common import (
     stop_event_on_signals,
 )
 from punctual.clock import SystemClock
-from punctual.execution import ExecutionOptions
-from punctual.reaper import Reaper, ReapOptions
-from punctual.targets import Targets
-from punctual.worker import Worker
+from punctual.execution.delivery import ExecutionOptions
+from punctual.execution.targets import Targets
+from punctual.execution.worker import Worker
+from punctual.reaping.reaper import Reaper, ReapOptions
 
 
 def register(subparsers: Any) -> None:

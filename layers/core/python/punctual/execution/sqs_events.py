@@ -19,13 +19,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from punctual.alerts import Alerter, LogAlerter
 from punctual.clock import Clock
 from punctual.engines.aws.queue import delivery_from_message
 from punctual.errors import PunctualError
-from punctual.execution import ExecutionOptions, Outcome, process_delivery
+from punctual.execution.delivery import ExecutionOptions, Outcome, process_delivery
+from punctual.execution.targets import TargetExecutor
 from punctual.port import Delivery, Dispatch, Engine, Queue
-from punctual.targets import TargetExecutor
+from punctual.runs.alerts import Alerter, LogAlerter
 
 
 class KeepMessage(PunctualError):

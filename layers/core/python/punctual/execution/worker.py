@@ -3,7 +3,7 @@
 Used by ``punctual worker`` (one process, any engine: a laptop, a Fargate task) and by
 ``punctual dev``. Each thread long-polls the dispatch queue for one message at a time (so a busy
 thread never holds messages it cannot start) and hands it to
-:func:`punctual.execution.process_delivery`. Stopping is graceful: threads stop receiving, finish
+:func:`punctual.execution.delivery.process_delivery`. Stopping is graceful: threads stop receiving, finish
 the run in hand, and :meth:`Worker.run` returns when all have.
 """
 
@@ -15,14 +15,14 @@ import socket
 import threading
 from collections import Counter
 
-from punctual.alerts import Alerter, LogAlerter
 from punctual.clock import Clock
 from punctual.config import DEFAULT_RETENTION_S
-from punctual.execution import RUN_METRICS, ExecutionOptions, Outcome, process_delivery
+from punctual.execution.delivery import RUN_METRICS, ExecutionOptions, Outcome, process_delivery
+from punctual.execution.targets import TargetExecutor, TargetPolicy, Targets
 from punctual.metrics import Metrics
 from punctual.port import Delivery, Engine
-from punctual.reaper import Reaper, ReapOptions
-from punctual.targets import TargetExecutor, TargetPolicy, Targets
+from punctual.reaping.reaper import Reaper, ReapOptions
+from punctual.runs.alerts import Alerter, LogAlerter
 
 logger = logging.getLogger(__name__)
 

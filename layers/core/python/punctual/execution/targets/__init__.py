@@ -13,11 +13,11 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from punctual.execution.targets.policy import TargetPolicy, TargetRefused, check_target
 from punctual.model import HttpTarget, Job, Run
-from punctual.targets.policy import TargetPolicy, TargetRefused, check_target
 
 if TYPE_CHECKING:
-    from punctual.targets.aws import AwsTargets
+    from punctual.execution.targets.aws import AwsTargets
 
 __all__ = [
     "Invocation",
@@ -37,7 +37,7 @@ class TargetResult:
     """A target's answer to one attempt.
 
     ``retryable`` matters only when ``ok`` is False: whether sending the same run again may
-    succeed (see ``punctual.retry``). ``timed_out`` marks a target cut at the job's ``timeout_s``.
+    succeed (see ``punctual.runs.retry``). ``timed_out`` marks a target cut at the job's ``timeout_s``.
     ``excerpt`` and ``error`` are bounded by the worker before they are stored.
     """
 
@@ -105,7 +105,7 @@ class Targets:
             return timed_out(0)
         try:
             if isinstance(job.target, HttpTarget):
-                from punctual.targets import http
+                from punctual.execution.targets import http
 
                 return http.send(job.target, invocation, self.policy, deadline)
             return self._aws_targets().send(job.target, invocation, deadline)
@@ -115,13 +115,13 @@ class Targets:
 
     def warm_up(self) -> None:
         """Do the one-time work of the HTTP target (imports, CA bundle) before the first run needs it."""
-        from punctual.targets import http
+        from punctual.execution.targets import http
 
         http.warm_up()
 
     def _aws_targets(self) -> AwsTargets:
         if self._aws is None:
-            from punctual.targets.aws import AwsTargets
+            from punctual.execution.targets.aws import AwsTargets
 
             self._aws = AwsTargets()
         return self._aws

@@ -6,12 +6,12 @@ receiver can deduplicate), ``X-Punctual-Run-Id``, ``X-Punctual-Attempt``, ``X-Pu
 (ISO 8601 UTC) and ``X-Punctual-Job-Id``. POST, PUT and PATCH carry the payload as the body; GET and
 DELETE carry none. Redirects are not followed.
 
-Answer: 2xx is success; other statuses fail, retryable or not by ``punctual.retry.http_status_retryable``;
+Answer: 2xx is success; other statuses fail, retryable or not by ``punctual.runs.retry.http_status_retryable``;
 connection errors and timeouts are retryable. The first bytes of the body become the attempt's
 bounded response excerpt.
 
 SSRF: the host is resolved here, every resolved address is checked against the policy
-(``punctual.targets.policy``), and the connection goes to the checked address itself: the URL's
+(``punctual.execution.targets.policy``), and the connection goes to the checked address itself: the URL's
 host is replaced by the address, the original name is kept in the ``Host`` header and as the TLS
 server name (so certificates are still verified against the name). A DNS answer that changes
 between the check and the connection therefore cannot redirect the worker.
@@ -29,10 +29,10 @@ from functools import lru_cache
 import httpx
 
 from punctual.clock import iso
+from punctual.execution.targets import Invocation, TargetResult, failed, succeeded, timed_out
+from punctual.execution.targets.policy import TargetPolicy, address_refusal, host_refusal
 from punctual.model import MAX_EXCERPT_CHARS, HttpTarget, truncate
-from punctual.retry import http_status_retryable
-from punctual.targets import Invocation, TargetResult, failed, succeeded, timed_out
-from punctual.targets.policy import TargetPolicy, address_refusal, host_refusal
+from punctual.runs.retry import http_status_retryable
 
 USER_AGENT = "punctual/0.1"
 METHODS_WITH_BODY = frozenset({"POST", "PUT", "PATCH"})

@@ -17,7 +17,7 @@ Checks happen twice: when a job is created (:func:`check_target`, on the URL as 
 address or a well-known name, no DNS lookup, so the API stays fast and deterministic) and before
 every attempt on the *resolved* addresses, connecting to the address that was checked (so a DNS
 answer that changes between check and connect, "DNS rebinding", cannot slip through). See
-``punctual.targets.http``.
+``punctual.execution.targets.http``.
 """
 
 from __future__ import annotations

@@ -16,11 +16,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from punctual import ids, schedule
+from punctual import ids
 from punctual.config import DEFAULT_RETENTION_S
 from punctual.model import Catchup, Run, RunState, Trigger
 from punctual.port import Advance, Dispatch, DueJob
 from punctual.resources import MAX_DELAY_S
+from punctual.scheduling import cron as schedule
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,6 +31,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from punctual.clock import iso
+from punctual.execution.targets import Invocation, TargetResult, failed, succeeded, timed_out
 from punctual.model import (
     MAX_EXCERPT_CHARS,
     EventBridgeTarget,
@@ -39,7 +40,6 @@ from punctual.model import (
     StepFunctionsTarget,
     truncate,
 )
-from punctual.targets import Invocation, TargetResult, failed, succeeded, timed_out
 
 ClientFactory = Callable[[str], Any]
 

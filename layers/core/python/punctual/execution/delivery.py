@@ -15,7 +15,7 @@ The message is the run's lease clock on the queue side, so every open run keeps 
   ``retrying`` with ``next_attempt_at = now + backoff``, and the *same* message is hidden for the
   backoff (not deleted): it comes back when the run may be leased again;
 - a retryable failure past ``max_retries`` → ``dead``, owner alerted, delete;
-- a failure retrying cannot fix (see ``punctual.retry``) → ``failed`` at once, owner alerted, delete;
+- a failure retrying cannot fix (see ``punctual.runs.retry``) → ``failed`` at once, owner alerted, delete;
 - a finish or heartbeat refused with :class:`LeaseLost` (the lease expired and another worker took
   the run over, or the run was cancelled) → the result is discarded and the message is left alone:
   the newer attempt's outcome stands.
@@ -34,12 +34,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 
-from punctual import ids, retry
+from punctual import ids
 from punctual import metrics as m
-from punctual.alerts import Alerter, LogAlerter, alert_once
-from punctual.cancel import cancel_open_run
 from punctual.clock import Clock
 from punctual.errors import ConcurrentModification, InvalidId, JobNotFound, LeaseLost, RunNotFound
+from punctual.execution.targets import TargetExecutor, TargetResult, failed, timed_out
 from punctual.model import (
     MAX_ERROR_CHARS,
     MAX_EXCERPT_CHARS,
@@ -52,7 +51,9 @@ from punctual.model import (
     truncate,
 )
 from punctual.port import Alert, Delivery, LeaseOutcome, LeaseResult, Queue, RunChange, Store
-from punctual.targets import TargetExecutor, TargetResult, failed, timed_out
+from punctual.runs import retry
+from punctual.runs.alerts import Alerter, LogAlerter, alert_once
+from punctual.runs.cancel import cancel_open_run
 
 logger = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """Retry rules, as pure functions: which failures are retried, how long to wait, what a run becomes.
 
-The worker (``punctual.execution``) and the reaper apply these; nothing here does I/O.
+The worker (``punctual.execution.delivery``) and the reaper apply these; nothing here does I/O.
 
 What a finished attempt makes of a run (``verdict``)::
 

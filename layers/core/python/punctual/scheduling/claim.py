@@ -21,11 +21,11 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
 
-from punctual.cancel import cancel_open_run
 from punctual.errors import PunctualError, RunNotFound
 from punctual.model import Overlap, Run, RunState
-from punctual.planning import Plan, PlanOptions, plan
 from punctual.port import DueJob, Queue, Store
+from punctual.runs.cancel import cancel_open_run
+from punctual.scheduling.planning import Plan, PlanOptions, plan
 
 logger = logging.getLogger(__name__)
 

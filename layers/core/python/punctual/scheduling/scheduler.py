@@ -1,4 +1,4 @@
-"""The scheduler: every second, claim the due jobs of the owned shards (``punctual.claim``).
+"""The scheduler: every second, claim the due jobs of the owned shards (``punctual.scheduling.claim``).
 
 One instance per process or Lambda invocation. The same code runs as ``punctual scheduler``
 (long-running), as the scheduler Lambda (a ~1 minute loop per EventBridge invocation) and inside
@@ -15,12 +15,12 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from punctual import metrics as m
-from punctual.claim import ClaimStats, claim_page
 from punctual.clock import Clock
 from punctual.config import Settings
-from punctual.planning import Plan, PlanOptions
 from punctual.port import Engine
-from punctual.shards import OwnershipOptions, ShardOwnership
+from punctual.scheduling.claim import ClaimStats, claim_page
+from punctual.scheduling.planning import Plan, PlanOptions
+from punctual.scheduling.shards import OwnershipOptions, ShardOwnership
 
 logger = logging.getLogger(__name__)
 

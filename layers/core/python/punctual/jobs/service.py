@@ -17,7 +17,7 @@ Rules this module owns:
   :class:`InvalidTransition`.
 - Resume does not run anything itself: it puts the job back in the due index at its first fire
   time after its last run, and the scheduler's catch-up policy (``job.catchup``: latest, skip or
-  backfill; see ``punctual.planning``) decides which of the times missed while paused run.
+  backfill; see ``punctual.scheduling.planning``) decides which of the times missed while paused run.
 - Writes are optimistic (``version``); a write that loses a race re-reads and re-applies, a few
   times, then reports :class:`ConcurrentModification`.
 """
@@ -32,7 +32,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from punctual import ids, schedule, validation
+from punctual import ids
 from punctual.clock import from_datetime
 from punctual.config import DEFAULT_RETENTION_S
 from punctual.errors import (
@@ -44,10 +44,12 @@ from punctual.errors import (
     JobNotFound,
     RunNotFound,
 )
+from punctual.execution.targets.policy import TargetPolicy, check_target
+from punctual.jobs import validation
 from punctual.model import JOB_TRANSITIONS, Job, JobSpec, JobStatus, Run, RunState, Trigger
-from punctual.planning import PlanOptions, dispatch_for
 from punctual.port import Page, Queue, RunQuery, Store
-from punctual.targets.policy import TargetPolicy, check_target
+from punctual.scheduling import cron as schedule
+from punctual.scheduling.planning import PlanOptions, dispatch_for
 
 RUN_AT_TOLERANCE_MS = 1_000
 WRITE_ATTEMPTS = 3  # optimistic-write retries before ConcurrentModification reaches the caller

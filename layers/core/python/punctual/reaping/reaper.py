@@ -26,7 +26,7 @@ lease), so the reaper only handles what the queue cannot:
    unless the run is terminal already, or a worker holds a live lease on it right now (that worker
    finishes it; should it vanish, step 1 takes over). The dead-letter message is then deleted.
 
-Dead runs alert their owner exactly once (``punctual.alerts.alert_once``), whoever marks them.
+Dead runs alert their owner exactly once (``punctual.runs.alerts.alert_once``), whoever marks them.
 """
 
 from __future__ import annotations
@@ -37,15 +37,15 @@ from dataclasses import dataclass, field, fields
 from enum import StrEnum
 
 from punctual import ids, rules
-from punctual.alerts import Alerter, LogAlerter, alert_once
-from punctual.cancel import cancellation
 from punctual.clock import Clock
 from punctual.config import DEFAULT_RETENTION_S
 from punctual.errors import ConcurrentModification, InvalidId, RunNotFound
-from punctual.execution import live_job
+from punctual.execution.delivery import live_job
 from punctual.model import MAX_ERROR_CHARS, Attempt, AttemptOutcome, Job, Run, RunState, truncate
 from punctual.port import Alert, Delivery, Dispatch, Engine, Queue, RunChange, Store
 from punctual.resources import MAX_BATCH
+from punctual.runs.alerts import Alerter, LogAlerter, alert_once
+from punctual.runs.cancel import cancellation
 
 logger = logging.getLogger(__name__)
 
