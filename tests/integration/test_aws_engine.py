@@ -355,13 +355,13 @@ def test_a_listing_never_silently_drops_jobs_dynamodb_left_unprocessed(
     store: DynamoStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     store.create_job(_job())
-    client = store._client  # type: ignore[attr-defined]
+    client = store._tables.client  # type: ignore[attr-defined]
 
     def throttled(**request: Any) -> dict[str, Any]:
         return {"Responses": {}, "UnprocessedKeys": request["RequestItems"]}
 
     monkeypatch.setattr(client, "batch_get_item", throttled)
-    monkeypatch.setattr("punctual.engines.aws.store.time.sleep", lambda _s: None)
+    monkeypatch.setattr("punctual.engines.aws.tables.time.sleep", lambda _s: None)
     with pytest.raises(Throttled):
         store.list_jobs("owner-a")
 

@@ -22,9 +22,10 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeGuard
 
 from punctual import ids, rules
+from punctual.errors import InvalidCursor
 from punctual.model import Attempt, Catchup, Job, JobStatus, Overlap, Run, RunState
 from punctual.port import Alert, DueJob, ShardLease
 
@@ -303,3 +304,26 @@ def item_to_alert(item: Item) -> Alert:
         created_at=int(item["created_at"]["N"]),
         reason=item["reason"]["S"],
     )
+
+
+# -- cursors ------------------------------------------------------------------------------------------
+
+
+def job_cursor_key(cursor: str, owner: str) -> Key:
+    position = ids.decode_cursor("jobs", cursor)
+    created_at, job_id = position.get("c"), position.get("j")
+    if position.get("o") != owner or not _is_int(created_at) or not isinstance(job_id, str):
+        raise InvalidCursor("cursor is not valid for this listing; start again without it", field="cursor")
+    return {"owner": s(owner), "created_at": n(created_at), "job_id": s(job_id)}
+
+
+def run_cursor_key(cursor: str, job_id: str) -> Key:
+    position = ids.decode_cursor("runs", cursor)
+    scheduled_at = position.get("s")
+    if position.get("j") != job_id or not _is_int(scheduled_at):
+        raise InvalidCursor("cursor is not valid for this listing; start again without it", field="cursor")
+    return run_key(job_id, scheduled_at)
+
+
+def _is_int(value: object) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool)

@@ -1,8 +1,10 @@
 """The ``aws`` engine's :class:`~punctual.port.Store`: DynamoDB, one conditional write per rule.
 
 Division of labour (as in the Powertools idempotency layer): :mod:`punctual.rules` owns the rules,
-:mod:`.conditions` spells them as condition expressions, :mod:`.items` owns the item layout, and
-this module only does I/O. Every ``ConditionalCheckFailedException`` becomes the outcome the port
+:mod:`.conditions` spells them as condition expressions, :mod:`.updates` builds the lifecycle's
+update requests from them, :mod:`.items` owns the item layout and cursors, :mod:`.tables` does the
+paging, batches and conditional-write plumbing, and this module maps each port method to those
+requests. Every ``ConditionalCheckFailedException`` becomes the outcome the port
 documents (False, None, a :class:`LeaseOutcome`, or the named exception); every other
 ``ClientError`` propagates unchanged. Conditional writes that fail ask DynamoDB for the item as it
 was (``ReturnValuesOnConditionCheckFailure=ALL_OLD``), so deciding *why* costs no extra read.
@@ -14,27 +16,21 @@ advance the job (table 1, ``due`` key move 2, ``by_owner`` ALL projection 1), in
 
 from __future__ import annotations
 
-import threading
-import time
-from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from typing import Any, TypeGuard, TypeVar, cast
-
-from botocore.exceptions import ClientError
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 from punctual import ids, rules
 from punctual.engines.aws import conditions as c
 from punctual.engines.aws import items as it
+from punctual.engines.aws import updates as u
 from punctual.engines.aws.items import Item, Key, n, s
+from punctual.engines.aws.tables import Tables, Written
 from punctual.errors import (
     ConcurrentModification,
-    InvalidCursor,
     JobAlreadyExists,
     JobNotFound,
     LeaseLost,
     RunNotFound,
-    Throttled,
 )
 from punctual.model import Job, JobStatus, Run, RunState
 from punctual.port import (
@@ -50,40 +46,10 @@ from punctual.port import (
     Store,
 )
 
-T = TypeVar("T")
-R = TypeVar("R")
-
-_CONDITION_FAILED = "ConditionalCheckFailedException"
-_MAX_LIST_PAGES = 10  # Query pages one listing may read when a filter drops most items
 _MAX_ALERT_PAGES = 10
 _LEASE_ROUNDS = 4  # fresh lease / takeover attempts before conceding that others keep winning
-_BATCH_GET = 100  # BatchGetItem maximum keys
-_BATCH_GET_TRIES = 5
 _OPEN_PAGE = 500  # keys per Query of the open index (KEYS_ONLY rows are tiny)
 _MAX_QUERY_LIMIT = 1000
-MAX_PAGE = 1_000  # largest page a listing returns, whatever limit asks for (as the embedded engine)
-
-
-@dataclass(frozen=True, slots=True)
-class Written:
-    """What a conditional write did: applied or not, and the item DynamoDB returned with it.
-
-    ``item`` is the new image when applied (if asked for), the old image when the condition failed
-    (None if there was no item).
-    """
-
-    applied: bool
-    item: Item | None
-
-
-def condition_failed(exc: ClientError) -> bool:
-    return bool(exc.response.get("Error", {}).get("Code") == _CONDITION_FAILED)
-
-
-def _old_image(exc: ClientError) -> Item | None:
-    """The item as the failed condition saw it (ReturnValuesOnConditionCheckFailure=ALL_OLD)."""
-    item = cast(dict[str, Any], exc.response).get("Item")
-    return cast(Item | None, item)
 
 
 class DynamoStore(Store):
@@ -101,33 +67,27 @@ class DynamoStore(Store):
         retention_days: int = 30,
         max_workers: int = 8,
     ) -> None:
-        self._client = client
+        self._tables = Tables(client, max_workers=max_workers)
         self.jobs_table = jobs_table
         self.runs_table = runs_table
         self.leases_table = leases_table
         self.shards = shards
         self.open_shards = open_shards
         self.retention_days = retention_days
-        self._max_workers = max_workers
-        self._pool: ThreadPoolExecutor | None = None
-        self._pool_lock = threading.Lock()
         self._reap_start = 0  # rotates the first open shard past_deadline_runs reads (fairness)
 
     def close(self) -> None:
-        with self._pool_lock:
-            pool, self._pool = self._pool, None
-        if pool is not None:
-            pool.shutdown(wait=True)
+        self._tables.close()
 
     # -- jobs --------------------------------------------------------------------------------------
 
     def create_job(self, job: Job) -> None:
         item = it.job_to_item(job, retention_days=self.retention_days)
-        if not self._put(self.jobs_table, item, c.guarded(c.JOB_NOT_EXISTS)).applied:
+        if not self._tables.put(self.jobs_table, item, c.guarded(c.JOB_NOT_EXISTS)).applied:
             raise JobAlreadyExists(f"job {job.id} already exists", field="id")
 
     def get_job(self, job_id: str) -> Job:
-        item = self._get(self.jobs_table, it.job_key(job_id))
+        item = self._tables.get(self.jobs_table, it.job_key(job_id))
         if item is None:
             raise JobNotFound(f"job {job_id} not found", field="job_id")
         return it.item_to_job(item)
@@ -151,8 +111,8 @@ class DynamoStore(Store):
         request["ExpressionAttributeValues"] = values
         request["ExpressionAttributeNames"] = c.names_in(request["KeyConditionExpression"], request["FilterExpression"])
         if cursor is not None:
-            request["ExclusiveStartKey"] = _job_cursor_key(cursor, owner)
-        found, after = self._collect(request, limit, it.by_owner_key)
+            request["ExclusiveStartKey"] = it.job_cursor_key(cursor, owner)
+        found, after = self._tables.collect(request, limit, it.by_owner_key)
         next_cursor = None
         if after is not None:
             position = {"o": after["owner"]["S"], "c": int(after["created_at"]["N"]), "j": after["job_id"]["S"]}
@@ -167,13 +127,13 @@ class DynamoStore(Store):
         to every claim (docs/decisions.md, "Write budget").
         """
         keys = [{"job_id": item["job_id"]} for item in index_items]
-        by_id = {item["job_id"]["S"]: item for item in self._batch_get(self.jobs_table, keys, complete=True)}
+        by_id = {item["job_id"]["S"]: item for item in self._tables.batch_get(self.jobs_table, keys, complete=True)}
         return [it.item_to_job(by_id[key["job_id"]["S"]]) for key in keys if key["job_id"]["S"] in by_id]
 
     def update_job(self, job: Job, expected_version: int) -> Job:
         stored = job.model_copy(update={"version": expected_version + 1})
         item = it.job_to_item(stored, retention_days=self.retention_days)
-        written = self._put(
+        written = self._tables.put(
             self.jobs_table,
             item,
             c.guarded(c.VERSION_MATCHES, expected_version=n(expected_version)),
@@ -202,7 +162,7 @@ class DynamoStore(Store):
         found: list[DueJob] = []
         # Limit is exact here (no filter); loop only because one page stops at 1 MB.
         while len(found) < limit:
-            page = self._client.query(**request, Limit=min(limit - len(found), _MAX_QUERY_LIMIT))
+            page = self._tables.client.query(**request, Limit=min(limit - len(found), _MAX_QUERY_LIMIT))
             found.extend(it.item_to_due_job(item) for item in page.get("Items", []))
             if "LastEvaluatedKey" not in page:
                 break
@@ -210,14 +170,14 @@ class DynamoStore(Store):
         return found
 
     def insert_runs(self, runs: Sequence[Run]) -> list[bool]:
-        return self._each(self._insert_run, runs)
+        return self._tables.each(self._insert_run, runs)
 
     def advance_jobs(self, advances: Sequence[Advance]) -> list[bool]:
-        return self._each(self._advance_job, advances)
+        return self._tables.each(self._advance_job, advances)
 
     def _insert_run(self, run: Run) -> bool:
         item = it.run_to_item(run, open_shards=self.open_shards)
-        return self._put(self.runs_table, item, c.guarded(c.RUN_NOT_EXISTS)).applied
+        return self._tables.put(self.runs_table, item, c.guarded(c.RUN_NOT_EXISTS)).applied
 
     def _advance_job(self, advance: Advance) -> bool:
         expr = c.Expression().set("last_run_at = :last", last=n(advance.last_run_at))
@@ -230,12 +190,12 @@ class DynamoStore(Store):
         request = expr.request(
             c.JOB_STILL_DUE, active=s(JobStatus.ACTIVE.value), old_next=n(advance.expected_next_run_at)
         )
-        return self._update(self.jobs_table, it.job_key(advance.job_id), request, returns="NONE").applied
+        return self._tables.update(self.jobs_table, it.job_key(advance.job_id), request, returns="NONE").applied
 
     # -- runs --------------------------------------------------------------------------------------
 
     def get_run(self, job_id: str, scheduled_at: int) -> Run:
-        item = self._get(self.runs_table, it.run_key(job_id, scheduled_at))
+        item = self._tables.get(self.runs_table, it.run_key(job_id, scheduled_at))
         if item is None:
             raise RunNotFound(f"run {ids.run_id_for(job_id, scheduled_at)} not found", field="run_id")
         return it.item_to_run(item)
@@ -267,8 +227,8 @@ class DynamoStore(Store):
             values.update(zip(placeholders, (s(state.value) for state in sorted(query.states)), strict=True))
         request["ExpressionAttributeValues"] = values
         if query.cursor is not None:
-            request["ExclusiveStartKey"] = _run_cursor_key(query.cursor, job_id)
-        found, after = self._collect(request, query.limit, it.run_position)
+            request["ExclusiveStartKey"] = it.run_cursor_key(query.cursor, job_id)
+        found, after = self._tables.collect(request, query.limit, it.run_position)
         next_cursor = None
         if after is not None:
             next_cursor = ids.encode_cursor("runs", {"j": job_id, "s": int(after["scheduled_at"]["N"])})
@@ -287,9 +247,9 @@ class DynamoStore(Store):
         seen: Run | None = None
         for _ in range(_LEASE_ROUNDS):
             if seen is not None and rules.is_takeover(seen):
-                written = self._update(self.runs_table, key, _takeover_request(seen, worker_id, now, until))
+                written = self._tables.update(self.runs_table, key, u.takeover_request(seen, worker_id, now, until))
             else:
-                written = self._update(self.runs_table, key, _lease_request(worker_id, now, until))
+                written = self._tables.update(self.runs_table, key, u.lease_request(worker_id, now, until))
             found = None if written.item is None else it.item_to_run(written.item)
             if written.applied:
                 return LeaseResult(LeaseOutcome.LEASED, found)
@@ -309,14 +269,14 @@ class DynamoStore(Store):
             scheduled_at,
             worker_id,
             attempt,
-            _change_expression(change, reopen_shard=None, retention_days=self.retention_days),
+            u.change_expression(change, reopen_shard=None, retention_days=self.retention_days),
         )
 
     def _while_held(self, job_id: str, scheduled_at: int, worker_id: str, attempt: int, expr: c.Expression) -> Run:
         """Apply ``expr`` iff ``worker_id`` still holds ``attempt`` (LEASE_HELD); else :class:`LeaseLost`."""
         held = {"running": s(RunState.RUNNING.value), "worker": s(worker_id), "held_attempt": n(attempt)}
         request = expr.request(c.LEASE_HELD, **held)
-        written = self._update(self.runs_table, it.run_key(job_id, scheduled_at), request, old_on_failure=False)
+        written = self._tables.update(self.runs_table, it.run_key(job_id, scheduled_at), request, old_on_failure=False)
         if not written.applied:
             run_id = ids.run_id_for(job_id, scheduled_at)
             raise LeaseLost(f"worker {worker_id} no longer holds attempt {attempt} of run {run_id}")
@@ -332,11 +292,11 @@ class DynamoStore(Store):
         if current.lease_expires_at is not None:
             values["read_lease"] = n(current.lease_expires_at)
         condition = c.unchanged_since(current.lease_expires_at is not None)
-        request = _change_expression(change, reopen_shard=reopen, retention_days=self.retention_days).request(
+        request = u.change_expression(change, reopen_shard=reopen, retention_days=self.retention_days).request(
             condition, **values
         )
         key = it.run_key(current.job_id, current.scheduled_at)
-        written = self._update(self.runs_table, key, request, old_on_failure=False)
+        written = self._tables.update(self.runs_table, key, request, old_on_failure=False)
         if not written.applied:
             raise ConcurrentModification(f"run {current.run_id} changed since it was read")
         return _run_of(written)
@@ -370,7 +330,7 @@ class DynamoStore(Store):
             "Limit": _OPEN_PAGE,
         }
         while True:
-            page = self._client.query(**request)
+            page = self._tables.client.query(**request)
             keys = [it.run_position(item) for item in page.get("Items", [])]
             if keys:
                 yield keys
@@ -379,27 +339,7 @@ class DynamoStore(Store):
             request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
     def _get_runs(self, keys: list[Key]) -> list[Run]:
-        return [it.item_to_run(item) for item in self._batch_get(self.runs_table, keys)]
-
-    def _batch_get(self, table: str, keys: list[Key], *, complete: bool = False) -> list[Item]:
-        """Consistent reads of ``keys`` (any number), in no particular order; missing items are absent.
-
-        Keys DynamoDB still leaves unprocessed after the retries are skipped, or with ``complete``
-        raise :class:`Throttled` (a listing must not silently drop items its cursor moves past).
-        """
-        items: list[Item] = []
-        for chunk_start in range(0, len(keys), _BATCH_GET):
-            pending = keys[chunk_start : chunk_start + _BATCH_GET]
-            for attempt in range(_BATCH_GET_TRIES):
-                response = self._client.batch_get_item(RequestItems={table: {"Keys": pending, "ConsistentRead": True}})
-                items.extend(response.get("Responses", {}).get(table, []))
-                pending = response.get("UnprocessedKeys", {}).get(table, {}).get("Keys", [])
-                if not pending:
-                    break
-                time.sleep(0.05 * 2**attempt)  # throttled: back off; what is left waits for the next sweep
-            if pending and complete:
-                raise Throttled(f"DynamoDB left {len(pending)} reads unprocessed; retry the request")
-        return items
+        return [it.item_to_run(item) for item in self._tables.batch_get(self.runs_table, keys)]
 
     def purge_expired(self, now: int, deleted_before: int, limit: int) -> int:
         # DynamoDB TTL deletes expired runs (expires_at) and deleted jobs (expires_at set on delete)
@@ -412,7 +352,9 @@ class DynamoStore(Store):
         key = it.shard_key(shard)
         until = now + ttl_ms
         extend = c.Expression().set("expires_at = :until", until=n(until))
-        written = self._update(self.leases_table, key, extend.request(c.SHARD_OURS_LIVE, me=s(owner), now=n(now)))
+        written = self._tables.update(
+            self.leases_table, key, extend.request(c.SHARD_OURS_LIVE, me=s(owner), now=n(now))
+        )
         if written.applied:
             return _lease_of(written)
         current = None if written.item is None else it.item_to_lease(written.item)
@@ -420,19 +362,21 @@ class DynamoStore(Store):
             return None  # another owner's live lease: no second write
         take = c.Expression().set("#owner = :me", me=s(owner)).set("expires_at = :until", until=n(until))
         take.set("epoch = if_not_exists(epoch, :zero) + :one", zero=n(0), one=n(1))  # a new fencing token
-        written = self._update(self.leases_table, key, take.request(c.SHARD_FREE, now=n(now)), old_on_failure=False)
+        written = self._tables.update(
+            self.leases_table, key, take.request(c.SHARD_FREE, now=n(now)), old_on_failure=False
+        )
         return _lease_of(written) if written.applied else None
 
     def renew_shard(self, lease: ShardLease, now: int, ttl_ms: int) -> ShardLease | None:
         expr = c.Expression().set("expires_at = :until", until=n(now + ttl_ms))
         request = expr.request(c.SHARD_HELD, me=s(lease.owner), epoch=n(lease.epoch))
-        written = self._update(self.leases_table, it.shard_key(lease.shard), request, old_on_failure=False)
+        written = self._tables.update(self.leases_table, it.shard_key(lease.shard), request, old_on_failure=False)
         return _lease_of(written) if written.applied else None
 
     def release_shard(self, lease: ShardLease) -> None:
         expr = c.Expression().set("expires_at = :zero", zero=n(0))
         request = expr.request(c.SHARD_HELD, me=s(lease.owner), epoch=n(lease.epoch))
-        self._update(self.leases_table, it.shard_key(lease.shard), request, returns="NONE", old_on_failure=False)
+        self._tables.update(self.leases_table, it.shard_key(lease.shard), request, returns="NONE", old_on_failure=False)
 
     def shard_leases(self) -> list[ShardLease]:
         request: dict[str, Any] = {
@@ -441,14 +385,14 @@ class DynamoStore(Store):
             "ExpressionAttributeValues": {":pk": s(it.SHARD_PK)},
             "ConsistentRead": True,
         }
-        leases = [it.item_to_lease(item) for item in self._query_all(request)]
+        leases = [it.item_to_lease(item) for item in self._tables.query_all(request)]
         return sorted(leases, key=lambda lease: lease.shard)
 
     # -- alerts ------------------------------------------------------------------------------------
 
     def record_alert(self, alert: Alert) -> bool:
         item = it.alert_to_item(alert, retention_days=self.retention_days)
-        return self._put(self.leases_table, item, c.guarded(c.ALERT_NOT_EXISTS)).applied
+        return self._tables.put(self.leases_table, item, c.guarded(c.ALERT_NOT_EXISTS)).applied
 
     def list_alerts(self, owner: str, limit: int = 50) -> list[Alert]:
         request: dict[str, Any] = {
@@ -457,162 +401,9 @@ class DynamoStore(Store):
             "ExpressionAttributeValues": {":pk": s(it.alert_pk(owner))},
         }
         # keyed by run id (one alert per run), so newest-first is a sort here; bounded pages
-        alerts = [it.item_to_alert(item) for item in self._query_all(request, max_pages=_MAX_ALERT_PAGES)]
+        alerts = [it.item_to_alert(item) for item in self._tables.query_all(request, max_pages=_MAX_ALERT_PAGES)]
         alerts.sort(key=lambda a: (a.created_at, a.run_id), reverse=True)
         return alerts[:limit]
-
-    # -- I/O helpers -------------------------------------------------------------------------------
-
-    def _get(self, table: str, key: Key) -> Item | None:
-        item: Item | None = self._client.get_item(TableName=table, Key=key, ConsistentRead=True).get("Item")
-        return item
-
-    def _put(self, table: str, item: Item, guard: dict[str, Any], *, old_on_failure: bool = False) -> Written:
-        extra = {"ReturnValuesOnConditionCheckFailure": "ALL_OLD"} if old_on_failure else {}
-        try:
-            self._client.put_item(TableName=table, Item=item, **guard, **extra)
-        except ClientError as exc:
-            if not condition_failed(exc):
-                raise
-            return Written(False, _old_image(exc))
-        return Written(True, item)
-
-    def _update(
-        self, table: str, key: Key, request: dict[str, Any], *, returns: str = "ALL_NEW", old_on_failure: bool = True
-    ) -> Written:
-        extra = {"ReturnValuesOnConditionCheckFailure": "ALL_OLD"} if old_on_failure else {}
-        try:
-            response = self._client.update_item(TableName=table, Key=key, ReturnValues=returns, **request, **extra)
-        except ClientError as exc:
-            if not condition_failed(exc):
-                raise
-            return Written(False, _old_image(exc))
-        return Written(True, response.get("Attributes"))
-
-    def _collect(
-        self, request: dict[str, Any], limit: int, position: Callable[[Item], Key]
-    ) -> tuple[list[Item], Key | None]:
-        """Query pages until ``limit`` items passed the filter, reading at most a bounded number of pages.
-
-        Returns the items and where the next page starts (None on the last page). That position is the
-        last *returned* item when the listing stops inside a page (a page's LastEvaluatedKey would skip
-        the rest of it), or the page's LastEvaluatedKey when every item of the page was taken or filtered.
-        """
-        limit = max(1, min(limit, MAX_PAGE))
-        found: list[Item] = []
-        for _ in range(_MAX_LIST_PAGES):
-            want = limit - len(found)
-            # one extra row tells "more follow" without a trailing empty page
-            page = self._client.query(**request, Limit=min(max(want + 1, 25), _MAX_QUERY_LIMIT))
-            rows = page.get("Items", [])
-            if len(rows) > want:
-                found.extend(rows[:want])
-                return found, position(found[-1])
-            found.extend(rows)
-            after = page.get("LastEvaluatedKey")
-            if after is None:
-                return found, None
-            request = {**request, "ExclusiveStartKey": after}
-            if len(found) == limit:
-                return found, after
-        return found, request.get("ExclusiveStartKey")
-
-    def _query_all(self, request: dict[str, Any], max_pages: int | None = None) -> list[Item]:
-        rows: list[Item] = []
-        pages = 0
-        while max_pages is None or pages < max_pages:
-            page = self._client.query(**request)
-            pages += 1
-            rows.extend(page.get("Items", []))
-            if "LastEvaluatedKey" not in page:
-                break
-            request = {**request, "ExclusiveStartKey": page["LastEvaluatedKey"]}
-        return rows
-
-    def _each(self, fn: Callable[[T], R], values: Sequence[T]) -> list[R]:
-        """``fn`` over ``values``, concurrently when there are several (boto3 clients are thread-safe)."""
-        if len(values) <= 1:
-            return [fn(value) for value in values]
-        return list(self._executor().map(fn, values))
-
-    def _executor(self) -> ThreadPoolExecutor:
-        with self._pool_lock:
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(max_workers=self._max_workers, thread_name_prefix="punctual-ddb")
-            return self._pool
-
-
-# -- request builders ------------------------------------------------------------------------------
-
-
-def _lease_request(worker_id: str, now: int, until: int) -> dict[str, Any]:
-    """The common lease: scheduled, or retrying past its backoff (rules.leased)."""
-    return _leased_expression(worker_id, now, until).request(
-        c.LEASABLE,
-        scheduled=s(RunState.SCHEDULED.value),
-        retrying=s(RunState.RETRYING.value),
-    )
-
-
-def _takeover_request(seen: Run, worker_id: str, now: int, until: int) -> dict[str, Any]:
-    """Take over ``seen``'s expired lease, logging the lost attempt (rules.leased on a running run)."""
-    assert seen.lease_expires_at is not None  # a running run whose lease expired has one
-    expr = _leased_expression(worker_id, now, until)
-    expr.set(
-        "attempts = list_append(if_not_exists(attempts, :no_attempts), :lost)",
-        no_attempts={"L": []},
-        lost={"L": [it.attempt_value(rules.takeover_record(seen))]},
-    )
-    return expr.request(c.TAKEOVER, seen_attempt=n(seen.attempt), seen_lease=n(seen.lease_expires_at))
-
-
-def _leased_expression(worker_id: str, now: int, until: int) -> c.Expression:
-    expr = c.Expression().set("#state = :running", running=s(RunState.RUNNING.value))
-    expr.set("worker_id = :worker", worker=s(worker_id))
-    expr.set("lease_expires_at = :until, deadline_at = :until", until=n(until))
-    expr.set("attempt = attempt + :one", one=n(1))
-    expr.set("started_at = if_not_exists(started_at, :now)", now=n(now))
-    return expr.remove("next_attempt_at")
-
-
-def _change_expression(change: RunChange, *, reopen_shard: int | None, retention_days: int) -> c.Expression:
-    """``change`` as an update, exactly as ``rules.apply_change`` applies it in memory.
-
-    A terminal change also arms the run's retention: the TTL attribute ``expires_at`` takes the
-    value kept in ``retain_until`` (``retention_days`` from now if there is none), which is
-    removed; open runs never carry a TTL, so DynamoDB cannot delete a run that is still going.
-    """
-    expr = c.Expression().set("#state = :state", state=s(change.state.value))
-    expr.set("deadline_at = :deadline", deadline=n(change.deadline_at))
-    if change.append is not None:
-        expr.set(
-            "attempts = list_append(if_not_exists(attempts, :no_attempts), :appended)",
-            no_attempts={"L": []},
-            appended={"L": [it.attempt_value(change.append)]},
-        )
-    if change.finished_at is not None:
-        expr.set("finished_at = :finished", finished=n(change.finished_at))
-    if change.attempt is not None:
-        expr.set("attempt = :new_attempt", new_attempt=n(change.attempt))
-    if change.note is not None:
-        expr.set("note = :note", note=s(change.note))
-    if change.state is RunState.RETRYING:
-        if change.next_attempt_at is not None:
-            expr.set("next_attempt_at = :next_attempt", next_attempt=n(change.next_attempt_at))
-    else:
-        expr.remove("next_attempt_at")
-    if change.clear_lease:
-        expr.remove("worker_id", "lease_expires_at")
-    if change.state.is_terminal:
-        expr.remove("open_shard", "retain_until")  # the run leaves the open index
-        # update expressions read the item as it was, so retain_until is copied before it goes
-        expr.set(
-            "expires_at = if_not_exists(retain_until, :expires)",
-            expires=n(change.now // 1000 + retention_days * 86_400),
-        )
-    elif reopen_shard is not None:
-        expr.set("open_shard = :open_shard", open_shard=n(reopen_shard))
-    return expr
 
 
 # -- small helpers ---------------------------------------------------------------------------------
@@ -626,23 +417,3 @@ def _run_of(written: Written) -> Run:
 def _lease_of(written: Written) -> ShardLease:
     assert written.item is not None  # ALL_NEW of an applied update
     return it.item_to_lease(written.item)
-
-
-def _job_cursor_key(cursor: str, owner: str) -> Key:
-    position = ids.decode_cursor("jobs", cursor)
-    created_at, job_id = position.get("c"), position.get("j")
-    if position.get("o") != owner or not _is_int(created_at) or not isinstance(job_id, str):
-        raise InvalidCursor("cursor is not valid for this listing; start again without it", field="cursor")
-    return {"owner": s(owner), "created_at": n(created_at), "job_id": s(job_id)}
-
-
-def _run_cursor_key(cursor: str, job_id: str) -> Key:
-    position = ids.decode_cursor("runs", cursor)
-    scheduled_at = position.get("s")
-    if position.get("j") != job_id or not _is_int(scheduled_at):
-        raise InvalidCursor("cursor is not valid for this listing; start again without it", field="cursor")
-    return it.run_key(job_id, scheduled_at)
-
-
-def _is_int(value: object) -> TypeGuard[int]:
-    return isinstance(value, int) and not isinstance(value, bool)

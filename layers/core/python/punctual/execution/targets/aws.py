@@ -31,7 +31,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from punctual.clock import iso
-from punctual.execution.targets import Invocation, TargetResult, failed, succeeded, timed_out
+from punctual.execution.targets.types import Invocation, TargetResult, failed, succeeded, timed_out
 from punctual.model import (
     MAX_EXCERPT_CHARS,
     EventBridgeTarget,

@@ -29,8 +29,8 @@ from functools import lru_cache
 import httpx
 
 from punctual.clock import iso
-from punctual.execution.targets import Invocation, TargetResult, failed, succeeded, timed_out
 from punctual.execution.targets.policy import TargetPolicy, address_refusal, host_refusal
+from punctual.execution.targets.types import Invocation, TargetResult, failed, succeeded, timed_out
 from punctual.model import MAX_EXCERPT_CHARS, HttpTarget, truncate
 from punctual.runs.retry import http_status_retryable
 

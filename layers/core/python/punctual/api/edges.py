@@ -1,0 +1,130 @@
+"""Edge checks made before routing and validation, in the order a gateway makes them.
+
+Who is calling (401), body size (413), media type (415), UTF-8 and strict JSON (400), and
+bodiless action routes. :mod:`punctual.api.app` calls :func:`admit` and :func:`json_media` for
+every event and parses bodies with :func:`strict_json`; the routes never see a body these refuse.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from punctual.api import auth, errors
+from punctual.errors import InvalidInput, Unauthorized
+
+PUBLIC_PATHS = frozenset({"/openapi.json", "/docs"})
+_BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
+MAX_JSON_DEPTH = 32  # a request body's nesting (a job's payload sits two levels down)
+
+
+def strict_json(text: str) -> Any:
+    """json.loads, refusing what cannot be stored: NaN/Infinity (not JSON either), nesting deeper
+    than ``MAX_JSON_DEPTH`` (pydantic's serializer fails past 255 levels, Python's parser near 1000)
+    and strings escaping a lone surrogate (``"\ud800"``: JSON text, but not Unicode)."""
+
+    def refuse(name: str) -> Any:
+        raise json.JSONDecodeError(f"{name} is not valid JSON", text, 0)
+
+    try:
+        value = json.loads(text, parse_constant=refuse)
+    except RecursionError:
+        value = None
+    else:
+        if not _nests_deeper_than(value, MAX_JSON_DEPTH):
+            try:
+                json.dumps(value, ensure_ascii=False).encode()
+            except UnicodeEncodeError:
+                raise json.JSONDecodeError("a string is not valid Unicode (a lone surrogate)", text, 0) from None
+            return value
+    raise json.JSONDecodeError(f"nested deeper than {MAX_JSON_DEPTH} levels", text, 0)
+
+
+def _nests_deeper_than(value: Any, limit: int) -> bool:
+    pending = [(value, 1)]
+    while pending:  # iterative: a recursive walk would fail on exactly the input it guards against
+        item, depth = pending.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
+        if children is None:
+            continue
+        if depth > limit:
+            return True
+        pending.extend((child, depth + 1) for child in children)
+    return False
+
+
+def admit(event: Mapping[str, Any]) -> str | None:
+    """Checks made before routing, in the order a gateway makes them: identity, then the body."""
+    owner = auth.owner_from_event(event)
+    if owner is None and (str(event.get("path") or "/").rstrip("/") or "/") not in PUBLIC_PATHS:
+        raise Unauthorized(
+            "authentication required: send Authorization: Bearer <API key> (local) or sign the request (AWS IAM)"
+        )
+    if str(event.get("httpMethod", "")).upper() in _BODY_METHODS:
+        _check_body(event)
+    return owner
+
+
+def _check_body(event: Mapping[str, Any]) -> None:
+    """Size (413), then media type (415), then that a JSON body is UTF-8 text (400)."""
+    body = event.get("body") or ""
+    try:
+        # Gateways send binary bodies base64-encoded; JSON must be UTF-8 text (RFC 8259).
+        raw = base64.b64decode(body, validate=True) if event.get("isBase64Encoded") else body.encode()
+    except ValueError:  # binascii.Error
+        raise errors.MalformedJson("the body is marked base64 but does not decode", field="body") from None
+    if len(raw) > errors.MAX_BODY_BYTES:
+        raise errors.RequestTooLarge(
+            f"the body is {len(raw)} bytes; the limit is {errors.MAX_BODY_BYTES}", field="body"
+        )
+    media = _media_type(event)
+    if raw and media and not (media == "application/json" or media.endswith("+json")):
+        raise errors.UnsupportedMediaType(
+            f"the body must be JSON (Content-Type: application/json), not {media}", field="Content-Type"
+        )
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise errors.MalformedJson("the body is not UTF-8 text", field="body") from None
+    if _ACTION_PATH.match(str(event.get("path") or "")):
+        _check_empty_action_body(text)
+
+
+# POST /jobs/{id}/pause|resume|trigger take no body: anything but nothing or {} is refused rather
+# than silently ignored (a client sending options there would believe they were applied).
+_ACTION_PATH = re.compile(r"^/jobs/[^/]+/(pause|resume|trigger)/?$")
+
+
+def _check_empty_action_body(text: str) -> None:
+    if not text.strip():
+        return
+    try:
+        value = strict_json(text)
+    except json.JSONDecodeError as exc:
+        raise errors.MalformedJson(f"request body is not valid JSON: {exc.msg}", field="body") from None
+    if value != {}:
+        raise InvalidInput("this action takes no body (send none, or {})", field="body")
+
+
+def _media_type(event: Mapping[str, Any]) -> str:
+    headers = {str(k).lower(): str(v) for k, v in (event.get("headers") or {}).items()}
+    return headers.get("content-type", "").split(";")[0].strip().lower()
+
+
+def json_media(event: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``event`` with a ``+json`` media type (e.g. application/merge-patch+json) read as JSON.
+
+    Powertools parses only ``application/json`` bodies as JSON; a structured-syntax ``+json``
+    type is JSON too (RFC 6839), and merge-patch is what PATCH bodies are.
+    """
+    media = _media_type(event)
+    if not media.endswith("+json"):
+        return event
+    headers = {k: v for k, v in (event.get("headers") or {}).items() if str(k).lower() != "content-type"}
+    multi = {k: v for k, v in (event.get("multiValueHeaders") or {}).items() if str(k).lower() != "content-type"}
+    headers["Content-Type"] = "application/json"
+    multi["Content-Type"] = ["application/json"]
+    return {**event, "headers": headers, "multiValueHeaders": multi}

@@ -1,0 +1,64 @@
+"""What a target is told (:class:`Invocation`) and what it answers (:class:`TargetResult`).
+
+Shared by the dispatcher (``punctual.execution.targets``), each target kind (``http``, ``aws``)
+and the worker; it imports nothing of theirs, so the kinds never import their own package.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from punctual.model import Job, Run
+
+
+@dataclass(frozen=True, slots=True)
+class TargetResult:
+    """A target's answer to one attempt.
+
+    ``retryable`` matters only when ``ok`` is False: whether sending the same run again may
+    succeed (see ``punctual.runs.retry``). ``timed_out`` marks a target cut at the job's ``timeout_s``.
+    ``excerpt`` and ``error`` are bounded by the worker before they are stored.
+    """
+
+    ok: bool
+    status_code: int | None = None
+    excerpt: str | None = None
+    error: str | None = None
+    retryable: bool = True
+    timed_out: bool = False
+
+
+def succeeded(status_code: int | None = None, excerpt: str | None = None) -> TargetResult:
+    return TargetResult(ok=True, status_code=status_code, excerpt=excerpt)
+
+
+def failed(error: str, *, retryable: bool, status_code: int | None = None, excerpt: str | None = None) -> TargetResult:
+    return TargetResult(ok=False, status_code=status_code, excerpt=excerpt, error=error, retryable=retryable)
+
+
+def timed_out(timeout_s: float) -> TargetResult:
+    return TargetResult(ok=False, error=f"target did not answer within {timeout_s:g} s", timed_out=True)
+
+
+@dataclass(frozen=True, slots=True)
+class Invocation:
+    """What every target is told about the run it executes."""
+
+    run_id: str
+    job_id: str
+    scheduled_at: int  # epoch ms
+    attempt: int
+    payload: Any
+
+    @classmethod
+    def of(cls, job: Job, run: Run, attempt: int) -> Invocation:
+        return cls(run.run_id, job.id, run.scheduled_at, attempt, job.payload)
+
+
+class TargetExecutor(Protocol):
+    """What the worker needs from targets (``Targets`` or a test double)."""
+
+    def execute(self, job: Job, run: Run, attempt: int, deadline: float) -> TargetResult:
+        """Deliver ``run`` to ``job.target``; ``deadline`` is a ``time.monotonic()`` instant."""
+        ...
