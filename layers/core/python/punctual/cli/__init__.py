@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from punctual.errors import PunctualError
 
 # Modules under punctual.cli that contribute sub-commands; each has register(subparsers).
-_COMMAND_MODULES = ("bench", "scheduler", "worker", "dev", "human")
+_COMMAND_MODULES = ("bench", "scheduler", "worker", "dev", "human", "capacity")
 
 
 def build_parser() -> argparse.ArgumentParser:

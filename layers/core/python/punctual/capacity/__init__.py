@@ -1,0 +1,34 @@
+"""Capacity and cost: a target load in, AWS settings, quota raises, lateness and a monthly cost out.
+
+Owns the sourced constants table (``constants``), the per-run request counts the tests measure
+(``counts``), the model (``plan``), its prices (``cost``), the burst simulation (``simulate``, also
+fed from a synthesized CDK template by ``synth``) and their text rendering (``render``). Pure
+arithmetic: no AWS calls. ``punctual capacity`` and ``punctual capacity simulate`` print it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from punctual.capacity.cost import CostTable, monthly_cost
+from punctual.capacity.figures import CapacityPlan
+from punctual.capacity.load import Load, WorkerKind
+from punctual.capacity.plan import deploy_command, plan_capacity
+
+__all__ = [
+    "CapacityPlan",
+    "CostTable",
+    "Load",
+    "WorkerKind",
+    "deploy_command",
+    "monthly_cost",
+    "plan_capacity",
+    "report",
+]
+
+
+def report(load: Load) -> dict[str, Any]:
+    """Everything ``punctual capacity --json`` prints: the plan, its cost and the deploy line."""
+    plan = plan_capacity(load)
+    cost = monthly_cost(load, plan)
+    return {**plan.to_dict(), "cost": cost.to_dict(), "deploy_command": deploy_command(plan.context)}

@@ -1,0 +1,80 @@
+"""Requests and write units one run costs on the aws engine: the model's per-run counts.
+
+These are not estimates: they are what the aws engine's tests count against moto (requests on the
+wire, write units from the items before and after each write).
+
+Happy path of a recurring job whose items are under 1 KB:
+
+=========  ====================================  =====================================
+step       DynamoDB                              write units
+=========  ====================================  =====================================
+claim      UpdateItem jobs (advance)             table 1 + ``due`` key moved 2 = 3
+insert     PutItem runs                          table 1 + ``open`` entry put 1 = 2
+lease      UpdateItem runs                       1
+finish     UpdateItem runs                       table 1 + ``open`` entry deleted 1 = 2
+=========  ====================================  =====================================
+
+Without the ``open`` index (``open_index=False``) insert and finish cost 1 each: 6 in all.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class WriteUnits:
+    """Write units per run, per step and per table or index."""
+
+    claim_jobs: int = 1  # the job item rewritten by the advance
+    claim_due: int = 2  # its due-index key moved: delete + put
+    insert_runs: int = 1
+    insert_open: int = 1  # the run's entry in the sparse open index (0 without it)
+    lease_runs: int = 1
+    finish_runs: int = 1
+    finish_open: int = 1  # the entry deleted at the terminal write (0 without it)
+
+    @property
+    def by_step(self) -> dict[str, int]:
+        return {
+            "claim": self.claim_jobs + self.claim_due,
+            "insert": self.insert_runs + self.insert_open,
+            "lease": self.lease_runs,
+            "finish": self.finish_runs + self.finish_open,
+        }
+
+    @property
+    def total(self) -> int:
+        return sum(self.by_step.values())
+
+
+@dataclass(frozen=True, slots=True)
+class PerRun:
+    """What one run costs on the happy path (amortized over full batches where requests batch)."""
+
+    writes: WriteUnits
+    dynamodb_reads: float  # read requests per run (each under 4 KB)
+    sqs_requests: float  # SQS requests per run, the worker's and the scheduler's
+    sqs_detail: dict[str, float]
+
+
+def per_run(*, open_index: bool = True, worker: str = "lambda") -> PerRun:
+    """The measured per-run counts for a deployment with or without the ``open`` index.
+
+    ``worker`` is ``lambda`` (the SQS event source receives and deletes in batches of 10) or
+    ``process`` (``punctual worker``, the Fargate task).
+    """
+    writes = WriteUnits() if open_index else WriteUnits(insert_open=0, finish_open=0)
+    sqs = dict(SQS_LAMBDA if worker == "lambda" else SQS_PROCESS)
+    return PerRun(writes=writes, dynamodb_reads=READS_PER_RUN, sqs_requests=sum(sqs.values()), sqs_detail=sqs)
+
+
+# The worker reads the run's job once (GetItem) to learn its target; the lease and the finish
+# return the new item (ReturnValues), so they cost no read units.
+READS_PER_RUN = 1.0
+
+# SQS requests per run. The scheduler sends in batches of 10. The Lambda event source receives
+# and deletes batches of 10 (billed like any request); the worker sends nothing else on the happy
+# path. The long-running worker's figures are counted on the wire against moto.
+SQS_LAMBDA = {"SendMessageBatch": 0.1, "ReceiveMessage": 0.1, "DeleteMessageBatch": 0.1}
+SQS_PROCESS = {"SendMessageBatch": 0.1, "ReceiveMessage": 0.1, "DeleteMessageBatch": 0.1}

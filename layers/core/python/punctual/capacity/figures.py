@@ -1,0 +1,90 @@
+"""The capacity model's results: plain frozen dataclasses, serialized with ``asdict``."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaWarning:
+    code: str  # stable, for scripts: ddb_table_quota, lambda_account_concurrency, ...
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class Throughput:
+    """One table or index at the peak."""
+
+    name: str
+    peak_wru_per_s: float
+    peak_rru_per_s: float
+    warm_writes: int  # pre-warm to this (0: the default warm throughput suffices)
+    warm_reads: int
+    quota_wru_needed: int  # table-level quota to request (0: the default suffices)
+    quota_rru_needed: int
+
+
+@dataclass(frozen=True, slots=True)
+class Scheduling:
+    burst_runs: int
+    lookahead_ms: int
+    claim_rate_needed: float  # runs/s to claim every burst run before its time
+    scheduler_instances: int
+    due_shards: int
+    due_shard_wru_per_s: float  # per shard (one partition key value) at the peak
+    due_shard_utilization: float  # of one partition's 1,000 WRU/s
+    open_shards: int  # 0 without the open index
+    open_shard_wru_per_s: float
+    open_shard_utilization: float
+
+
+@dataclass(frozen=True, slots=True)
+class Workers:
+    kind: str
+    in_flight_runs: int  # runs received and not yet finished at the peak (Little's law)
+    sqs_in_flight_limit: int
+    batch_size: int
+    invocation_s: float  # one worker invocation: hold + target + overhead
+    concurrency: int  # concurrent invocations needed at the peak
+    mode: str  # standard | provisioned | fargate
+    max_concurrency: int  # the event source's cap (standard) or pollers x 10 (provisioned)
+    min_pollers: int
+    max_pollers: int
+    reserved_concurrency: int
+    account_concurrency_needed: int
+    fargate_tasks: int
+    fargate_in_flight_per_task: int
+
+
+@dataclass(frozen=True, slots=True)
+class Storage:
+    jobs_gb: float
+    runs_retained: int
+    runs_gb: float
+    total_gb: float
+
+
+@dataclass(frozen=True, slots=True)
+class Lateness:
+    first_burst: dict[str, float]  # a cold start: no environments, concurrency from its minimum
+    steady: dict[str, float]  # every minute: environments warm, concurrency already scaled
+    target_ms: int
+    met: bool
+
+
+@dataclass(frozen=True, slots=True)
+class CapacityPlan:
+    load: dict[str, Any]
+    per_run: dict[str, Any]
+    runs_per_month: int
+    scheduling: Scheduling
+    tables: list[Throughput]
+    workers: Workers
+    storage: Storage
+    lateness: Lateness
+    context: dict[str, Any]  # CDK context parameters: the deploy line's -c values
+    warnings: list[QuotaWarning] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)

@@ -1,0 +1,43 @@
+"""The input of the capacity model: a target load, validated at the edge."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field
+
+SECONDS_PER_MONTH = 730 * 3600  # the AWS pricing calculator's month
+
+
+class WorkerKind(StrEnum):
+    LAMBDA = "lambda"  # worker Lambdas on the SQS event source (the default stack)
+    FARGATE = "fargate"  # punctual worker tasks on ECS Fargate (-c fargate_workers=true)
+
+
+class Load(BaseModel):
+    """A target load: how many jobs, how sharp the peak, how fast runs must start."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    jobs: Annotated[int, Field(ge=1, le=1_000_000_000, description="scheduled jobs stored")]
+    peak_runs_per_second: Annotated[int, Field(ge=1, le=10_000_000, description="runs due per second at the peak")]
+    burst_seconds: Annotated[int, Field(ge=1, le=3600, description="how many seconds the peak lasts")] = 1
+    burst_interval_s: Annotated[int, Field(ge=1, le=86_400, description="the peak repeats this often")] = 60
+    target_latency_ms: Annotated[int, Field(ge=1, le=3_600_000, description="start lateness to stay under (p99)")] = (
+        1_000
+    )
+    retention_days: Annotated[int, Field(ge=1, le=3650, description="run history kept")] = 30
+    region: Annotated[str, Field(pattern=r"^[a-z]{2}(-gov)?-[a-z]+-\d$", description="AWS region")] = "us-east-1"
+    target_duration_ms: Annotated[int, Field(ge=1, le=900_000, description="mean target call duration")] = 500
+    worker: WorkerKind = WorkerKind.LAMBDA
+    open_index: bool = True  # the runs table's sparse open-runs index (-c open_index=false drops it)
+    api_requests_per_month: Annotated[int, Field(ge=0, le=10**12)] = 1_000_000
+
+    @property
+    def burst_runs(self) -> int:
+        return self.peak_runs_per_second * self.burst_seconds
+
+    @property
+    def runs_per_month(self) -> int:
+        return self.burst_runs * (SECONDS_PER_MONTH // self.burst_interval_s)

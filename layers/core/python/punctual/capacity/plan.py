@@ -1,0 +1,255 @@
+"""The capacity model: a target load in, the AWS settings, quota raises and lateness out.
+
+Arithmetic only, from two tables: the sourced constants (``punctual.capacity.constants``) and the
+per-run counts the tests measure (``punctual.capacity.counts``). ``docs/capacity.md`` derives each
+figure; ``punctual capacity`` prints them.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shlex
+from typing import Any
+
+from punctual.capacity.constants import value
+from punctual.capacity.counts import PerRun, per_run
+from punctual.capacity.figures import (
+    CapacityPlan,
+    Lateness,
+    QuotaWarning,
+    Scheduling,
+    Storage,
+    Throughput,
+    Workers,
+)
+from punctual.capacity.load import SECONDS_PER_MONTH, Load, WorkerKind
+from punctual.capacity.simulate import simulate
+from punctual.capacity.workers import HEADROOM, WARM_STEP, burst_settings, p99, size_workers
+
+DEFAULT_LOOKAHEAD_MS = 5_000
+MAX_LOOKAHEAD_MS = 60_000  # the scheduler's own bound (Settings.lookahead_ms)
+MAX_SCHEDULER_INSTANCES = 100  # the CDK app's bound
+MAX_SHARDS = 4096
+MIN_SHARDS = 16
+
+
+def plan_capacity(load: Load) -> CapacityPlan:
+    """Size a deployment for ``load``. Pure arithmetic plus the burst simulation; no I/O."""
+    counts = per_run(open_index=load.open_index, worker="lambda" if load.worker is WorkerKind.LAMBDA else "process")
+    warnings: list[QuotaWarning] = []
+    scheduling = _scheduling(load, warnings)
+    tables = _tables(load, scheduling, counts, warnings)
+    workers = size_workers(load, scheduling, tables, warnings)
+    lateness = _lateness(load, scheduling, workers, tables, warnings)
+    context = _context(load, scheduling, workers, tables)
+    return CapacityPlan(
+        load=load.model_dump(mode="json"),
+        per_run={
+            "write_units": counts.writes.by_step,
+            "write_units_total": counts.writes.total,
+            "dynamodb_reads": counts.dynamodb_reads,
+            "sqs_requests": round(counts.sqs_requests, 3),
+            "sqs_detail": counts.sqs_detail,
+        },
+        runs_per_month=load.runs_per_month,
+        scheduling=scheduling,
+        tables=tables,
+        workers=workers,
+        storage=_storage(load),
+        lateness=lateness,
+        context=context,
+        warnings=warnings,
+    )
+
+
+# -- scheduling ------------------------------------------------------------------------------------
+
+
+def claim_rate_needed(load: Load, lookahead_ms: int) -> float:
+    """Runs/s that claim every run of the burst by its time.
+
+    Runs due at second k (0 <= k < S) become claimable at k - lookahead; all runs due by second t
+    must be claimed by t: C * (t + lookahead) >= R * (t + 1) for every t, the tightest at the last
+    second: C = R * S / (S - 1 + lookahead).
+    """
+    lookahead_s = max(lookahead_ms / 1000, 1.0)
+    return load.peak_runs_per_second * load.burst_seconds / (load.burst_seconds - 1 + lookahead_s)
+
+
+def _scheduling(load: Load, warnings: list[QuotaWarning]) -> Scheduling:
+    per_instance = value("scheduler_claims_per_s")
+    lookahead = DEFAULT_LOOKAHEAD_MS
+    # a longer lookahead spreads the claim: lengthen it before adding instances past the app's bound
+    while math.ceil(claim_rate_needed(load, lookahead) / per_instance) > MAX_SCHEDULER_INSTANCES:
+        if lookahead >= MAX_LOOKAHEAD_MS:
+            warnings.append(
+                QuotaWarning(
+                    "scheduler_instances",
+                    f"claiming {load.burst_runs:,} runs needs more than {MAX_SCHEDULER_INSTANCES} scheduler instances"
+                    f" even with a {MAX_LOOKAHEAD_MS // 1000} s lookahead: runs will be claimed late",
+                )
+            )
+            break
+        lookahead += 5_000
+    claim = claim_rate_needed(load, lookahead)
+    instances = min(MAX_SCHEDULER_INSTANCES, max(1, math.ceil(claim / per_instance)))
+    shard_budget = value("ddb_partition_wru") * value("ddb_partition_utilization")
+    due_shards = _shards(2 * claim / shard_budget, at_least=instances, warnings=warnings, name="due")
+    open_writes = (claim + load.peak_runs_per_second) if load.open_index else 0.0
+    open_shards = _shards(open_writes / shard_budget, at_least=1, warnings=warnings, name="open") if open_writes else 0
+    due_per_shard = 2 * claim / due_shards
+    open_per_shard = open_writes / open_shards if open_shards else 0.0
+    return Scheduling(
+        burst_runs=load.burst_runs,
+        lookahead_ms=lookahead,
+        claim_rate_needed=round(claim, 1),
+        scheduler_instances=instances,
+        due_shards=due_shards,
+        due_shard_wru_per_s=round(due_per_shard, 1),
+        due_shard_utilization=round(due_per_shard / value("ddb_partition_wru"), 3),
+        open_shards=open_shards,
+        open_shard_wru_per_s=round(open_per_shard, 1),
+        open_shard_utilization=round(open_per_shard / value("ddb_partition_wru"), 3),
+    )
+
+
+def _shards(needed: float, *, at_least: int, warnings: list[QuotaWarning], name: str) -> int:
+    """The next power of two >= ``needed`` (and >= 16, >= ``at_least``), capped at 4,096."""
+    want = max(MIN_SHARDS, at_least, math.ceil(needed))
+    shards = 1 << (want - 1).bit_length()
+    if shards > MAX_SHARDS:
+        warnings.append(
+            QuotaWarning(
+                f"{name}_shards", f"{name} index needs {want:,} shards, more than the {MAX_SHARDS:,} supported"
+            )
+        )
+        return MAX_SHARDS
+    return shards
+
+
+# -- tables ----------------------------------------------------------------------------------------
+
+DUE_ROW_BYTES = 250  # a due-index row: keys plus the projection a claim reads
+
+
+def _tables(load: Load, s: Scheduling, counts: PerRun, warnings: list[QuotaWarning]) -> list[Throughput]:
+    r, c = load.peak_runs_per_second, s.claim_rate_needed
+    w = counts.writes
+    strong_read = 1.0  # RRU of a strongly consistent read under 4 KB
+    rows: list[tuple[str, float, float]] = [
+        ("jobs", c * w.claim_jobs, r * counts.dynamodb_reads * strong_read),
+        # each owned shard is queried once a second (0.5 RRU at least), plus the rows claimed
+        ("jobs.due", c * w.claim_due, s.due_shards * 0.5 + c * 0.5 * DUE_ROW_BYTES / 4096),
+        ("jobs.by_owner", 0.0, 0.0),  # written by the API only; claims leave it alone
+        ("runs", c * w.insert_runs + r * (w.lease_runs + w.finish_runs), 0.0),
+    ]
+    if load.open_index:
+        rows.append(("runs.open", c * w.insert_open + r * w.finish_open, s.open_shards * 0.5 / 60))
+    rows.append(("leases", s.due_shards / 3, 0.0))  # shard leases renewed every 3 s
+    return [_throughput(name, wru, rru, warnings) for name, wru, rru in rows]
+
+
+def _throughput(name: str, wru: float, rru: float, warnings: list[QuotaWarning]) -> Throughput:
+    warm_w = _above(wru * HEADROOM, value("ddb_warm_writes"))
+    warm_r = _above(rru * HEADROOM, value("ddb_warm_reads"))
+    quota_w = _above(wru * HEADROOM, value("ddb_table_quota_wru"))
+    quota_r = _above(rru * HEADROOM, value("ddb_table_quota_rru"))
+    if warm_w or warm_r:
+        doublings = math.ceil(math.log2(max(wru / value("ddb_warm_writes"), rru / value("ddb_warm_reads"), 1.0)))
+        warnings.append(
+            QuotaWarning(
+                "ddb_warm_throughput",
+                f"{name}: peak {wru:,.0f} WRU/s, {rru:,.0f} RRU/s exceeds a new table's warm throughput;"
+                f" pre-warm to {warm_w or int(value('ddb_warm_writes')):,} writes/s"
+                f" and {warm_r or int(value('ddb_warm_reads')):,} reads/s (billed), or expect throttling for"
+                f" ~{doublings * int(value('ddb_growth_minutes'))} min while on-demand doubles its peak",
+            )
+        )
+    if quota_w or quota_r:
+        warnings.append(
+            QuotaWarning(
+                "ddb_table_quota",
+                f"{name}: needs {max(quota_w, quota_r):,} request units/s, above the default table-level quota"
+                f" of {int(value('ddb_table_quota_wru')):,}: request a raise (Service Quotas, DynamoDB)",
+            )
+        )
+    return Throughput(name, round(wru, 1), round(rru, 1), warm_w, warm_r, quota_w, quota_r)
+
+
+def _above(needed: float, default: float) -> int:
+    """``needed`` rounded up to a request step when it exceeds ``default``, else 0 (nothing to do)."""
+    return int(math.ceil(needed / WARM_STEP) * WARM_STEP) if needed > default else 0
+
+
+# -- lateness, storage, deploy ---------------------------------------------------------------------
+
+
+def _lateness(
+    load: Load, s: Scheduling, w: Workers, tables: list[Throughput], warnings: list[QuotaWarning]
+) -> Lateness:
+    first = simulate(burst_settings(load, s, w, tables, steady=False))
+    steady = simulate(burst_settings(load, s, w, tables, steady=True))
+    met = p99(steady) <= load.target_latency_ms
+    if not met:
+        warnings.append(
+            QuotaWarning(
+                "target_latency",
+                f"expected start lateness p99 {p99(steady):,.0f} ms at a steady burst exceeds the"
+                f" {load.target_latency_ms:,} ms target",
+            )
+        )
+    return Lateness(first.lateness_ms, steady.lateness_ms, load.target_latency_ms, met)
+
+    gib = 1024**3
+    overhead = value("ddb_item_overhead_bytes")
+    jobs_gb = load.jobs * (value("job_item_bytes") + overhead) / gib
+    runs_retained = int(load.runs_per_month / (SECONDS_PER_MONTH / 86_400) * load.retention_days)
+    runs_gb = runs_retained * (value("run_item_bytes") + overhead * (1 if load.open_index else 0.5)) / gib
+    return Storage(round(jobs_gb, 2), runs_retained, round(runs_gb, 2), round(jobs_gb + runs_gb, 2))
+
+
+def _storage(load: Load) -> Storage:
+    gib = 1024**3
+    overhead = value("ddb_item_overhead_bytes")
+    jobs_gb = load.jobs * (value("job_item_bytes") + overhead) / gib
+    runs_retained = int(load.runs_per_month / (SECONDS_PER_MONTH / 86_400) * load.retention_days)
+    runs_gb = runs_retained * (value("run_item_bytes") + overhead * (1 if load.open_index else 0.5)) / gib
+    return Storage(round(jobs_gb, 2), runs_retained, round(runs_gb, 2), round(jobs_gb + runs_gb, 2))
+
+
+def _context(load: Load, s: Scheduling, w: Workers, tables: list[Throughput]) -> dict[str, Any]:
+    """CDK context parameters (``infra.config.InfraConfig`` names) for ``npx cdk deploy -c ...``."""
+    context: dict[str, Any] = {
+        "shards": s.due_shards,
+        "open_shards": max(s.open_shards, 1),
+        "scheduler_instances": s.scheduler_instances,
+        "lookahead_ms": s.lookahead_ms,
+        "retention_days": load.retention_days,
+        "worker_batch_size": w.batch_size,
+    }
+    if w.kind == "fargate":
+        context |= {
+            "fargate_workers": True,
+            "fargate_worker_count": min(w.fargate_tasks, 100),
+            "fargate_worker_concurrency": min(w.fargate_in_flight_per_task, 1000),
+        }
+    else:
+        context["worker_max_concurrency"] = min(w.max_concurrency, int(value("lambda_sqs_max_concurrency")))
+    warm = {t.name: t.warm_writes for t in tables if t.warm_writes}
+    if warm:
+        context |= {"warm_throughput": True, "warm_write_units": warm}
+    if w.account_concurrency_needed > value("lambda_account_concurrency"):
+        context["lambda_concurrency_quota"] = w.account_concurrency_needed
+    return context
+
+
+def deploy_command(context: dict[str, Any]) -> str:
+    """The exact ``npx cdk deploy`` line for ``context``."""
+
+    def show(v: Any) -> str:
+        if isinstance(v, bool):
+            return str(v).lower()
+        return json.dumps(v, separators=(",", ":")) if isinstance(v, dict) else str(v)
+
+    return "npx cdk deploy --no-notices " + " ".join(f"-c {shlex.quote(f'{k}={show(v)}')}" for k, v in context.items())
