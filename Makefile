@@ -24,6 +24,7 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	for handler in functions/*/handler.py; do $(BIN)/mypy --follow-imports=silent "$$handler" || exit 1; done
+	$(BIN)/python -m infra.import_graph
 
 unit: $(STAMP)
 	$(BIN)/python -m pytest -q -p no:cacheprovider -m unit

@@ -4,7 +4,8 @@
   cached by content hash. It changes only when the dependencies do, so ordinary deploys do not
   upload it again.
 - ``core``: the ``punctual`` package as it lies in the repository (``layers/core/python/punctual``),
-  the layer layout itself: no build step.
+  the layer layout itself, no build step, but only the modules the handlers import
+  (``infra.import_graph.handler_closure``): the CLI, the benches and the local server stay out.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import aws_cdk as cdk
 from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
-from infra import constants, layer_build
+from infra import constants, import_graph, layer_build
 
 
 class Layers(Construct):
@@ -22,7 +23,9 @@ class Layers(Construct):
         self.dependencies = self._build_dependencies()
         self.core = self._build_layer(
             "Core",
-            lambda_.Code.from_asset(str(constants.CORE_LAYER_DIR), exclude=list(constants.ASSET_EXCLUDES)),
+            lambda_.Code.from_asset(
+                str(constants.CORE_LAYER_DIR), exclude=[*constants.ASSET_EXCLUDES, *not_shipped_in_core()]
+            ),
             "Punctual core package (punctual)",
         )
 
@@ -45,3 +48,18 @@ class Layers(Construct):
             compatible_runtimes=[constants.RUNTIME],
             compatible_architectures=[constants.ARCHITECTURE],
         )
+
+
+def not_shipped_in_core() -> list[str]:
+    """Asset exclude patterns (relative to the layer directory) for modules no handler imports.
+
+    A package none of whose modules ship is excluded whole, with any data files it holds.
+    """
+    shipped = import_graph.handler_closure()
+    patterns = []
+    for name, path in import_graph.package_modules().items():
+        if name in shipped:
+            continue
+        target = path.parent if path.name == "__init__.py" else path
+        patterns.append(target.relative_to(constants.CORE_LAYER_DIR).as_posix())
+    return sorted(patterns)

@@ -6,9 +6,9 @@ import pytest
 
 from punctual import ids
 from punctual.clock import ManualClock
-from punctual.errors import InvalidCursor, RunNotFound
+from punctual.errors import InvalidCursor, InvalidTransition, RunNotFound
 from punctual.model import AttemptOutcome, Job, RunState, Trigger
-from punctual.port import RunQuery, Store
+from punctual.port import RunChange, RunQuery, Store
 from tests.contract.factories import MINUTE, all_pages, attempt, make_job, make_run
 
 pytestmark = pytest.mark.contract
@@ -205,3 +205,16 @@ def test_list_runs_refuses_a_cursor_of_another_job(store: Store, clock: ManualCl
     assert others_cursor is not None
     with pytest.raises(InvalidCursor):
         store.list_runs(job.id, RunQuery(limit=2, cursor=others_cursor))
+
+
+def test_a_transition_the_lifecycle_forbids_is_refused_and_changes_nothing(
+    store: Store, clock: ManualClock, job: Job
+) -> None:
+    # Given a finished run
+    now = clock.now_ms()
+    done = make_run(job, now, clock, state=RunState.SUCCEEDED, attempt=1, started_at=now, finished_at=now + 5)
+    store.insert_runs([done])
+    # When something tries to reopen it, Then both engines refuse (RUN_TRANSITIONS) and the row stays
+    with pytest.raises(InvalidTransition):
+        store.transition_run(done, RunChange(RunState.RETRYING, now + 10, now + 10, next_attempt_at=now + 10))
+    assert store.get_run(job.id, now) == done

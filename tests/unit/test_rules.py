@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from punctual import rules
+from punctual.errors import InvalidTransition
 from punctual.model import MAX_ATTEMPTS_KEPT, Attempt, AttemptOutcome, Run, RunState
 from punctual.port import LeaseOutcome, RunChange, ShardLease
 
@@ -265,3 +266,22 @@ def test_acquired_epochs() -> None:
     # from its previous tenure cannot pass as current
     back = rules.acquired(ShardLease(3, "s1", 5, NOW - 1), 3, "s1", NOW, 1_000)
     assert back.epoch == 6
+
+
+# -- lifecycle rules stated once (issue 16) ------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("attempt", "max_retries", "allowed"), [(1, 0, True), (2, 0, False), (4, 3, True), (5, 3, False)]
+)
+def test_every_attempt_counts_lost_ones_too(attempt: int, max_retries: int, allowed: bool) -> None:
+    assert rules.attempt_allowed(attempt, max_retries) is allowed
+
+
+def test_a_terminal_run_cannot_reopen_but_may_keep_its_state() -> None:
+    with pytest.raises(InvalidTransition):
+        rules.check_transition(RunState.SUCCEEDED, RunState.RETRYING)
+    with pytest.raises(InvalidTransition):
+        rules.check_transition(RunState.SCHEDULED, RunState.SUCCEEDED)  # only a leased run finishes
+    rules.check_transition(RunState.CANCELLED, RunState.CANCELLED)  # a log entry, not a transition
+    rules.check_transition(RunState.RUNNING, RunState.SUCCEEDED)

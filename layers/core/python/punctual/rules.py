@@ -14,7 +14,8 @@ Run lease timeline (one attempt)::
 
 from __future__ import annotations
 
-from punctual.model import MAX_ATTEMPTS_KEPT, Attempt, AttemptOutcome, Run, RunState
+from punctual.errors import InvalidTransition
+from punctual.model import MAX_ATTEMPTS_KEPT, RUN_TRANSITIONS, Attempt, AttemptOutcome, Run, RunState
 from punctual.port import LeaseOutcome, RunChange, ShardLease
 
 
@@ -31,6 +32,21 @@ def lease_outcome(run: Run | None, now: int) -> LeaseOutcome:
         expired = run.lease_expires_at is not None and run.lease_expires_at < now
         return LeaseOutcome.LEASED if expired else LeaseOutcome.HELD
     return LeaseOutcome.FINISHED
+
+
+def lease_is_live(run: Run, now: int) -> bool:
+    """A worker holds ``run`` at ``now``: running, and its lease has not ended."""
+    return lease_outcome(run, now) is LeaseOutcome.HELD
+
+
+def attempt_allowed(attempt: int, max_retries: int) -> bool:
+    """Attempt number ``attempt`` (1-based) may execute.
+
+    Every attempt counts, including one whose worker vanished (a crash, an OOM, a Lambda timeout):
+    so a run executes at most ``max_retries + 1`` times, whoever notices the loss (the worker that
+    takes the lease over, or the reaper).
+    """
+    return attempt <= max_retries + 1
 
 
 def is_takeover(run: Run) -> bool:
@@ -83,8 +99,23 @@ def unchanged_since(stored: Run | None, read: Run) -> bool:
     )
 
 
+def check_transition(current: RunState, new: RunState) -> None:
+    """Raise :class:`InvalidTransition` unless ``RUN_TRANSITIONS`` allows ``current`` → ``new``.
+
+    A change that keeps the state is not a transition and is always allowed: the reaper pushing
+    the deadline of a run it resends, or an attempt's record added to the log of a run cancelled
+    under it. Both engines call this before any finish or transition is written.
+    """
+    if new is not current and new not in RUN_TRANSITIONS[current]:
+        raise InvalidTransition(f"a run cannot go from {current.value} to {new.value}")
+
+
 def apply_change(run: Run, change: RunChange) -> Run:
-    """``run`` after ``change`` (the in-memory meaning of a finish or transition)."""
+    """``run`` after ``change`` (the in-memory meaning of a finish or transition).
+
+    Raises :class:`InvalidTransition` if the change is not a transition ``RUN_TRANSITIONS`` allows.
+    """
+    check_transition(run.state, change.state)
     update: dict[str, object] = {"state": change.state, "deadline_at": change.deadline_at}
     if change.append is not None:
         update["attempts"] = bounded([*run.attempts, change.append])

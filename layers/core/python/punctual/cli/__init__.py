@@ -1,4 +1,7 @@
-"""The ``punctual`` command. Each sub-command lives in its own module with a ``register`` function."""
+"""The ``punctual`` command. Each sub-command lives in its own module with a ``register`` function.
+
+May import anything in the package; nothing imports it. Not shipped in the Lambda layer.
+"""
 
 from __future__ import annotations
 

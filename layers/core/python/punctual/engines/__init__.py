@@ -1,4 +1,9 @@
-"""Engines: implementations of the port (``punctual.port``), chosen by configuration."""
+"""Engines: implementations of the port (``punctual.port``), chosen by configuration.
+
+``aws`` (DynamoDB + SQS) and ``embedded`` (one SQLite file). May import: the kernels only; the
+rules they apply come from ``punctual.rules``, and nothing above the port imports an engine
+except through :func:`open_engine` (the Lambda SQS adapter reads the aws message codec).
+"""
 
 from __future__ import annotations
 

@@ -34,10 +34,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 
-from punctual import ids
+from punctual import ids, rules
 from punctual import metrics as m
 from punctual.clock import Clock
-from punctual.errors import ConcurrentModification, InvalidId, JobNotFound, LeaseLost, RunNotFound
+from punctual.errors import ConcurrentModification, InvalidId, LeaseLost, RunNotFound
 from punctual.execution.targets import TargetExecutor, TargetResult, failed, timed_out
 from punctual.model import (
     MAX_ERROR_CHARS,
@@ -45,7 +45,6 @@ from punctual.model import (
     Attempt,
     AttemptOutcome,
     Job,
-    JobStatus,
     Run,
     RunState,
     truncate,
@@ -53,7 +52,7 @@ from punctual.model import (
 from punctual.port import Alert, Delivery, LeaseOutcome, LeaseResult, Queue, RunChange, Store
 from punctual.runs import retry
 from punctual.runs.alerts import Alerter, LogAlerter, alert_once
-from punctual.runs.cancel import cancel_open_run
+from punctual.runs.cancel import cancel_open_run, live_job
 
 logger = logging.getLogger(__name__)
 
@@ -173,15 +172,6 @@ class _Context:
 # -- not leased ---------------------------------------------------------------------------------
 
 
-def live_job(store: Store, job_id: str) -> Job | None:
-    """The run's job, or None if it no longer exists or was deleted (its runs are cancelled)."""
-    try:
-        job = store.get_job(job_id)
-    except JobNotFound:
-        return None
-    return None if job.status is JobStatus.DELETED else job
-
-
 def _cancel_orphan(ctx: _Context, job_id: str, scheduled_at: int) -> Outcome:
     """The job is gone: cancel the run if still open, and drop the message (unless we keep losing races)."""
     try:
@@ -226,10 +216,8 @@ class _LeasedAttempt:
         self.ctx, self.job, self.run, self.lease_ms = ctx, job, run, lease_ms
 
     def execute(self, targets: TargetExecutor) -> Outcome:
-        if self.run.attempt > self.job.max_retries + 1:
-            # Earlier attempts lost their workers (a crash, OOM, a Lambda timeout); each lost
-            # attempt used a retry, exactly as the reaper counts it, so a run that kills its
-            # workers is not executed more than max_retries + 1 times.
+        if not rules.attempt_allowed(self.run.attempt, self.job.max_retries):
+            # earlier attempts lost their workers and each of them counted (rules.attempt_allowed)
             return self._bury_without_executing()
         if self.lease_ms > self.ctx.options.visibility_s * 1000:  # keep the message hidden as long as the lease
             self._extend_message()

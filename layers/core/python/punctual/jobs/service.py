@@ -46,10 +46,10 @@ from punctual.errors import (
 )
 from punctual.execution.targets.policy import TargetPolicy, check_target
 from punctual.jobs import validation
-from punctual.model import JOB_TRANSITIONS, Job, JobSpec, JobStatus, Run, RunState, Trigger
+from punctual.model import JOB_TRANSITIONS, Job, JobSpec, JobStatus, Run
 from punctual.port import Page, Queue, RunQuery, Store
 from punctual.scheduling import cron as schedule
-from punctual.scheduling.planning import PlanOptions, dispatch_for
+from punctual.scheduling.planning import PlanOptions, dispatch_for, manual_run
 
 RUN_AT_TOLERANCE_MS = 1_000
 WRITE_ATTEMPTS = 3  # optimistic-write retries before ConcurrentModification reaches the caller
@@ -219,16 +219,7 @@ def trigger_job(
     job = get_job(store, owner, job_id)
     if job.status is JobStatus.DELETED:
         raise InvalidTransition(f"job {job_id} is deleted; it cannot be triggered", field="status")
-    run = Run(
-        job_id=job.id,
-        scheduled_at=now,
-        owner=owner,
-        state=RunState.SCHEDULED,
-        trigger=Trigger.MANUAL,
-        deadline_at=now + dispatch_grace_ms,
-        created_at=now,
-        expires_at=now // 1000 + retention_s,
-    )
+    run = manual_run(job.id, owner, now, PlanOptions(dispatch_grace_ms=dispatch_grace_ms, retention_s=retention_s))
     if not store.insert_runs([run])[0]:
         run = store.get_run(job.id, now)
     if run.is_open:

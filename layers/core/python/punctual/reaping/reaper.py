@@ -40,12 +40,11 @@ from punctual import ids, rules
 from punctual.clock import Clock
 from punctual.config import DEFAULT_RETENTION_S
 from punctual.errors import ConcurrentModification, InvalidId, RunNotFound
-from punctual.execution.delivery import live_job
 from punctual.model import MAX_ERROR_CHARS, Attempt, AttemptOutcome, Job, Run, RunState, truncate
 from punctual.port import Alert, Delivery, Dispatch, Engine, Queue, RunChange, Store
 from punctual.resources import MAX_BATCH
 from punctual.runs.alerts import Alerter, LogAlerter, alert_once
-from punctual.runs.cancel import cancellation
+from punctual.runs.cancel import cancellation, live_job
 
 logger = logging.getLogger(__name__)
 
@@ -148,7 +147,7 @@ def handle_dead_letter(store: Store, alerter: Alerter, delivery: Delivery, now: 
             if run.state is RunState.DEAD:  # a crash between marking and alerting: alert now (idempotent)
                 alert_once(store, alerter, _alert(run, run.note or "dead", now))
             return DeadLetterResult.TERMINAL
-        if run.state is RunState.RUNNING and run.lease_expires_at is not None and run.lease_expires_at >= now:
+        if rules.lease_is_live(run, now):
             return DeadLetterResult.HELD
         note = DEAD_LETTER_NOTE
         record = Attempt(number=run.attempt, outcome=AttemptOutcome.DEAD_LETTERED, finished_at=now, error=note)
@@ -250,7 +249,7 @@ class _Pass:
     def _lost_lease(self, run: Run, job: Job) -> None:
         """A running run whose worker vanished and whose message is gone: retry it, or bury it."""
         lost = rules.takeover_record(run)
-        if run.attempt <= job.max_retries:
+        if rules.attempt_allowed(run.attempt + 1, job.max_retries):
             change = RunChange(RunState.RETRYING, self.now, self._new_deadline(), append=lost, next_attempt_at=self.now)
             self.store.transition_run(run, change)
             self._resend(run)

@@ -1,10 +1,10 @@
 """Cancelling an open run: one rule for the scheduler (overlap=replace), the worker and the reaper
-(the run's job was deleted)."""
+(the run's job was deleted), and the test they share for "was its job deleted?" (:func:`live_job`)."""
 
 from __future__ import annotations
 
-from punctual.errors import ConcurrentModification, RunNotFound
-from punctual.model import Run, RunState
+from punctual.errors import ConcurrentModification, JobNotFound, RunNotFound
+from punctual.model import Job, JobStatus, Run, RunState
 from punctual.port import RunChange, Store
 
 
@@ -32,3 +32,12 @@ def cancel_open_run(store: Store, run: Run, note: str, now: int, *, tries: int) 
             if not run.is_open:
                 return False
     return None
+
+
+def live_job(store: Store, job_id: str) -> Job | None:
+    """The run's job, or None if it no longer exists or was deleted (its runs are cancelled)."""
+    try:
+        job = store.get_job(job_id)
+    except JobNotFound:
+        return None
+    return None if job.status is JobStatus.DELETED else job

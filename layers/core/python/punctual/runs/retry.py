@@ -24,7 +24,7 @@ import random
 from collections.abc import Callable
 from enum import StrEnum
 
-from punctual import ids
+from punctual import ids, rules
 from punctual.model import RetryPolicy
 
 JITTER_FRACTION = 0.2  # backoffs are spread over [-20 %, +20 %] so retries of a burst do not align
@@ -55,7 +55,7 @@ def verdict(*, ok: bool, retryable: bool, attempt: int, max_retries: int) -> Ver
         return Verdict.SUCCEEDED
     if not retryable:
         return Verdict.FAILED
-    return Verdict.RETRY if attempt <= max_retries else Verdict.DEAD
+    return Verdict.RETRY if rules.attempt_allowed(attempt + 1, max_retries) else Verdict.DEAD
 
 
 def backoff_ms(

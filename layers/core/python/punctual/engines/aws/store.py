@@ -264,13 +264,9 @@ class DynamoStore(Store):
         return self._while_held(job_id, scheduled_at, worker_id, attempt, expr)
 
     def finish_run(self, job_id: str, scheduled_at: int, worker_id: str, attempt: int, change: RunChange) -> Run:
-        return self._while_held(
-            job_id,
-            scheduled_at,
-            worker_id,
-            attempt,
-            u.change_expression(change, reopen_shard=None, retention_days=self.retention_days),
-        )
+        rules.check_transition(RunState.RUNNING, change.state)  # only a held (running) run finishes
+        expr = u.change_expression(change, retention_days=self.retention_days)
+        return self._while_held(job_id, scheduled_at, worker_id, attempt, expr)
 
     def _while_held(self, job_id: str, scheduled_at: int, worker_id: str, attempt: int, expr: c.Expression) -> Run:
         """Apply ``expr`` iff ``worker_id`` still holds ``attempt`` (LEASE_HELD); else :class:`LeaseLost`."""
@@ -283,18 +279,13 @@ class DynamoStore(Store):
         return _run_of(written)
 
     def transition_run(self, current: Run, change: RunChange) -> Run:
-        # A terminal run moved back to an open state re-enters the open index (the lifecycle
-        # forbids it today; the index invariant must hold regardless).
-        reopen = None
-        if not change.state.is_terminal and current.state.is_terminal:
-            reopen = it.open_shard(current.job_id, current.scheduled_at, self.open_shards)
+        # terminal runs have no transition, so a run never re-enters the open index
+        rules.check_transition(current.state, change.state)
         values: dict[str, Any] = {"read_state": s(current.state.value), "read_attempt": n(current.attempt)}
         if current.lease_expires_at is not None:
             values["read_lease"] = n(current.lease_expires_at)
         condition = c.unchanged_since(current.lease_expires_at is not None)
-        request = u.change_expression(change, reopen_shard=reopen, retention_days=self.retention_days).request(
-            condition, **values
-        )
+        request = u.change_expression(change, retention_days=self.retention_days).request(condition, **values)
         key = it.run_key(current.job_id, current.scheduled_at)
         written = self._tables.update(self.runs_table, key, request, old_on_failure=False)
         if not written.applied:

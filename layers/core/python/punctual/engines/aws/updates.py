@@ -46,7 +46,7 @@ def leased_expression(worker_id: str, now: int, until: int) -> c.Expression:
     return expr.remove("next_attempt_at")
 
 
-def change_expression(change: RunChange, *, reopen_shard: int | None, retention_days: int) -> c.Expression:
+def change_expression(change: RunChange, *, retention_days: int) -> c.Expression:
     """``change`` as an update, exactly as ``rules.apply_change`` applies it in memory.
 
     A terminal change also arms the run's retention: the TTL attribute ``expires_at`` takes the
@@ -81,6 +81,4 @@ def change_expression(change: RunChange, *, reopen_shard: int | None, retention_
             "expires_at = if_not_exists(retain_until, :expires)",
             expires=n(change.now // 1000 + retention_days * 86_400),
         )
-    elif reopen_shard is not None:
-        expr.set("open_shard = :open_shard", open_shard=n(reopen_shard))
     return expr
