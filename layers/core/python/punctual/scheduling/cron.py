@@ -7,13 +7,17 @@ The contract:
 * Syntax: five fields ``minute hour day-of-month month day-of-week`` with ``*``, numbers,
   lists ``a,b``, ranges ``a-b`` (a range may wrap, e.g. ``FRI-MON``), steps ``*/n``, ``a-b/n``
   and ``a/n``, month names JAN-DEC and day names SUN-SAT (day-of-week 7 is Sunday), plus the
-  macros @yearly @annually @monthly @weekly @daily @midnight @hourly. croniter parses the
-  expression; its extensions (seconds/year fields, ``L``, ``W``, ``#``, ``?``, ``H``) and
-  @reboot are rejected. ``a-a`` means the single value ``a`` (croniter would widen it to the
-  whole field). Expressions that can never fire (``0 0 30 2 *``) are rejected.
-* Day matching: a day field whose values cover its whole range counts as ``*``. When both
-  day-of-month and day-of-week are restricted, a day matches if either matches (POSIX);
-  otherwise the restricted one (if any) must match.
+  macros @yearly @annually @monthly @weekly @daily @midnight @hourly, plus the day specials
+  of Quartz and EventBridge (see ``cron_days``): ``L``, ``LW`` and ``nW`` in day-of-month,
+  ``dL`` (``5L``: the last Friday) and ``d#k`` (``1#2``: the second Monday) in day-of-week,
+  alone or in lists (``1,L``), never in ranges or steps. croniter parses the plain items; its
+  other extensions (seconds/year fields, ``?``, ``H``, ``L-n``) and @reboot are rejected.
+  ``a-a`` means the single value ``a`` (croniter would widen it to the whole field).
+  Expressions that can never fire (``0 0 30 2 *``), or fire less than once in 8 years
+  (``0 0 * 2 MON#5``, a fifth Monday in February: once in 28-40 years), are rejected.
+* Day matching: a day field whose plain values cover its whole range counts as ``*``. When
+  both day-of-month and day-of-week are restricted, a day matches if either matches (POSIX);
+  otherwise the restricted one (if any) must match. Specials are restrictions like any value.
 * Evaluation is on wall-clock time in the job's zone, minute resolution: fire times are the
   instants at which the local clock shows a matching minute with seconds = 0.
 * DST, following Vixie cron. A job is an *interval job* when its hour field starts with ``*``
@@ -32,42 +36,17 @@ with no shared mutable state (safe from any number of threads).
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta, tzinfo
 from functools import cache, lru_cache
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
-from croniter import CroniterError, croniter
+from punctual.errors import InvalidTimezone
+from punctual.scheduling.cron_days import DaySpecial, special_days, weekday
+from punctual.scheduling.cron_syntax import expand
 
-from punctual.errors import InvalidSchedule, InvalidTimezone
-
-MAX_CRON_LENGTH = 256
-SEARCH_YEARS = 10  # Feb 29 is the rarest valid schedule: at most 8 years apart (2096 -> 2104).
-
-_MACROS = {
-    "@yearly": "0 0 1 1 *",
-    "@annually": "0 0 1 1 *",
-    "@monthly": "0 0 1 * *",
-    "@weekly": "0 0 * * 0",
-    "@daily": "0 0 * * *",
-    "@midnight": "0 0 * * *",
-    "@hourly": "0 * * * *",
-}
-_MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
-_DAYS = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
-# (name, low, high, names, hint): day-of-week accepts 7 for Sunday, as every cron does.
-_Field = tuple[str, int, int, dict[str, int], str]
-_FIELDS: tuple[_Field, ...] = (
-    ("minute", 0, 59, {}, ""),
-    ("hour", 0, 23, {}, ""),
-    ("day-of-month", 1, 31, {}, ""),
-    ("month", 1, 12, {n: i + 1 for i, n in enumerate(_MONTHS)}, " or a name (JAN-DEC)"),
-    ("day-of-week", 0, 7, {n: i for i, n in enumerate(_DAYS)}, " or a name (SUN-SAT)"),
-)
-_ITEM = re.compile(r"^(?:(\*)|(\w+)(?:-(\w+))?)(?:/(\w+))?$", re.ASCII)
-_WS = re.compile(r"\s+", re.ASCII)
-_MONTH_DAYS = (0, 31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)  # Feb 29 for "can it fire"
+SEARCH_YEARS = 10  # the rarest schedules fire at most 8 years apart (Feb 29: 2096 -> 2104)
+_MONTH_DAYS = (0, 31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
 _EPOCH_ORDINAL = date(1970, 1, 1).toordinal()
 _UTC_NAMES = frozenset({"UTC", "Etc/UTC"})
 _Wall = tuple[int, int, int, int, int]  # a local wall-clock minute: year, month, day, hour, minute
@@ -92,7 +71,7 @@ def _iana_names() -> frozenset[str]:
 
 def validate_cron(expr: str) -> str:
     """Return the expression with whitespace collapsed, or raise InvalidSchedule."""
-    return _expand(expr)[0]
+    return expand(expr).normalized
 
 
 def next_fire(cron: str, tz: str, after_ms: int) -> int:
@@ -123,59 +102,6 @@ def _zone(name: str) -> tzinfo:
         return ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError, OSError):  # "../x", "America", too long
         raise InvalidTimezone(f"unknown time zone {name!r}") from None
-
-
-def _parse(expr: str) -> tuple[str, str]:
-    """Return (normalized expression, the text handed to croniter)."""
-    if not isinstance(expr, str) or not expr.strip():
-        raise InvalidSchedule("cron expression is empty")
-    if len(expr) > MAX_CRON_LENGTH:
-        raise InvalidSchedule(f"cron expression is longer than {MAX_CRON_LENGTH} characters")
-    fields = _WS.split(expr.strip())
-    if fields[0].startswith("@"):
-        macro = fields[0].lower()
-        if len(fields) != 1 or macro not in _MACROS:
-            raise InvalidSchedule(f"unsupported cron macro {expr.strip()!r}; use one of " + ", ".join(_MACROS))
-        return macro, _MACROS[macro]
-    if len(fields) != 5:
-        hint = " (seconds and years are not supported)" if len(fields) in (6, 7) else ""
-        raise InvalidSchedule(
-            f"cron expression must have 5 fields (minute hour day-of-month month day-of-week), got {len(fields)}{hint}"
-        )
-    return " ".join(fields), " ".join(_parse_field(f, spec) for f, spec in zip(fields, _FIELDS, strict=True))
-
-
-def _parse_field(text: str, spec: _Field) -> str:
-    """Check one field with messages that name it; return it as croniter should read it."""
-    name = spec[0]
-    items = []
-    for written in text.split(","):
-        m = _ITEM.match(written)
-        if not m:
-            raise InvalidSchedule(
-                f"cron field {name!r} has invalid item {written!r}: use numbers"
-                ", names, '*', ranges 'a-b', steps '/n' and lists 'a,b'"
-            )
-        star, first, last, step = m.groups()
-        if step is not None and (not step.isdigit() or int(step) == 0):
-            raise InvalidSchedule(f"cron field {name!r} step {step!r} must be a number >= 1")
-        values = [_value(v, spec) for v in (first, last) if v is not None]
-        # "a-a" is just a (croniter would widen it to the whole field).
-        items.append(first if star is None and len(values) == 2 and values[0] == values[1] else written)
-    return ",".join(items)
-
-
-def _value(token: str, spec: _Field) -> int:
-    field, low, high, names, hint = spec
-    if token.isdigit():
-        if not low <= int(token) <= high:
-            raise InvalidSchedule(f"cron field {field!r} value {int(token)} is out of range {low}-{high}")
-        return int(token)
-    if token.lower() in names:
-        return names[token.lower()]
-    raise InvalidSchedule(
-        f"cron field {field!r} value {token!r} is not a number{hint} (L, W, #, ? and H are not supported)"
-    )
 
 
 # -- compiled schedules -----------------------------------------------------------------------
@@ -214,42 +140,18 @@ def _month_days(y: int, mo: int) -> int:
     return _MONTH_DAYS[mo]
 
 
-def _expand(expr: str) -> tuple[str, list[frozenset[int]], bool]:
-    """Validate; return (normalized, allowed values per field, is-interval-job)."""
-    normalized, text = _parse(expr)
-    try:
-        expanded = croniter.expand(text)[0]
-    except CroniterError as exc:  # a shape our own checks let through
-        raise InvalidSchedule(f"cron expression {normalized!r} is not valid: {exc}") from None
-    sets = [
-        frozenset(range(lo, hi + 1)) if values == ["*"] else frozenset(map(int, values))
-        for values, (lo, hi) in zip(expanded, croniter.RANGES[:5], strict=True)
-    ]
-    _check_can_fire(normalized, sets)
-    return normalized, sets, text.split()[1].startswith("*")
-
-
-def _check_can_fire(normalized: str, sets: list[frozenset[int]]) -> None:
-    days, months, weekdays = sets[2], sets[3], sets[4]
-    if len(weekdays) < 7 or any(d <= _MONTH_DAYS[m] for d in days for m in months):
-        return  # a restricted day-of-week always matches some day (OR with day-of-month)
-    raise InvalidSchedule(
-        f"cron expression {normalized!r} never fires: day-of-month "
-        f"{','.join(map(str, sorted(days)))} does not occur in "
-        f"{','.join(_MONTHS[m - 1].upper() for m in sorted(months))}"
-    )
-
-
 @lru_cache(maxsize=16384)  # ~0.2 ms to build (mostly croniter); entries share their tables
 def _compile(cron: str, tz: str) -> _Schedule:
     zone = _zone(tz)
-    _, (minutes, hours, days, months, weekdays), interval = _expand(cron)
+    exp = expand(cron)
+    minutes, hours, days, months, weekdays = exp.sets
     (nmin, pmin), (nhour, phour) = _tables(minutes, 60), _tables(hours, 24)
     (ndom, pdom), (nmon, pmon) = _tables(days, 32), _tables(months, 13)
+    never = 99  # a day distance past any month: "no weekday value", when only specials remain
     return _Schedule(
         tz=zone,
         utc=zone is UTC,
-        interval=interval,
+        interval=exp.interval,
         nmin=nmin,
         pmin=pmin,
         nhour=nhour,
@@ -259,10 +161,12 @@ def _compile(cron: str, tz: str) -> _Schedule:
         ndom=ndom,
         pdom=pdom,
         # days from weekday w to the next (previous) allowed weekday, Sunday = 0
-        ndow=tuple(min((v - w) % 7 for v in weekdays) for w in range(7)),
-        pdow=tuple(min((w - v) % 7 for v in weekdays) for w in range(7)),
+        ndow=tuple(min(((v - w) % 7 for v in weekdays), default=never) for w in range(7)),
+        pdow=tuple(min(((w - v) % 7 for v in weekdays), default=never) for w in range(7)),
         dom_any=len(days) == 31,
         dow_any=len(weekdays) == 7,
+        dom_specials=exp.dom_specials,
+        dow_specials=exp.dow_specials,
     )
 
 
@@ -291,6 +195,8 @@ class _Schedule:
     pdow: tuple[int, ...]
     dom_any: bool
     dow_any: bool
+    dom_specials: frozenset[DaySpecial]  # empty for most schedules: then no per-month work
+    dow_specials: frozenset[DaySpecial]
 
     def next_after(self, after_ms: int) -> int:
         sec = after_ms // 1000
@@ -411,10 +317,15 @@ class _Schedule:
         if self.dom_any and self.dow_any:
             return d
         best = 99
-        if not self.dom_any and self.ndom[d] > 0:
-            best = self.ndom[d]
+        if not self.dom_any:
+            if self.ndom[d] > 0:
+                best = self.ndom[d]
+            if self.dom_specials:
+                best = min(best, next((s for s in special_days(self.dom_specials, y, mo) if s >= d), 99))
         if not self.dow_any:  # both restricted: either may match (POSIX OR)
-            best = min(best, d + self.ndow[date(y, mo, d).toordinal() % 7])
+            best = min(best, d + self.ndow[weekday(y, mo, d)])
+            if self.dow_specials:
+                best = min(best, next((s for s in special_days(self.dow_specials, y, mo) if s >= d), 99))
         return best if best <= last else -1
 
     def _prev_day(self, y: int, mo: int, d: int) -> int:
@@ -426,6 +337,10 @@ class _Schedule:
         best = -1
         if not self.dom_any:
             best = self.pdom[d]
+            if self.dom_specials:
+                best = max(best, max((s for s in special_days(self.dom_specials, y, mo) if s <= d), default=-1))
         if not self.dow_any:
-            best = max(best, d - self.pdow[date(y, mo, d).toordinal() % 7])
+            best = max(best, d - self.pdow[weekday(y, mo, d)])
+            if self.dow_specials:
+                best = max(best, max((s for s in special_days(self.dow_specials, y, mo) if s <= d), default=-1))
         return best if best >= 1 else -1
