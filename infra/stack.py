@@ -45,7 +45,9 @@ class PunctualStack(cdk.Stack):
         )
         shared = Shared(config, environment, Layers(self, "Layers").all, storage.tables)
 
-        api = Api(self, "Api", shared=shared, dispatch_queue=dispatch.queue)
+        api = Api(
+            self, "Api", shared=shared, dispatch_queue=dispatch.queue, dead_letter_queue=dispatch.dead_letter_queue
+        )
         scheduler = SchedulerFleet(self, "Scheduler", shared=shared, dispatch_queue=dispatch.queue)
         workers = Workers(self, "Workers", shared=shared, dispatch_queue=dispatch.queue, alerts=alerts)
         reaper = Reaper(

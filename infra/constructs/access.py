@@ -45,7 +45,7 @@ TABLE_ACCESS: Mapping[str, Mapping[str, TableAccess]] = {
         "jobs": TableAccess((*READ, PUT, UPDATE), indexes=(resources.BY_OWNER_INDEX.name,)),
         # run history and GET /runs/{id}; trigger inserts a run; cancel updates it
         "runs": TableAccess((*READ, PUT, UPDATE)),
-        # GET /alerts reads the owner's alert records
+        # GET /alerts and GET /stats read the owner's alerts and run counters (engines/aws/stats.py)
         "leases": TableAccess(READ),
     },
     SCHEDULER: {
@@ -68,7 +68,7 @@ TABLE_ACCESS: Mapping[str, Mapping[str, TableAccess]] = {
         "jobs": TableAccess(GET),
         # past-deadline runs from the open-runs index; requeue or dead-letter them (compare-and-set)
         "runs": TableAccess((*READ, UPDATE), indexes=(resources.OPEN_INDEX.name,)),
-        # owner alerts
+        # owner alerts; run counters of the runs it closes
         "leases": TableAccess((*READ, PUT, UPDATE)),
     },
 }

@@ -33,12 +33,15 @@ class Api(Construct):
         *,
         shared: Shared,
         dispatch_queue: sqs.IQueue,
+        dead_letter_queue: sqs.IQueue,
     ) -> None:
         super().__init__(scope, construct_id)
         self._config = shared.config
         self.handler = PunctualFunction(self, "Handler", spec=constants.API_FUNCTION, shared=shared)
         access.grant_tables(self.handler.role, access.API, shared.tables)
         dispatch_queue.grant_send_messages(self.handler.role)  # POST /jobs/{id}/trigger
+        for queue in (dispatch_queue, dead_letter_queue):  # GET /stats: queue depth and dead letters
+            queue.grant(self.handler.role, "sqs:GetQueueAttributes")
         self.rest_api = self._build_rest_api()
         self._build_methods()
         if shared.config.api_usage_plan:

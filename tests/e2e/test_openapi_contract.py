@@ -53,6 +53,7 @@ def test_document_lists_every_route_of_the_api(stack: Stack) -> None:
         ("GET", "/jobs/{job_id}/runs"),
         ("GET", "/runs/{run_id}"),
         ("GET", "/alerts"),
+        ("GET", "/stats"),
     }
 
 
@@ -94,6 +95,7 @@ def test_every_operation_keeps_its_contract_for_successes_and_errors(stack: Stac
     client.post("/jobs", json=cron_spec(), headers={"Idempotency-Key": "sweep"})
     client.post("/jobs", json=cron_spec(), headers={"Idempotency-Key": "sweep"})  # replay: 200
     client.get("/alerts")
+    client.get("/stats")
     client.delete(f"/jobs/{job_id}")
     # Errors, several per operation
     other = "job_" + "f" * 32
@@ -113,6 +115,7 @@ def test_every_operation_keeps_its_contract_for_successes_and_errors(stack: Stac
     client.get(f"/runs/run_{'f' * 32}_1")
     client.get("/runs/nope")
     client.get("/alerts", params={"limit": 0})
+    client.get("/stats", params={"minutes": 0})
     stack.anonymous().get("/jobs")
     # Every operation was exercised with a 2xx and with a 4xx, and every answer kept the contract
     calls = contract.recorded[start:]

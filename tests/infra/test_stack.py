@@ -406,6 +406,7 @@ def test_api_reads_and_writes_jobs_and_runs_and_only_reads_leases(default_synth:
     for write in ("dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"):
         assert leases not in granted.get(write, set()), write
     assert "sqs:SendMessage" in granted
+    assert "sqs:GetQueueAttributes" in granted  # GET /stats: queue depth and dead letters
     assert "sqs:DeleteMessage" not in granted
     assert "sns:Publish" not in granted
 

@@ -636,8 +636,8 @@ def test_batched_claim_writes_report_each_item(store: DynamoStore) -> None:
 #           status, which a recurring job's claim does not change: no write there)
 #   insert  the run: table 1 + open index put 1
 #   lease   table 1 (the open index key, scheduled_at, never changes; KEYS_ONLY projection)
-#   finish  table 1 + open index delete 1
-EXPECTED_UNITS = {"advance": 3, "insert": 2, "lease": 1, "finish": 2}
+#   finish  table 1 + open index delete 1 + the owner's stats counter 1 (GET /stats; engines/aws/stats.py)
+EXPECTED_UNITS = {"advance": 3, "insert": 2, "lease": 1, "finish": 3}
 
 
 def test_write_units_of_one_run(engine: AwsEngine, store: DynamoStore, clock: ManualClock) -> None:
@@ -672,9 +672,9 @@ def test_write_units_of_one_run(engine: AwsEngine, store: DynamoStore, clock: Ma
     engine.queue.delete(delivery.receipt)
     meter.close()
 
-    assert meter.requests == {"insert": 1, "advance": 1, "lease": 1, "finish": 1}
+    assert meter.requests == {"insert": 1, "advance": 1, "lease": 1, "finish": 2}
     assert meter.units == EXPECTED_UNITS
-    assert sum(meter.units.values()) == 8
+    assert sum(meter.units.values()) == 9
 
 
 # -- queue -----------------------------------------------------------------------------------------

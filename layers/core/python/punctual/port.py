@@ -22,6 +22,7 @@ from enum import StrEnum
 from typing import Generic, TypeVar
 
 from punctual.model import Attempt, Catchup, Job, JobStatus, Overlap, Run, RunState
+from punctual.runs.stats import RunStats
 
 T = TypeVar("T")
 
@@ -251,6 +252,15 @@ class Store(ABC):
         before ``now``, and deleted jobs last updated before ``deleted_before``; at most ``limit``
         rows. Returns how many were deleted. Engines whose storage expires items by itself
         (DynamoDB TTL on ``expires_at``) delete nothing here and return 0.
+        """
+
+    # -- stats --------------------------------------------------------------------------------
+
+    @abstractmethod
+    def run_stats(self, owner: str, since: int, until: int) -> RunStats:
+        """The owner's runs that turned terminal in ``[since, until)`` (minute-aligned epoch ms),
+        aggregated as :mod:`punctual.runs.stats` defines: counts per minute and terminal state, and
+        the start-lateness histogram. Computed by the engine without reading the runs one by one.
         """
 
     # -- shard leases -------------------------------------------------------------------------

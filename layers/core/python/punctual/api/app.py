@@ -29,7 +29,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Header, Path, Que
 from pydantic import AwareDatetime
 
 from punctual import __version__
-from punctual.api import alerts, edges, errors, openapi
+from punctual.api import alerts, edges, errors, openapi, stats
 from punctual.api.schemas import JobCreate, JobPage, JobPatch, JobResponse, RunPage, RunResponse
 from punctual.clock import Clock, from_datetime
 from punctual.config import Settings
@@ -37,6 +37,7 @@ from punctual.errors import ConfigError, PunctualError, Unauthorized
 from punctual.jobs import service as jobs
 from punctual.model import JobStatus, RunState
 from punctual.port import Engine, Queue, RunQuery, Store
+from punctual.scheduling.scheduler import SkewSource
 
 _LOCK = threading.Lock()
 
@@ -50,16 +51,26 @@ Cursor = Annotated[str | None, Query(max_length=2048, description="next_cursor o
 
 @dataclass(frozen=True, slots=True)
 class Services:
-    """What a request needs: the engine's store and queue, a clock, and the settings."""
+    """What a request needs: the engine's store and queue, a clock, and the settings; for
+    ``GET /stats`` also the dead-letter queue and the engine's service clock (aws only)."""
 
     store: Store
     queue: Queue
     clock: Clock
     settings: Settings
+    dead_letters: Queue | None = None
+    skew: SkewSource | None = None
 
     @classmethod
     def of(cls, engine: Engine, settings: Settings, clock: Clock) -> Services:
-        return cls(store=engine.store, queue=engine.queue, clock=clock, settings=settings)
+        return cls(
+            store=engine.store,
+            queue=engine.queue,
+            clock=clock,
+            settings=settings,
+            dead_letters=engine.dead_letters,
+            skew=getattr(engine, "service_clock", None),
+        )
 
 
 def handle(event: Mapping[str, Any], context: Any, services: Services) -> dict[str, Any]:
@@ -268,6 +279,7 @@ def get_run(run_id: RunId) -> RunResponse:
 # -- other routers (they share this app's per-request context) --------------------------------------
 
 app.include_router(alerts.router)
+app.include_router(stats.router)
 
 
 # -- documentation --------------------------------------------------------------------------------

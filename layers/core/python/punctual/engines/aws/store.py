@@ -11,7 +11,7 @@ was (``ReturnValuesOnConditionCheckFailure=ALL_OLD``), so deciding *why* costs n
 
 Write units of one run's happy path (items under 1 KB; see tests/integration/test_aws_engine.py):
 advance the job (table 1, ``due`` key move 2, ``by_owner`` ALL projection 1), insert the run
-(table 1, ``open`` put 1), lease (1), finish (table 1, ``open`` delete 1).
+(table 1, ``open`` put 1), lease (1), finish (table 1, ``open`` delete 1, the stats counter 1).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from typing import Any
 from punctual import ids, rules
 from punctual.engines.aws import conditions as c
 from punctual.engines.aws import items as it
+from punctual.engines.aws import stats
 from punctual.engines.aws import updates as u
 from punctual.engines.aws.items import Item, Key, n, s
 from punctual.engines.aws.tables import Tables, Written
@@ -45,6 +46,7 @@ from punctual.port import (
     ShardLease,
     Store,
 )
+from punctual.runs.stats import RunStats
 
 _MAX_ALERT_PAGES = 10
 _LEASE_ROUNDS = 4  # fresh lease / takeover attempts before conceding that others keep winning
@@ -177,7 +179,10 @@ class DynamoStore(Store):
 
     def _insert_run(self, run: Run) -> bool:
         item = it.run_to_item(run, open_shards=self.open_shards)
-        return self._tables.put(self.runs_table, item, c.guarded(c.RUN_NOT_EXISTS)).applied
+        inserted = self._tables.put(self.runs_table, item, c.guarded(c.RUN_NOT_EXISTS)).applied
+        if inserted and run.state.is_terminal:  # a skipped time, recorded already closed
+            stats.tally(self._tables.client, self.leases_table, run)
+        return inserted
 
     def _advance_job(self, advance: Advance) -> bool:
         expr = c.Expression().set("last_run_at = :last", last=n(advance.last_run_at))
@@ -266,7 +271,10 @@ class DynamoStore(Store):
     def finish_run(self, job_id: str, scheduled_at: int, worker_id: str, attempt: int, change: RunChange) -> Run:
         rules.check_transition(RunState.RUNNING, change.state)  # only a held (running) run finishes
         expr = u.change_expression(change, retention_days=self.retention_days)
-        return self._while_held(job_id, scheduled_at, worker_id, attempt, expr)
+        finished = self._while_held(job_id, scheduled_at, worker_id, attempt, expr)
+        if finished.state.is_terminal:
+            stats.tally(self._tables.client, self.leases_table, finished)
+        return finished
 
     def _while_held(self, job_id: str, scheduled_at: int, worker_id: str, attempt: int, expr: c.Expression) -> Run:
         """Apply ``expr`` iff ``worker_id`` still holds ``attempt`` (LEASE_HELD); else :class:`LeaseLost`."""
@@ -290,7 +298,10 @@ class DynamoStore(Store):
         written = self._tables.update(self.runs_table, key, request, old_on_failure=False)
         if not written.applied:
             raise ConcurrentModification(f"run {current.run_id} changed since it was read")
-        return _run_of(written)
+        changed = _run_of(written)
+        if changed.state.is_terminal and not current.state.is_terminal:
+            stats.tally(self._tables.client, self.leases_table, changed)
+        return changed
 
     def past_deadline_runs(self, now: int, scheduled_before: int, limit: int) -> list[Run]:
         """Reads the sparse ``open`` index shard by shard (keys only), then the runs themselves
@@ -336,6 +347,11 @@ class DynamoStore(Store):
         # DynamoDB TTL deletes expired runs (expires_at) and deleted jobs (expires_at set on delete)
         # for free, without consuming write capacity.
         return 0
+
+    # -- stats ------------------------------------------------------------------------------------
+
+    def run_stats(self, owner: str, since: int, until: int) -> RunStats:
+        return stats.run_stats(lambda keys: self._tables.batch_get(self.leases_table, keys), owner, since, until)
 
     # -- shard leases ------------------------------------------------------------------------------
 

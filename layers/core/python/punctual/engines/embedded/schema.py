@@ -115,7 +115,12 @@ _V2 = (
     "CREATE INDEX jobs_deleted ON jobs(updated_at) WHERE status = 'deleted'",
 )
 
-MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2)  # MIGRATIONS[n] takes a file from version n to n + 1
+# v3: run stats (GET /stats). Terminal runs by owner and the time they are counted at, so the
+# aggregate reads one index range per window (punctual.runs.stats, engines/embedded/stats.py).
+RUN_COUNTED_AT_SQL = "coalesce(json_extract(doc, '$.finished_at'), scheduled_at)"
+_V3 = (f"CREATE INDEX runs_done ON runs(owner, {RUN_COUNTED_AT_SQL}) WHERE state IN {TERMINAL_STATES_SQL}",)
+
+MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3)  # MIGRATIONS[n] takes a file from version n to n + 1
 SCHEMA_VERSION = len(MIGRATIONS)
 
 SYNCHRONOUS_MODES = frozenset({"NORMAL", "FULL", "EXTRA"})

@@ -22,6 +22,7 @@ from typing import Any
 
 from punctual import ids, rules
 from punctual.clock import Clock
+from punctual.engines.embedded import stats
 from punctual.engines.embedded.db import Database
 from punctual.engines.embedded.schema import DUE_COLUMNS, OPEN_STATES_SQL, RUN_EXPIRY_SQL, TERMINAL_STATES_SQL
 from punctual.errors import ConcurrentModification, InvalidCursor, JobAlreadyExists, JobNotFound, LeaseLost, RunNotFound
@@ -38,6 +39,7 @@ from punctual.port import (
     ShardLease,
     Store,
 )
+from punctual.runs.stats import RunStats
 
 MAX_PAGE = 1_000  # largest page a listing returns, whatever limit asks for
 
@@ -257,6 +259,11 @@ class EmbeddedStore(Store):
             runs = conn.execute(_PURGE_RUNS, (now // 1000, max(0, limit))).rowcount
             jobs = conn.execute(_PURGE_JOBS, (deleted_before, max(0, limit - runs))).rowcount
         return runs + jobs
+
+    # -- stats --------------------------------------------------------------------------------
+
+    def run_stats(self, owner: str, since: int, until: int) -> RunStats:
+        return stats.run_stats(self._db.connection(), owner, since, until)
 
     # -- shard leases -------------------------------------------------------------------------
 
