@@ -119,7 +119,7 @@ def _request(
         extensions={"sni_hostname": url.host},
     ) as response:
         excerpt = _excerpt(response, deadline)
-    return _result(response.status_code, excerpt, response.headers.get("location"))
+    return result_of(response.status_code, excerpt, response.headers.get("location"))
 
 
 @lru_cache(maxsize=256)
@@ -131,7 +131,7 @@ def _client(scheme: str, host: str, address: str, port: int | None) -> httpx.Cli
     never reused for another name that shares the address. Clients are thread-safe; one evicted
     from the cache closes its connections when it is collected.
     """
-    return httpx.Client(verify=_tls_context(), trust_env=False, follow_redirects=False)
+    return httpx.Client(verify=tls_context(), trust_env=False, follow_redirects=False)
 
 
 def _excerpt(response: httpx.Response, deadline: float) -> str | None:
@@ -143,11 +143,17 @@ def _excerpt(response: httpx.Response, deadline: float) -> str | None:
         size += len(chunk)
         if size >= EXCERPT_BYTES or time.monotonic() >= deadline:
             break
-    text = b"".join(chunks)[:EXCERPT_BYTES].decode("utf-8", errors="replace")
+    return excerpt_text(b"".join(chunks))
+
+
+def excerpt_text(body: bytes) -> str | None:
+    """The attempt's response excerpt: the first ``EXCERPT_BYTES`` decoded, bounded to ``MAX_EXCERPT_CHARS``."""
+    text = body[:EXCERPT_BYTES].decode("utf-8", errors="replace")
     return truncate(text, MAX_EXCERPT_CHARS) if text else None
 
 
-def _result(status: int, excerpt: str | None, location: str | None) -> TargetResult:
+def result_of(status: int, excerpt: str | None, location: str | None) -> TargetResult:
+    """2xx succeeds; a redirect fails for good (never followed); other statuses by ``http_status_retryable``."""
     if 200 <= status < 300:
         return succeeded(status, excerpt)
     if 300 <= status < 400:
@@ -158,11 +164,11 @@ def _result(status: int, excerpt: str | None, location: str | None) -> TargetRes
 
 def warm_up() -> None:
     """Do the one-time work now (transport imports, the CA bundle: ~150 ms), not in the first run."""
-    _tls_context()
-    httpx.Client(verify=_tls_context(), trust_env=False).close()  # imports httpcore and h11 (no I/O)
+    tls_context()
+    httpx.Client(verify=tls_context(), trust_env=False).close()  # imports httpcore and h11 (no I/O)
 
 
 @lru_cache(maxsize=1)
-def _tls_context() -> ssl.SSLContext:
+def tls_context() -> ssl.SSLContext:
     # Loading the CA bundle costs tens of milliseconds: do it once per process.
     return httpx.create_ssl_context()

@@ -1,0 +1,111 @@
+"""Targets on the worker's event loop: the same kinds and rules as :class:`~punctual.execution.targets.Targets`.
+
+HTTP targets go through :mod:`punctual.execution.targets.wire` (our asyncio HTTP/1.1 client), with
+the SSRF guard, the headers and the answer rules of :mod:`punctual.execution.targets.http`, so the
+two paths cannot drift: only the transport differs. The AWS kinds use boto3, which blocks: they run
+on a small thread pool, never on the loop.
+
+Names are resolved on the thread pool too (``getaddrinfo`` blocks); a literal address is checked
+in place. Either way the connection goes to the address that was checked.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import json
+import logging
+from concurrent.futures import ThreadPoolExecutor
+
+import httpx
+
+from punctual.execution.targets import Targets, http
+from punctual.execution.targets.policy import TargetPolicy
+from punctual.execution.targets.types import Invocation, TargetResult, failed, timed_out
+from punctual.execution.targets.wire import Request, WireError, WirePool
+from punctual.model import HttpTarget, Job, Run
+
+logger = logging.getLogger(__name__)
+
+
+class AsyncTargets:
+    """Executes attempts on the running event loop; one instance per loop (its pool is the loop's).
+
+    ``blocking`` runs what must not run on the loop (DNS for names, the AWS kinds); ``sync`` is the
+    blocking dispatcher used for the AWS kinds (built from ``policy`` if not given).
+    """
+
+    def __init__(
+        self,
+        policy: TargetPolicy | None = None,
+        *,
+        sync: Targets | None = None,
+        blocking: ThreadPoolExecutor | None = None,
+        max_idle_per_host: int = 1024,
+    ) -> None:
+        self.policy = policy or TargetPolicy()
+        self._sync = sync or Targets(self.policy)
+        self._blocking = blocking or ThreadPoolExecutor(max_workers=16, thread_name_prefix="punctual-targets")
+        self._pool = WirePool(tls=http.tls_context(), max_idle_per_key=max_idle_per_host)
+
+    async def execute(self, job: Job, run: Run, attempt: int, timeout_s: float) -> TargetResult:
+        """Execute one attempt within ``timeout_s``. Never raises: an unexpected error becomes a
+        retryable failure (as :meth:`Targets.execute`)."""
+        invocation = Invocation.of(job, run, attempt)
+        if timeout_s <= 0:
+            return timed_out(0)
+        try:
+            if isinstance(job.target, HttpTarget):
+                return await self._http(job.target, invocation, timeout_s)
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + timeout_s  # loop.time() is time.monotonic(), what Targets expects
+            call = loop.run_in_executor(self._blocking, self._sync.execute, job, run, attempt, deadline)
+            async with asyncio.timeout(timeout_s):
+                return await call
+        except TimeoutError:
+            return timed_out(timeout_s)
+        except Exception as exc:  # a target must never take the worker down
+            logger.exception("target %s of job %s raised", job.target.type, job.id)
+            return failed(f"{type(exc).__name__}: {exc}", retryable=True)
+
+    def close(self) -> None:
+        self._pool.close()
+
+    async def _http(self, target: HttpTarget, invocation: Invocation, timeout_s: float) -> TargetResult:
+        url = httpx.URL(target.url)
+        host = url.raw_host.decode("ascii")
+        port = url.port or (443 if url.scheme == "https" else 80)
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        try:
+            if _is_literal(host):
+                address = http.resolve(host, port, self.policy)  # no DNS: a literal resolves to itself
+            else:
+                address = await loop.run_in_executor(self._blocking, http.resolve, host, port, self.policy)
+        except http.Refused as exc:
+            return failed(f"refused by the target policy: {exc}", retryable=False)
+        except OSError as exc:  # DNS failure: often transient
+            return failed(f"cannot resolve {url.host}: {exc}", retryable=True)
+        remaining = timeout_s - (loop.time() - started)
+        if remaining <= 0:
+            return timed_out(timeout_s)
+        body = None
+        if target.method in http.METHODS_WITH_BODY:
+            body = json.dumps(invocation.payload, separators=(",", ":")).encode()
+        headers = http.request_headers(target, invocation, url.netloc.decode("ascii"))
+        request = Request(target.method, url.scheme, host, address, port, url.raw_path.decode("ascii"), headers, body)
+        try:
+            answer = await self._pool.send(request, timeout_s=remaining, excerpt_bytes=http.EXCERPT_BYTES)
+        except TimeoutError:
+            return timed_out(round(timeout_s, 3))
+        except (WireError, OSError) as exc:
+            return failed(f"{type(exc).__name__}: {exc}", retryable=True)
+        return http.result_of(answer.status, http.excerpt_text(answer.body), answer.headers.get("location"))
+
+
+def _is_literal(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return False
+    return True

@@ -1,0 +1,308 @@
+"""The worker's async targets (``AsyncTargets`` over the ``wire`` client) keep the HTTP target's rules.
+
+The same local server as ``test_targets`` (127.0.0.1); each scenario of the blocking HTTP target is
+repeated through the event loop, plus what only the pooled client can get wrong: reuse per
+(scheme, host name, checked address, port), bodies it must not read to the end, stale connections.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from punctual.clock import iso
+from punctual.execution.targets import TargetPolicy
+from punctual.execution.targets.aio import AsyncTargets
+from punctual.execution.targets.wire import Request, WireError, WirePool
+from punctual.model import MAX_EXCERPT_CHARS, HttpTarget, Job, Run, RunState, SqsTarget
+from tests.unit.test_targets import INVOCATION, JOB_ID, LOCAL, RUN_ID, SCHEDULED_AT, STRICT, server, url
+
+pytestmark = pytest.mark.unit
+__all__ = ["server"]  # the fixture, shared with test_targets
+
+
+NOW = 1_799_999_000_000
+
+
+def job_with(target: Any) -> Job:
+    return Job(
+        id=JOB_ID,
+        owner="alice",
+        name="n",
+        target=target,
+        payload=INVOCATION.payload,
+        schedule="* * * * *",
+        timeout_s=30,
+        max_retries=3,
+        created_at=NOW,
+        updated_at=NOW,
+        next_run_at=SCHEDULED_AT,
+        due_shard=0,
+    )
+
+
+def run_of(job: Job) -> Run:
+    return Run(
+        job_id=job.id,
+        owner=job.owner,
+        scheduled_at=SCHEDULED_AT,
+        state=RunState.RUNNING,
+        attempt=INVOCATION.attempt,
+        created_at=NOW,
+        deadline_at=SCHEDULED_AT + 60_000,
+    )
+
+
+def execute(target: Any, policy: TargetPolicy = LOCAL, timeout_s: float = 5.0, targets: AsyncTargets | None = None):
+    async def go():
+        executor = targets or AsyncTargets(policy)
+        try:
+            job = job_with(target)
+            return await executor.execute(job, run_of(job), INVOCATION.attempt, timeout_s)
+        finally:
+            if targets is None:
+                executor.close()
+
+    return asyncio.run(go())
+
+
+def test_posts_the_payload_with_idempotency_and_run_headers(server):
+    result = execute(HttpTarget(url=url(server, "/ok"), headers={"Authorization": "Bearer t0ken"}))
+    assert result.ok and result.status_code == 200 and result.excerpt == "accepted"
+    [(method, path, headers, body)] = server.requests
+    assert (method, path) == ("POST", "/ok")
+    assert json.loads(body) == {"report": "nightly", "n": 1}
+    assert headers["Idempotency-Key"] == RUN_ID
+    assert headers["X-Punctual-Run-Id"] == RUN_ID
+    assert headers["X-Punctual-Attempt"] == "2"
+    assert headers["X-Punctual-Scheduled-At"] == iso(SCHEDULED_AT)
+    assert headers["X-Punctual-Job-Id"] == JOB_ID
+    assert headers["Authorization"] == "Bearer t0ken"
+    assert headers["Host"] == f"127.0.0.1:{server.server_address[1]}"
+
+
+def test_get_sends_no_body_and_query_strings_are_kept(server):
+    assert not execute(HttpTarget(url=url(server, "/ok?x=1&y=%20"), method="GET")).ok  # 404: path is /ok?x=...
+    [(method, path, headers, body)] = server.requests
+    assert method == "GET" and path == "/ok?x=1&y=%20" and body == b"" and "Content-Length" not in headers
+
+
+@pytest.mark.parametrize(
+    ("path", "status", "retryable"),
+    [("/fail", 503, True), ("/bad", 400, False), ("/missing", 404, False), ("/redirect", 302, False)],
+)
+def test_non_2xx_fails_retryably_or_not_and_redirects_are_not_followed(server, path, status, retryable):
+    result = execute(HttpTarget(url=url(server, path)))
+    assert not result.ok and result.status_code == status and result.retryable is retryable
+    assert len(server.requests) == 1
+    if status == 302:
+        assert "not followed" in (result.error or "")
+
+
+def test_timeout_is_a_retryable_timed_out_failure(server):
+    started = time.monotonic()
+    result = execute(HttpTarget(url=url(server, "/slow")), timeout_s=0.5)
+    assert time.monotonic() - started < 3
+    assert not result.ok and result.timed_out and result.retryable
+
+
+def test_excerpt_is_bounded(server):
+    result = execute(HttpTarget(url=url(server, "/big")))
+    assert result.ok and result.excerpt is not None
+    assert len(result.excerpt) == MAX_EXCERPT_CHARS and result.excerpt.endswith("...")
+
+
+def test_connection_refused_is_retryable():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    result = execute(HttpTarget(url=f"http://127.0.0.1:{port}/x"))
+    assert not result.ok and result.retryable and not result.timed_out
+
+
+def test_loopback_and_metadata_are_refused_before_connecting(server):
+    result = execute(HttpTarget(url=url(server, "/ok")), policy=STRICT)
+    assert not result.ok and not result.retryable and "loopback" in (result.error or "")
+    everything = TargetPolicy(allow_private=True, allow_loopback=True)
+    for target_url in ("http://169.254.169.254/latest/meta-data/", "http://[::ffff:169.254.169.254]/"):
+        refused = execute(HttpTarget(url=target_url), policy=everything)
+        assert not refused.ok and not refused.retryable and "refused" in (refused.error or "")
+    assert server.requests == []
+
+
+def test_a_name_is_resolved_once_and_the_connection_goes_to_the_checked_address(server, monkeypatch):
+    # Given a name whose first answer is allowed and whose later answers point at the metadata service
+    answers = iter(["127.0.0.1", "169.254.169.254", "169.254.169.254"])
+    real = socket.getaddrinfo
+
+    def rebinding(host: str, port: int, *args: Any, **kwargs: Any) -> list[Any]:
+        if host == "rebind.test":
+            return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (next(answers), port))]
+        return real(host, port, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", rebinding)
+    port = server.server_address[1]
+    result = execute(HttpTarget(url=f"http://rebind.test:{port}/ok"))
+    assert result.ok
+    [(_, _, headers, _)] = server.requests
+    assert headers["Host"] == f"rebind.test:{port}"
+    # and the next attempt resolves again and is refused (no address is cached past its check)
+    refused = execute(HttpTarget(url=f"http://rebind.test:{port}/ok"))
+    assert not refused.ok and "link-local" in (refused.error or "")
+
+
+def test_aws_kinds_run_off_the_loop_through_the_blocking_dispatcher():
+    calls: list[str] = []
+
+    class Recording:
+        def execute(self, job: Job, run: Run, attempt: int, deadline: float) -> Any:
+            calls.append(threading.current_thread().name)
+            from punctual.execution.targets.types import succeeded
+
+            return succeeded(None, "sent")
+
+    targets = AsyncTargets(LOCAL, sync=Recording())  # type: ignore[arg-type]
+    result = execute(SqsTarget(queue_url="https://sqs.us-east-1.amazonaws.com/123456789012/q"), targets=targets)
+    assert result.ok and calls and calls[0] != threading.main_thread().name
+
+
+# -- the wire client ---------------------------------------------------------------------------------------
+
+
+class RawServer:
+    """A socket server that answers each request with the next canned bytes and counts connections."""
+
+    def __init__(self, answers: list[bytes]) -> None:
+        self.answers = list(answers)
+        self.connections = 0
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.port = self.sock.getsockname()[1]
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        while self.answers:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.connections += 1
+            threading.Thread(target=self._one, args=(conn,), daemon=True).start()
+
+    def _one(self, conn: socket.socket) -> None:
+        with conn:
+            buffer = b""
+            while self.answers:
+                while b"\r\n\r\n" not in buffer:
+                    data = conn.recv(65536)
+                    if not data:
+                        return
+                    buffer += data
+                head, _, buffer = buffer.partition(b"\r\n\r\n")
+                length = 0
+                for line in head.split(b"\r\n")[1:]:
+                    name, _, value = line.partition(b":")
+                    if name.strip().lower() == b"content-length":
+                        length = int(value)
+                while len(buffer) < length:
+                    buffer += conn.recv(65536)
+                buffer = buffer[length:]
+                answer = self.answers.pop(0)
+                if answer == b"CLOSE":
+                    return
+                conn.sendall(answer)
+
+    def close(self) -> None:
+        self.answers.clear()
+        self.sock.close()
+
+
+@pytest.fixture
+def raw() -> Iterator[Any]:
+    servers: list[RawServer] = []
+
+    def make(answers: list[bytes]) -> RawServer:
+        servers.append(RawServer(answers))
+        return servers[-1]
+
+    yield make
+    for srv in servers:
+        srv.close()
+
+
+def request(port: int, host: str = "127.0.0.1", method: str = "POST") -> Request:
+    return Request(method, "http", host, "127.0.0.1", port, "/x", {"Host": host}, b"{}")
+
+
+def exchange(pool: WirePool, requests: list[Request], excerpt_bytes: int = 100) -> list[Any]:
+    async def go():
+        answers = []
+        for req in requests:
+            try:
+                answers.append(await pool.send(req, timeout_s=5, excerpt_bytes=excerpt_bytes))
+            except (WireError, OSError) as exc:
+                answers.append(exc)
+        pool.close()
+        return answers
+
+    return asyncio.run(go())
+
+
+OK = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+
+
+def test_keep_alive_reuses_a_connection_only_for_the_same_host_name(raw):
+    srv = raw([OK, OK, OK, OK])
+    pool = WirePool()
+    answers = exchange(pool, [request(srv.port), request(srv.port), request(srv.port, host="other.test")])
+    assert [a.status for a in answers] == [200, 200, 200]
+    assert srv.connections == 2  # the same address under another name got its own connection
+
+
+def test_chunked_bodies_are_read_and_the_connection_reused(raw):
+    chunked = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2;x=y\r\nde\r\n0\r\n\r\n"
+    srv = raw([chunked, OK])
+    answers = exchange(WirePool(), [request(srv.port), request(srv.port)])
+    assert answers[0].body == b"abcde" and answers[1].body == b"ok"
+    assert srv.connections == 1
+
+
+def test_a_body_longer_than_the_excerpt_costs_its_connection(raw):
+    long = b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n" + b"x" * 1000
+    srv = raw([long, OK])
+    answers = exchange(WirePool(), [request(srv.port), request(srv.port)], excerpt_bytes=10)
+    assert answers[0].body == b"x" * 10 and answers[1].status == 200
+    assert srv.connections == 2
+
+
+def test_interim_answers_are_skipped_and_connection_close_is_honoured(raw):
+    answer = b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 204 No Content\r\nConnection: close\r\n\r\n"
+    srv = raw([answer, OK])
+    answers = exchange(WirePool(), [request(srv.port), request(srv.port)])
+    assert [a.status for a in answers] == [204, 200]
+    assert srv.connections == 2
+
+
+def test_a_connection_the_server_closed_while_idle_is_retried_once_on_a_new_one(raw):
+    srv = raw([OK, b"CLOSE", OK])
+    answers = exchange(WirePool(), [request(srv.port), request(srv.port)])
+    assert [a.status for a in answers] == [200, 200]
+    assert srv.connections == 2
+
+
+def test_garbage_and_oversized_heads_are_errors(raw):
+    srv = raw([b"SPDY/3 200 OK\r\n\r\n"])
+    [answer] = exchange(WirePool(), [request(srv.port)])
+    assert isinstance(answer, WireError)
+    big = raw([b"HTTP/1.1 200 OK\r\nX: " + b"a" * 70_000 + b"\r\n\r\n"])
+    [answer] = exchange(WirePool(), [request(big.port)])
+    assert isinstance(answer, WireError)
