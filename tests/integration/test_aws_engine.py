@@ -27,8 +27,11 @@ from punctual.engines.aws import AwsEngine, DispatchFailed, ServiceClock, SqsQue
 from punctual.engines.aws import conditions as c
 from punctual.engines.aws import items as it
 from punctual.engines.aws.store import DynamoStore
-from punctual.errors import ConcurrentModification, ConfigError, InvalidCursor, LeaseLost, Throttled
+from punctual.errors import ConcurrentModification, ConfigError, InvalidCursor, JobTooLarge, LeaseLost, Throttled
+from punctual.jobs.service import check_size
 from punctual.model import (
+    MAX_JOB_BYTES,
+    MAX_PAYLOAD_BYTES,
     Attempt,
     AttemptOutcome,
     HttpTarget,
@@ -638,6 +641,7 @@ def test_batched_claim_writes_report_each_item(store: DynamoStore) -> None:
 #   lease   table 1 (the open index key, scheduled_at, never changes; KEYS_ONLY projection)
 #   finish  table 1 + open index delete 1 + the owner's stats counter 1 (GET /stats; engines/aws/stats.py)
 EXPECTED_UNITS = {"advance": 3, "insert": 2, "lease": 1, "finish": 3}
+MAX_CLAIM_UNITS = 2 + 11  # due index move + an item of at most MAX_JOB_BYTES and its state (model.py)
 
 
 def test_write_units_of_one_run(engine: AwsEngine, store: DynamoStore, clock: ManualClock) -> None:
@@ -675,6 +679,30 @@ def test_write_units_of_one_run(engine: AwsEngine, store: DynamoStore, clock: Ma
     assert meter.requests == {"insert": 1, "advance": 1, "lease": 1, "finish": 2}
     assert meter.units == EXPECTED_UNITS
     assert sum(meter.units.values()) == 9
+
+
+def test_the_largest_job_accepted_keeps_a_claim_within_its_bound(engine: AwsEngine, store: DynamoStore) -> None:
+    """Issue 10, item 5: a claim rewrites the job item and pays 1 unit per KB of it. A job at
+    MAX_JOB_BYTES claims for at most MAX_CLAIM_UNITS (20 headers of 4 KiB made it ~93)."""
+    headers = {f"x-h{i}": "v" * 4000 for i in range(20)}
+    job = _job(target=HttpTarget(url="https://example.com/hook", headers=headers))
+    with pytest.raises(JobTooLarge):
+        check_size(job.spec)
+    # Given the largest job the API accepts (the largest payload, then a header up to the bound)
+    small = _job(
+        payload="p" * (MAX_PAYLOAD_BYTES - 2), target=HttpTarget(url="https://example.com/hook", headers={"x-pad": ""})
+    )
+    pad = "v" * (MAX_JOB_BYTES - small.spec.size_bytes())
+    job = _job(payload=small.payload, target=HttpTarget(url="https://example.com/hook", headers={"x-pad": pad}))
+    check_size(job.spec)
+    assert job.spec.size_bytes() == MAX_JOB_BYTES
+    store.create_job(job)
+    meter = WriteMeter(engine)
+    with meter.phase("advance"):
+        advance = Advance(job.id, START_MS, START_MS + MINUTE, last_run_at=START_MS, now=START_MS)
+        assert store.advance_jobs([advance]) == [True]
+    meter.close()
+    assert meter.units["advance"] <= MAX_CLAIM_UNITS
 
 
 # -- queue -----------------------------------------------------------------------------------------

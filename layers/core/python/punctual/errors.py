@@ -31,6 +31,12 @@ class InvalidInput(PunctualError):
     code = "invalid_input"
 
 
+class JobTooLarge(InvalidInput):
+    """A job whose whole spec exceeds ``punctual.model.MAX_JOB_BYTES`` (HTTP 413)."""
+
+    code = "job_too_large"
+
+
 class InvalidSchedule(InvalidInput):
     """A cron expression that does not parse or names a value out of range."""
 

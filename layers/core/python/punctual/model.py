@@ -12,9 +12,9 @@ from enum import StrEnum
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_validator, model_validator
 
-from punctual import ids
+from punctual import ids, numbers
 from punctual.errors import InvalidInput
 
 # -- bounds -------------------------------------------------------------------------------------
@@ -26,6 +26,11 @@ MAX_RETRIES = 20
 MAX_JITTER_S = 600  # a jittered dispatch must fit in one SQS delay (900 s) with the lookahead
 MAX_BACKFILL = 100
 MAX_HEADERS = 20
+# The whole spec as compact JSON. Every claim rewrites the job's item, and DynamoDB charges a write
+# by the item's size (1 unit per KB): a job under 1 KB claims for 3 units (1 + 2 for the due index
+# key), this bound caps the worst claim at 2 + 11 (the item adds its state to the spec) where 20
+# headers of 4 KiB made it ~93 (docs/decisions.md, "issue 10: job size").
+MAX_JOB_BYTES = 10 * 1024
 MAX_ERROR_CHARS = 1_000  # one attempt's error text
 MAX_EXCERPT_CHARS = 512  # one attempt's response excerpt
 MAX_ATTEMPTS_KEPT = 25  # attempts[] on a run (max_retries + 1 plus takeovers), oldest dropped
@@ -268,12 +273,25 @@ class JobSpec(BaseModel):
     def _bounded_payload(cls, value: Any) -> Any:
         if _depth(value) > MAX_PAYLOAD_DEPTH:
             raise ValueError(f"payload nests deeper than {MAX_PAYLOAD_DEPTH} levels")
+        bad = numbers.first_out_of_range(value, "payload")
+        if bad is not None:
+            path, text = bad
+            raise ValueError(f"{path}: the number {text} is out of range (accepted: {numbers.RANGE})")
         try:
-            size = len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode())
+            size = len(json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode())
         except UnicodeEncodeError as exc:  # a lone surrogate (\ud800) is JSON text but not Unicode
             raise ValueError("payload contains a string that is not valid Unicode (a lone surrogate)") from exc
         if size > MAX_PAYLOAD_BYTES:
             raise ValueError(f"payload is {size} bytes as JSON; the limit is {MAX_PAYLOAD_BYTES}")
+        return value
+
+    @field_serializer("payload")
+    def _exact_payload(self, value: Any) -> Any:
+        # pydantic writes infinity and NaN as null without a word; a payload is written exactly or
+        # not at all (the validator refuses them, this guards a model built without validation).
+        bad = numbers.first_out_of_range(value, "payload")
+        if bad is not None:
+            raise ValueError(f"{bad[0]}: the number {bad[1]} cannot be written as JSON")
         return value
 
     @model_validator(mode="after")
@@ -285,6 +303,10 @@ class JobSpec(BaseModel):
     @property
     def is_recurring(self) -> bool:
         return self.schedule is not None
+
+    def size_bytes(self) -> int:
+        """The spec's size as stored: compact UTF-8 JSON of the fields that are set."""
+        return len(self.model_dump_json(exclude_none=True).encode())
 
 
 class Job(JobSpec):

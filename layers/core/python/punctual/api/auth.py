@@ -13,10 +13,18 @@ controls, so the same code serves AWS and the local server:
   one owner (session names change per session; the role is the stable identity).
 
 No owner means 401, except on the public documentation paths.
+
+The owner is the principal itself, so existing owners stay what they were, except for a
+principal that is too long to be a key (over ``MAX_OWNER_LENGTH`` characters, e.g. an IAM user
+under a long path) or that starts with ``DIGEST_PREFIX``: such a principal is keyed on
+``DIGEST_PREFIX`` + the SHA-256 of the whole principal. Never a prefix of it: two principals
+sharing their first 512 characters used to become one owner and see each other's jobs. Owners
+that start with the prefix come only from digests, so the mapping stays one-to-one.
 """
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import os
 import re
@@ -29,7 +37,8 @@ from punctual.errors import ConfigError
 
 DEFAULT_DEV_OWNER = "local"
 KEY_FILE = "api-key"
-MAX_OWNER_LENGTH = 512
+MAX_OWNER_LENGTH = 512  # characters; at 4 bytes each, within DynamoDB's 2,048-byte partition key
+DIGEST_PREFIX = "~sha256:"
 _ASSUMED_ROLE = re.compile(r"^arn:(aws[a-zA-Z-]*):sts::(\d{12}):assumed-role/([^/]+)/[^/]+$")
 _BEARER = re.compile(r"^Bearer\s+(\S+)\s*$", re.IGNORECASE)
 _KEY = re.compile(r"^[A-Za-z0-9._~+/-]{16,256}$")
@@ -44,11 +53,18 @@ def owner_from_event(event: Mapping[str, Any]) -> str | None:
     identity = context.get("identity") or {}
     for candidate in (authorizer.get("principalId"), claims.get("sub")):
         if isinstance(candidate, str) and candidate:
-            return candidate[:MAX_OWNER_LENGTH]
+            return owner_of(candidate)
     arn = identity.get("userArn") or identity.get("caller")
     if isinstance(arn, str) and arn:
-        return principal_of(arn)[:MAX_OWNER_LENGTH]
+        return owner_of(principal_of(arn))
     return None
+
+
+def owner_of(principal: str) -> str:
+    """The owner key of a principal: itself, or a digest of all of it when it cannot be a key as is."""
+    if len(principal) <= MAX_OWNER_LENGTH and not principal.startswith(DIGEST_PREFIX):
+        return principal
+    return DIGEST_PREFIX + hashlib.sha256(principal.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def principal_of(arn: str) -> str:

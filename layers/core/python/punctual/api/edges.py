@@ -13,6 +13,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from punctual import numbers
 from punctual.api import auth, errors
 from punctual.errors import InvalidInput, Unauthorized
 
@@ -23,24 +24,37 @@ MAX_JSON_DEPTH = 32  # a request body's nesting (a job's payload sits two levels
 
 def strict_json(text: str) -> Any:
     """json.loads, refusing what cannot be stored: NaN/Infinity (not JSON either), nesting deeper
-    than ``MAX_JSON_DEPTH`` (pydantic's serializer fails past 255 levels, Python's parser near 1000)
-    and strings escaping a lone surrogate (``"\ud800"``: JSON text, but not Unicode)."""
+    than ``MAX_JSON_DEPTH`` (pydantic's serializer fails past 255 levels, Python's parser near 1000),
+    strings escaping a lone surrogate (``"\ud800"``: JSON text, but not Unicode), numbers out of
+    range (400 naming the field: ``punctual.numbers``) and a body that is not an object (422)."""
 
     def refuse(name: str) -> Any:
         raise json.JSONDecodeError(f"{name} is not valid JSON", text, 0)
 
     try:
-        value = json.loads(text, parse_constant=refuse)
+        value = json.loads(text, parse_constant=refuse, parse_int=numbers.parse_int, parse_float=numbers.parse_float)
     except RecursionError:
         value = None
     else:
+        if not isinstance(value, dict):
+            raise InvalidInput(f"the body must be a JSON object, not {_json_kind(value)}", field="body")
         if not _nests_deeper_than(value, MAX_JSON_DEPTH):
+            bad = numbers.first_out_of_range(value)
+            if bad is not None:
+                raise errors.NumberOutOfRange(
+                    f"{bad[0]}: the number {bad[1]} is out of range (accepted: {numbers.RANGE})", field=bad[0]
+                )
             try:
                 json.dumps(value, ensure_ascii=False).encode()
             except UnicodeEncodeError:
                 raise json.JSONDecodeError("a string is not valid Unicode (a lone surrogate)", text, 0) from None
             return value
     raise json.JSONDecodeError(f"nested deeper than {MAX_JSON_DEPTH} levels", text, 0)
+
+
+def _json_kind(value: Any) -> str:
+    kinds = {list: "an array", str: "a string", bool: "a boolean", type(None): "null"}
+    return kinds.get(type(value), "a number")
 
 
 def _nests_deeper_than(value: Any, limit: int) -> bool:

@@ -6,15 +6,18 @@ Every error body has the shape of :class:`~punctual.api.schemas.ErrorBody`:
 Statuses:
 
 ====  =======================================================================================
-400   malformed_json: the body is not JSON
+400   malformed_json: the body is not JSON; number_out_of_range: a number overflows to
+      infinity or an integer does not fit in 64 bits (``punctual.numbers``; details name the field)
 401   unauthorized: no owner could be established (no or unknown API key, unsigned request)
 404   job_not_found, run_not_found (also for another owner's ids), route_not_found
 405   method_not_allowed: the path exists, the method does not (``Allow`` lists the methods)
 409   invalid_transition, idempotency_key_reused, concurrent_modification
-413   request_too_large: the body exceeds ``MAX_BODY_BYTES``
+413   request_too_large: the body exceeds ``MAX_BODY_BYTES``; job_too_large: the job (payload,
+      target, headers: the whole spec) exceeds ``punctual.model.MAX_JOB_BYTES``
 415   unsupported_media_type: a body that is not ``application/json``
 422   invalid_input and its kinds (invalid_schedule, invalid_timezone, invalid_id,
-      invalid_cursor): the request parsed but a value is wrong; details name the fields
+      invalid_cursor): the request parsed but a value is wrong (or the body is not a JSON
+      object); details name the fields
 500   internal_error: a bug or an unavailable dependency, never bad input
 ====  =======================================================================================
 """
@@ -41,6 +44,7 @@ from punctual.errors import (
     InvalidSchedule,
     InvalidTimezone,
     InvalidTransition,
+    JobTooLarge,
     NotFound,
     PunctualError,
     Throttled,
@@ -58,6 +62,12 @@ MAX_BODY_BYTES = 256 * 1024  # a job is far smaller (payload <= 8 KiB); DynamoDB
 
 class MalformedJson(InvalidInput):
     code = "malformed_json"
+
+
+class NumberOutOfRange(MalformedJson):
+    """A JSON number no engine can keep exactly (non-finite, or an integer beyond 64 bits)."""
+
+    code = "number_out_of_range"
 
 
 class UnsupportedMediaType(InvalidInput):
@@ -88,6 +98,7 @@ class InternalError(PunctualError):
 _STATUS: tuple[tuple[type[PunctualError], HTTPStatus], ...] = (
     (MalformedJson, HTTPStatus.BAD_REQUEST),
     (RequestTooLarge, HTTPStatus.REQUEST_ENTITY_TOO_LARGE),
+    (JobTooLarge, HTTPStatus.REQUEST_ENTITY_TOO_LARGE),
     (UnsupportedMediaType, HTTPStatus.UNSUPPORTED_MEDIA_TYPE),
     (Unauthorized, HTTPStatus.UNAUTHORIZED),
     (NotFound, HTTPStatus.NOT_FOUND),

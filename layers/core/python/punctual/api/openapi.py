@@ -31,15 +31,17 @@ Bad input is a 4xx and changes nothing.
 
 # Why each status happens, per error status (the codes a client can branch on).
 _ERRORS: dict[int, str] = {
-    400: "The body is not JSON, not UTF-8, or nested deeper than 32 levels (code malformed_json).",
+    400: "The body is not JSON, not UTF-8, or nested deeper than 32 levels (code malformed_json), or a "
+    "number overflows to infinity or is an integer beyond 64 bits (number_out_of_range; details name it).",
     401: "No valid credentials (code unauthorized).",
     404: "No such job or run for this owner (job_not_found, run_not_found).",
     409: "The job's state does not allow this (invalid_transition), the Idempotency-Key was used for a "
     "different body (idempotency_key_reused), or concurrent edits (concurrent_modification).",
-    413: "The body is larger than allowed (request_too_large).",
+    413: "The body is larger than allowed (request_too_large), or the whole job (payload, target and "
+    "headers) is over 10 KiB as JSON (job_too_large).",
     415: "The body is not application/json (unsupported_media_type).",
-    422: "A value is invalid (invalid_input, invalid_schedule, invalid_timezone, invalid_id, "
-    "invalid_cursor); details name the fields.",
+    422: "The body is not a JSON object, or a value is invalid (invalid_input, invalid_schedule, "
+    "invalid_timezone, invalid_id, invalid_cursor); details name the fields.",
     500: "Internal error (internal_error); never caused by input.",
     503: "The storage service is throttling (throttled); retry the same request.",
 }

@@ -42,11 +42,12 @@ from punctual.errors import (
     InvalidTransition,
     JobAlreadyExists,
     JobNotFound,
+    JobTooLarge,
     RunNotFound,
 )
 from punctual.execution.targets.policy import TargetPolicy, check_target
 from punctual.jobs import validation
-from punctual.model import JOB_TRANSITIONS, Job, JobSpec, JobStatus, Run
+from punctual.model import JOB_TRANSITIONS, MAX_JOB_BYTES, Job, JobSpec, JobStatus, Run
 from punctual.port import Page, Queue, RunQuery, Store
 from punctual.scheduling import cron as schedule
 from punctual.scheduling.planning import PlanOptions, dispatch_for, manual_run
@@ -81,10 +82,11 @@ def create_job(
     """Create an active job for ``owner``; with ``idempotency_key``, at most one job per key.
 
     Raises :class:`InvalidInput` (``run_at`` in the past, a malformed key, a target the ``policy``
-    refuses) and :class:`IdempotencyKeyReused` (the key already created a job from a different
-    spec). Nothing is written when it raises.
+    refuses), :class:`JobTooLarge` and :class:`IdempotencyKeyReused` (the key already created a job
+    from a different spec). Nothing is written when it raises.
     """
     check_target(spec.target, policy)
+    check_size(spec)
     job_id = _job_id(owner, idempotency_key)
     try:
         next_run_at = first_run_at(spec, now)
@@ -319,6 +321,7 @@ def _patched(job: Job, changes: Mapping[str, Any], now: int, policy: TargetPolic
         raise validation.invalid_input(exc) from None
     if spec.target != job.target:
         check_target(spec.target, policy)
+    check_size(spec)
     update: dict[str, Any] = {**_spec_fields(spec), "updated_at": now}
     if any(getattr(spec, f) != getattr(job, f) for f in _SCHEDULING_FIELDS):
         update.update(_rescheduled(job, spec, now))
@@ -334,6 +337,17 @@ def _rescheduled(job: Job, spec: JobSpec, now: int) -> dict[str, Any]:
 
 
 # -- helpers ----------------------------------------------------------------------------------------
+
+
+def check_size(spec: JobSpec) -> None:
+    """Refuse a spec over ``MAX_JOB_BYTES`` (what keeps a claim's write units bounded). Raises :class:`JobTooLarge`."""
+    size = spec.size_bytes()
+    if size > MAX_JOB_BYTES:
+        raise JobTooLarge(
+            f"the job is {size} bytes as JSON; the limit for a whole job (payload, target and headers "
+            f"included) is {MAX_JOB_BYTES}",
+            field="body",
+        )
 
 
 def _job_id(owner: str, idempotency_key: str | None) -> str:
@@ -368,7 +382,7 @@ def _canonical(spec: JobSpec) -> str:
     """A spec as comparable text: run_at as an instant, so offsets that name the same time match."""
     data = spec.model_dump(mode="json")
     data["run_at"] = None if spec.run_at is None else from_datetime(spec.run_at)
-    return json.dumps(data, sort_keys=True, separators=(",", ":"))
+    return json.dumps(data, sort_keys=True, separators=(",", ":"), allow_nan=False)
 
 
 def _spec_fields(spec: JobSpec) -> dict[str, Any]:

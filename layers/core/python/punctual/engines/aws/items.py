@@ -49,7 +49,7 @@ def n(value: int) -> dict[str, str]:
 
 def js(value: Any) -> dict[str, str]:
     """A JSON string attribute (compact: every byte is paid on every write)."""
-    return {"S": json.dumps(value, separators=(",", ":"), ensure_ascii=False)}
+    return {"S": json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)}
 
 
 def get_s(item: Item, name: str) -> str | None:

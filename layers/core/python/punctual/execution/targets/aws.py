@@ -174,6 +174,7 @@ def event_json(invocation: Invocation) -> str:
             "payload": invocation.payload,
         },
         separators=(",", ":"),
+        allow_nan=False,  # Infinity/NaN are not JSON: fail the attempt rather than send them
     )
 
 

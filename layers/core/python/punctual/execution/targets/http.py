@@ -106,7 +106,9 @@ def _request(
     target: HttpTarget, invocation: Invocation, url: httpx.URL, *, address: str, deadline: float, remaining: float
 ) -> TargetResult:
     body = (
-        json.dumps(invocation.payload, separators=(",", ":")).encode() if target.method in METHODS_WITH_BODY else None
+        json.dumps(invocation.payload, separators=(",", ":"), allow_nan=False).encode()
+        if target.method in METHODS_WITH_BODY
+        else None
     )
     headers = request_headers(target, invocation, url.netloc.decode("ascii"))
     client = _client(url.scheme, url.host, address, url.port)
