@@ -91,7 +91,7 @@ class AsyncTargets:
             return timed_out(timeout_s)
         body = None
         if target.method in http.METHODS_WITH_BODY:
-            body = json.dumps(invocation.payload, separators=(",", ":")).encode()
+            body = json.dumps(invocation.payload, separators=(",", ":"), allow_nan=False).encode()
         headers = http.request_headers(target, invocation, url.netloc.decode("ascii"))
         request = Request(target.method, url.scheme, host, address, port, url.raw_path.decode("ascii"), headers, body)
         try:
