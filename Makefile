@@ -7,16 +7,17 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 NPM_STAMP := node_modules/.installed-stamp
+CHROMIUM ?= /usr/bin/chromium
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 export CDK_DISABLE_VERSION_CHECK := 1
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 
-.PHONY: run test lint unit bench synth clean
+.PHONY: run test lint unit bench synth clean console-assets
 
 run: $(STAMP)
 	$(BIN)/punctual dev
 
-test: lint $(STAMP) $(NPM_STAMP)
+test: lint $(STAMP) $(NPM_STAMP) $(CHROMIUM)
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
 lint: $(STAMP)
@@ -42,6 +43,14 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[dev]'
 	touch $(STAMP)
+
+# The console's browser tests drive Debian's chromium (Playwright cannot download its own here).
+$(CHROMIUM):
+	apt-get update -qq && apt-get install -y -qq chromium
+
+# Refresh the console's vendored npm libraries (committed; the wheel ships them, no Node at runtime).
+console-assets: $(STAMP) $(NPM_STAMP)
+	$(BIN)/python -m punctual.console.vendor node_modules
 
 $(NPM_STAMP): package.json package-lock.json
 	npm ci --no-audit --no-fund

@@ -6,7 +6,8 @@ file under ``--data-dir`` by default (so a restart keeps the jobs), or ``--engin
 an endpoint (a moto server, LocalStack, an account), whose tables and queues it creates if missing.
 
 On start it prints ``Punctual API: <url>`` and ``API key: <key>`` (the key is created once and
-kept in ``<data-dir>/api-key``), then how to stop. SIGINT (Ctrl-C) and SIGTERM stop it cleanly:
+kept in ``<data-dir>/api-key``), ``Console: <url>/console/#key=<key>`` (signed in: the key rides in
+the URL fragment, which browsers never send), then how to stop. SIGINT (Ctrl-C) and SIGTERM stop it cleanly:
 components get the stop event and finish their step, the server finishes in-flight requests,
 the engine is closed.
 """
@@ -20,6 +21,7 @@ import sys
 import threading
 from pathlib import Path
 from typing import Any, Protocol
+from urllib.parse import urlencode
 
 from punctual.api.app import Services
 from punctual.api.auth import DEFAULT_DEV_OWNER, ApiKeys, load_or_create_key
@@ -123,6 +125,7 @@ def run(args: argparse.Namespace) -> int:
         url = server.start()
         print(f"Punctual API: {url}")
         print(f"API key: {key}")
+        print(f"Console: {console_url(url, key)}")
         print("Press Ctrl-C to stop (SIGTERM also stops it cleanly).", flush=True)
         _warn_if_exposed(args.host)
         components = dev_components(settings, engine) if args.components else []
@@ -139,6 +142,11 @@ def run(args: argparse.Namespace) -> int:
         engine.close()
     print("Punctual stopped.", flush=True)
     return 1 if failed.is_set() else 0
+
+
+def console_url(api_url: str, key: str) -> str:
+    """The console's address, signed in: the key rides in the fragment, which no browser sends."""
+    return f"{api_url}/console/#{urlencode({'key': key})}"
 
 
 def api_keys(explicit: str | None, data_dir: Path) -> tuple[ApiKeys, str]:

@@ -30,6 +30,7 @@ from starlette.routing import Route
 from punctual.api import errors
 from punctual.api.app import Services, handle
 from punctual.api.auth import ApiKeys
+from punctual.console import web as console
 from punctual.errors import ConfigError
 
 _METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
@@ -120,7 +121,8 @@ def asgi_app(services: Services, keys: ApiKeys) -> Starlette:
         result = await run_in_threadpool(handle, event, None, services)
         return to_response(result)
 
-    return Starlette(routes=[Route("/{path:path}", endpoint, methods=_METHODS)])
+    # the console's static page under /console (it calls this API like any client)
+    return Starlette(routes=[*console.routes(), Route("/{path:path}", endpoint, methods=_METHODS)])
 
 
 def to_event(request: Request, body: bytes, owner: str | None) -> dict[str, Any]:

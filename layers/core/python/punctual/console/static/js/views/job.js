@@ -1,0 +1,84 @@
+// A job: its facts and actions (pause, resume, trigger, delete: each confirmed first), the run
+// timeline, the start-lateness histogram and the calendar of outcomes, then the newest runs.
+import { api, get, pages } from "../api.js";
+import { calendar, chart, histogram, histogramFromRuns, timeline } from "../charts.js";
+import { card, confirmAction, errorBox, h, link, show, state } from "../dom.js";
+import { duration, scheduleInWords, when } from "../format.js";
+
+const MAX_RUNS = 300; // newest runs read for the charts (3 pages)
+const TIMELINE_RUNS = 100;
+
+export async function jobView(ctx, jobId) {
+  const path = `/jobs/${encodeURIComponent(jobId)}`;
+  const [job, runs] = await Promise.all([get(path), pages(`${path}/runs`, MAX_RUNS)]);
+  if (!ctx.current()) return;
+  const now = Date.now();
+  const finished = runs.filter((r) => ["succeeded", "failed", "dead"].includes(r.state));
+  const ok = finished.filter((r) => r.state === "succeeded").length;
+  const hist = histogramFromRuns(runs);
+  const message = h("div", { id: "job-message" });
+  const act = (label, verb, question, after) => h("button", {
+    type: "button", "data-action": verb, class: verb === "delete" ? "danger" : verb === "trigger" ? "primary" : "",
+    onclick: async () => {
+      if (!(await confirmAction(question))) return;
+      try {
+        const result = await api(verb === "delete" ? "DELETE" : "POST", verb === "delete" ? path : `${path}/${verb}`);
+        after(result);
+      } catch (error) {
+        message.replaceChildren(errorBox(error));
+      }
+    },
+  }, label);
+  const named = `“${job.name}”`;
+  const actions = h("div", { class: "toolbar", id: "job-actions" },
+    act("Trigger now", "trigger", `Run ${named} now, outside its schedule?`, () => ctx.rerender()),
+    job.status === "active" ? act("Pause", "pause", `Pause ${named}? It will not run until resumed.`, () => ctx.rerender()) : null,
+    job.status === "paused" ? act("Resume", "resume", `Resume ${named}?`, () => ctx.rerender()) : null,
+    job.status !== "deleted" ? act("Delete", "delete", `Delete ${named}? This cannot be undone.`, () => ctx.navigate("/console/")) : null);
+  const timelineEl = h("div", { class: "chart tall", id: "timeline" });
+  const latenessEl = h("div", { class: "chart", id: "lateness" });
+  const calendarEl = h("div", { class: "chart cal", id: "calendar" });
+  const shown = runs.slice(0, TIMELINE_RUNS);
+  show(ctx.view,
+    h("p", {}, link("/console/", "← Jobs")),
+    h("h1", { id: "job-name" }, job.name, " ", state(job.status)),
+    actions, message,
+    h("dl", { class: "facts" },
+      [["Schedule", scheduleInWords(job)], ["Next run", when(job.next_run_at)], ["Target", targetText(job.target)],
+        ["Timeout", `${job.timeout_s} s`], ["Retries", `${job.max_retries} (backoff ${job.retry.backoff_s} s)`],
+        ["Overlap", job.overlap], ["Id", job.id]].map(([k, v]) => [h("dt", {}, k), h("dd", {}, v)])),
+    h("div", { class: "cards" },
+      card("Runs shown", `${runs.length}${runs.length >= MAX_RUNS ? "+" : ""}`, "runs-count"),
+      card("Succeeded", finished.length ? `${Math.round((100 * ok) / finished.length)}%` : "—", "success-rate"),
+      card("Start lateness p50", duration(hist.p50), "p50"),
+      card("Start lateness p99", duration(hist.p99), "p99")),
+    h("h2", {}, `Run timeline (${shown.length} newest runs; attempts coloured by outcome, click a run to open it)`),
+    h("div", { class: "panel" }, timelineEl),
+    h("div", { class: "grid2" },
+      h("div", {}, h("h2", {}, "Start lateness"), h("div", { class: "panel" }, latenessEl)),
+      h("div", {}, h("h2", {}, "Outcomes by day"), h("div", { class: "panel" }, calendarEl))),
+    h("h2", {}, "Newest runs"),
+    runsTable(runs.slice(0, 20)));
+  const ordered = [...shown].sort((a, b) => Date.parse(a.scheduled_at) - Date.parse(b.scheduled_at));
+  chart(timelineEl, timeline(shown, now), (p) => {
+    const run = ordered[p.dataIndex];
+    if (run) ctx.navigate(`/console/runs/${encodeURIComponent(run.run_id)}`);
+  });
+  chart(latenessEl, histogram(hist.counts, `${hist.n} started runs · p50 ${duration(hist.p50)} · p99 ${duration(hist.p99)}`));
+  chart(calendarEl, calendar(runs, now));
+}
+
+function targetText(target) {
+  if (target.type === "http") return `${target.method} ${target.url}`;
+  return `${target.type} ${target.function_arn || target.queue_url || target.state_machine_arn || target.event_bus || ""}`;
+}
+
+function runsTable(runs) {
+  if (!runs.length) return h("p", { class: "muted" }, "No runs yet.");
+  return h("table", { id: "runs" },
+    h("thead", {}, h("tr", {}, ["Scheduled", "State", "Trigger", "Attempts", "Started", "Finished"].map((t) => h("th", {}, t)))),
+    h("tbody", {}, runs.map((run) => h("tr", { "data-run-id": run.run_id },
+      h("td", {}, link(`/console/runs/${encodeURIComponent(run.run_id)}`, when(run.scheduled_at))),
+      h("td", {}, state(run.state)), h("td", {}, run.trigger), h("td", {}, String(run.attempts.length)),
+      h("td", {}, when(run.started_at)), h("td", {}, when(run.finished_at))))));
+}

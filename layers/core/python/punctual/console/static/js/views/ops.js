@@ -1,0 +1,42 @@
+// Operations: GET /stats (aggregated by the engine): dispatch lateness p50/p99 over the last hour,
+// runs per minute by outcome, queue depth, dead letters and clock skew; per-tenant limits and usage
+// when the API offers GET /limits.
+import { get, offers } from "../api.js";
+import { chart, histogram, perMinute } from "../charts.js";
+import { card, h, show } from "../dom.js";
+import { duration } from "../format.js";
+
+export async function opsView(ctx) {
+  const minutes = Number(ctx.params.get("minutes")) || 60;
+  const stats = await get(`/stats?minutes=${minutes}`);
+  const limits = (await offers("/limits")) ? await get("/limits") : null;
+  if (!ctx.current()) return;
+  const finished = Object.values(stats.totals).reduce((a, b) => a + b, 0);
+  const minuteEl = h("div", { class: "chart", id: "per-minute" });
+  const latenessEl = h("div", { class: "chart", id: "ops-lateness" });
+  const bound = (v) => (v === null ? "—" : `≤ ${duration(v)}`);
+  show(ctx.view,
+    h("h1", {}, `Operations · last ${minutes} minutes`),
+    h("div", { class: "toolbar" }, h("button", { type: "button", onclick: () => ctx.rerender() }, "Refresh"),
+      h("span", { class: "muted" }, `${stats.since.slice(11, 16)}–${stats.until.slice(11, 16)} UTC`)),
+    h("div", { class: "cards" },
+      card("Start lateness p50", bound(stats.lateness.p50_ms), "ops-p50"),
+      card("Start lateness p99", bound(stats.lateness.p99_ms), "ops-p99"),
+      card("Runs finished", String(finished), "ops-finished"),
+      card("Queue depth", stats.queue.depth ?? "—", "ops-depth"),
+      card("Dead letters", stats.queue.dead_letters ?? "—", "ops-dead-letters"),
+      card("Clock skew", stats.clock_skew_ms === null ? "none (one clock)" : duration(stats.clock_skew_ms), "ops-skew")),
+    h("div", { class: "grid2" },
+      h("div", {}, h("h2", {}, "Runs per minute by outcome"), h("div", { class: "panel" }, minuteEl)),
+      h("div", {}, h("h2", {}, "Start lateness"), h("div", { class: "panel" }, latenessEl))),
+    limits ? limitsSection(limits) : null);
+  chart(minuteEl, perMinute(stats));
+  chart(latenessEl, histogram(stats.lateness.buckets.map((b) => b.count), `${stats.lateness.count} started runs`));
+}
+
+function limitsSection(limits) {
+  const rows = Object.entries(limits).filter(([, v]) => v === null || ["number", "string"].includes(typeof v) || typeof v === "object");
+  return [h("h2", {}, "Limits and usage"),
+    h("table", { id: "limits" }, h("tbody", {}, rows.map(([name, value]) =>
+      h("tr", {}, h("td", {}, name), h("td", {}, value === null ? "none" : typeof value === "object" ? JSON.stringify(value) : String(value))))))];
+}

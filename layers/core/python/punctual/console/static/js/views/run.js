@@ -1,0 +1,40 @@
+// A run: its facts and its attempts as its log (worker, times, outcome, error, response excerpt).
+import { get } from "../api.js";
+import { h, link, show, state } from "../dom.js";
+import { duration, lateness, ms, when } from "../format.js";
+
+export async function runView(ctx, runId) {
+  const run = await get(`/runs/${encodeURIComponent(runId)}`);
+  if (!ctx.current()) return;
+  const job = await get(`/jobs/${encodeURIComponent(run.job_id)}`).catch(() => null);
+  if (!ctx.current()) return;
+  show(ctx.view,
+    h("p", {}, link(`/console/jobs/${encodeURIComponent(run.job_id)}`, "← ", job ? job.name : run.job_id)),
+    h("h1", {}, "Run ", h("span", { class: "muted" }, run.run_id), " ", state(run.state)),
+    h("dl", { class: "facts", id: "run-facts" },
+      fact("Trigger", run.trigger),
+      fact("Scheduled", when(run.scheduled_at)),
+      fact("Started", `${when(run.started_at)}${run.started_at ? ` (${duration(lateness(run))} late)` : ""}`),
+      fact("Finished", when(run.finished_at)),
+      fact("Attempt", String(run.attempt)),
+      run.next_attempt_at ? fact("Next attempt", when(run.next_attempt_at)) : null,
+      run.note ? fact("Note", run.note) : null),
+    h("h2", {}, `Attempts (${run.attempts.length})`),
+    run.attempts.length
+      ? h("ol", { class: "attempts", id: "attempts" }, run.attempts.map(attemptItem))
+      : h("p", { class: "muted" }, "No attempt yet."));
+}
+
+function fact(label, value) {
+  return [h("dt", {}, label), h("dd", {}, value)];
+}
+
+function attemptItem(attempt) {
+  const took = attempt.started_at && attempt.finished_at ? ms(attempt.finished_at) - ms(attempt.started_at) : null;
+  return h("li", { class: attempt.outcome, "data-testid": "attempt" },
+    h("div", {}, h("strong", {}, `Attempt ${attempt.number}`), " ", state(attempt.outcome),
+      attempt.status_code ? ` · HTTP ${attempt.status_code}` : "", ` · ${duration(took)}`),
+    h("div", { class: "muted" }, `worker ${attempt.worker_id || "—"} · ${when(attempt.started_at)} → ${when(attempt.finished_at)}`),
+    attempt.error ? h("div", { class: "error", "data-testid": "attempt-error" }, attempt.error) : null,
+    attempt.response_excerpt ? h("pre", { class: "excerpt", "data-testid": "excerpt" }, attempt.response_excerpt) : null);
+}

@@ -1,0 +1,95 @@
+"""History written straight into the dev stack's SQLite file (the embedded engine allows several
+processes on one file), so the console has weeks of runs to draw: what a real deployment shows."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from punctual.api.auth import DEFAULT_DEV_OWNER
+from punctual.cli.common import engine_from_settings
+from punctual.config import Settings
+from punctual.model import Attempt, AttemptOutcome, Run, RunState, Trigger
+
+DAY_MS = 86_400_000
+MINUTE_MS = 60_000
+
+
+def _attempt(number: int, start: int, took: int, outcome: AttemptOutcome, **extra: object) -> Attempt:
+    return Attempt(
+        number=number,
+        worker_id=f"worker-{1 + number % 2}",
+        started_at=start,
+        finished_at=start + took,
+        outcome=outcome,
+        **extra,  # type: ignore[arg-type]
+    )
+
+
+def _run(job_id: str, scheduled_at: int, late: int, attempts: list[Attempt], state: RunState) -> Run:
+    return Run(
+        job_id=job_id,
+        scheduled_at=scheduled_at,
+        owner=DEFAULT_DEV_OWNER,
+        state=state,
+        trigger=Trigger.SCHEDULE,
+        attempt=len(attempts),
+        started_at=scheduled_at + late,
+        finished_at=attempts[-1].finished_at,
+        deadline_at=scheduled_at + DAY_MS,
+        created_at=scheduled_at - 2_000,
+        expires_at=(scheduled_at + 400 * DAY_MS) // 1000,
+        attempts=attempts,
+    )
+
+
+def daily_history(job_id: str, now: int, days: int, hour_utc_ms: int) -> list[Run]:
+    """One run a day for ``days`` days: mostly on time and fine, some retried, a few dead."""
+    runs = []
+    today = now - now % DAY_MS
+    for day in range(days, 0, -1):
+        at = today - day * DAY_MS + hour_utc_ms
+        late = 15 + (day * 37) % 180 + (2_400 if day % 17 == 0 else 0)
+        start = at + late
+        ok = {"status_code": 200, "response_excerpt": '{"ok": true, "rows": 1284}'}
+        failed = {"status_code": 500, "error": "HTTP 500", "response_excerpt": '{"error": "database unreachable"}'}
+        if day % 23 == 0:
+            attempts = [
+                _attempt(1, start, 900, AttemptOutcome.FAILED, **failed),
+                _attempt(2, start + 10_900, 1_100, AttemptOutcome.FAILED, **failed),
+            ]
+            runs.append(_run(job_id, at, late, attempts, RunState.DEAD))
+        elif day % 9 == 0:
+            attempts = [
+                _attempt(1, start, 30_000, AttemptOutcome.TIMEOUT, error="timed out after 30 s"),
+                _attempt(2, start + 40_000, 4_000 + day * 10, AttemptOutcome.SUCCEEDED, **ok),
+            ]
+            runs.append(_run(job_id, at, late, attempts, RunState.SUCCEEDED))
+        else:
+            attempts = [_attempt(1, start, 3_000 + (day * 131) % 9_000, AttemptOutcome.SUCCEEDED, **ok)]
+            runs.append(_run(job_id, at, late, attempts, RunState.SUCCEEDED))
+    return runs
+
+
+def minutely_history(job_id: str, now: int, minutes: int) -> list[Run]:
+    """One run a minute for the last ``minutes`` minutes (the operations view's hour)."""
+    runs = []
+    this_minute = now - now % MINUTE_MS
+    for back in range(minutes, 0, -1):
+        at = this_minute - back * MINUTE_MS
+        late = 8 + (back * 53) % 140 + (900 if back % 13 == 0 else 0)
+        if back % 11 == 0:
+            attempt = _attempt(1, at + late, 250, AttemptOutcome.FAILED, status_code=503, error="HTTP 503")
+            runs.append(_run(job_id, at, late, [attempt], RunState.FAILED))
+        else:
+            attempt = _attempt(1, at + late, 120 + back, AttemptOutcome.SUCCEEDED, status_code=204)
+            runs.append(_run(job_id, at, late, [attempt], RunState.SUCCEEDED))
+    return runs
+
+
+def write(data_dir: Path, runs: list[Run]) -> None:
+    _, engine = engine_from_settings(Settings(data_dir=str(data_dir)))
+    try:
+        inserted = engine.store.insert_runs(runs)
+        assert all(inserted), "history runs must be new"
+    finally:
+        engine.close()
