@@ -85,3 +85,19 @@ def test_every_vendored_library_ships_its_licence() -> None:
     packages = {f.package for f in vendor.FILES}
     licences = {f.package for f in vendor.FILES if f.target.startswith("LICENSE")}
     assert packages == licences
+
+
+def test_the_wheel_ships_every_static_file() -> None:
+    # setuptools package-data globs (pyproject.toml) must cover every file of static/, or a
+    # `pip install` would serve a console without its scripts (checked by building a wheel once).
+    import fnmatch
+    import tomllib
+
+    globs = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["punctual"]
+    package = STATIC.parent.parent
+    for path in STATIC.rglob("*"):
+        if path.is_file():
+            relative = path.relative_to(package).as_posix()
+            assert any(
+                fnmatch.fnmatch(relative, g) and relative.count("/") == g.count("/") for g in globs
+            ), f"{relative} is not in package-data"
