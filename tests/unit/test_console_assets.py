@@ -98,6 +98,6 @@ def test_the_wheel_ships_every_static_file() -> None:
     for path in STATIC.rglob("*"):
         if path.is_file():
             relative = path.relative_to(package).as_posix()
-            assert any(
-                fnmatch.fnmatch(relative, g) and relative.count("/") == g.count("/") for g in globs
-            ), f"{relative} is not in package-data"
+            assert any(fnmatch.fnmatch(relative, g) and relative.count("/") == g.count("/") for g in globs), (
+                f"{relative} is not in package-data"
+            )
