@@ -8,16 +8,19 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 NPM_STAMP := node_modules/.installed-stamp
 CHROMIUM ?= /usr/bin/chromium
+# checkov in a virtual environment of its own: its pins would downgrade the project's (infra/checkov).
+CHECKOV_VENV := .venv-checkov
+CHECKOV_STAMP := $(CHECKOV_VENV)/.installed-stamp
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 export CDK_DISABLE_VERSION_CHECK := 1
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 
-.PHONY: run test lint unit bench synth clean console-assets
+.PHONY: run test lint unit bench synth checkov clean console-assets
 
 run: $(STAMP)
 	$(BIN)/punctual dev
 
-test: lint $(STAMP) $(NPM_STAMP) $(CHROMIUM)
+test: lint $(STAMP) $(NPM_STAMP) $(CHROMIUM) $(CHECKOV_STAMP)
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
 lint: $(STAMP)
@@ -37,6 +40,9 @@ bench: $(STAMP)
 synth: $(STAMP) $(NPM_STAMP)
 	npx cdk synth --no-notices -q
 
+checkov: $(STAMP) $(CHECKOV_STAMP)
+	$(BIN)/python -m pytest -q -p no:cacheprovider tests/infra/test_checkov.py
+
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Punctual needs Python 3.11+ as $(PYTHON)")'
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -52,9 +58,14 @@ $(CHROMIUM):
 console-assets: $(STAMP) $(NPM_STAMP)
 	$(BIN)/python -m punctual.console.vendor node_modules
 
+$(CHECKOV_STAMP): infra/checkov/requirements.txt
+	test -x $(CHECKOV_VENV)/bin/python || $(PYTHON) -m venv $(CHECKOV_VENV)
+	$(CHECKOV_VENV)/bin/python -m pip install -q -r infra/checkov/requirements.txt
+	touch $(CHECKOV_STAMP)
+
 $(NPM_STAMP): package.json package-lock.json
 	npm ci --no-audit --no-fund
 	touch $(NPM_STAMP)
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache cdk.out node_modules
+	rm -rf $(VENV) $(CHECKOV_VENV) .pytest_cache .mypy_cache .ruff_cache cdk.out node_modules

@@ -22,6 +22,13 @@ Sizing for the design target: 10 million jobs, 20,000 runs per second at the top
   runs/s x ~0.5 s per target call = 10,000 runs in flight = 1,000 invocations of a batch of 10
   run concurrently. The account's Lambda concurrency quota (default 1,000) must be raised to
   reach it (docs/deploy.md).
+
+Concurrency isolation (``lambda_concurrency_quota``, the account's concurrent-executions quota in
+the region, which ``punctual capacity`` also reads): the API, the reaper and the scheduler fleet
+get reserved concurrency, and the worker is capped (reserved) at what the quota leaves after them
+and after the 100 executions AWS keeps unreserved. So workers can never take the slots that the
+API and the reaper need exactly when the system is overloaded. Reservations fail to deploy in an
+account whose quota is lower than the value given here: check it first (docs/deploy.md).
 """
 
 from __future__ import annotations
@@ -77,8 +84,24 @@ class InfraConfig(BaseModel):
     fargate_worker_count: Annotated[int, Field(ge=1, le=100)] = 2
     fargate_worker_concurrency: Annotated[int, Field(ge=1, le=1000)] = 50
 
+    # -- concurrency isolation (see the module docstring) ------------------------------------------
+    lambda_concurrency_quota: Annotated[
+        int, Field(ge=200, le=1_000_000, description="the account's Lambda concurrent executions quota")
+    ] = 1_000
+    api_reserved_concurrency: Annotated[
+        int, Field(ge=1, le=10_000, description="reserved for the API: requests/s x seconds per request")
+    ] = 100
+
     # -- data -----------------------------------------------------------------------------------
     deletion_protection: bool = True
+    # Pre-warm the tables and indexes (billed once per increase): new on-demand tables and indexes
+    # start at ~4,000 writes/s, and the design target writes 40,000/s into the due and open indexes.
+    warm_throughput: bool = False
+    # "table" or "table.index" -> write units per second to pre-warm; ``punctual capacity`` computes
+    # them for a target load (JSON on the command line). Defaults: the design target's peak.
+    warm_write_units: dict[str, Annotated[int, Field(ge=1, le=1_000_000)]] = Field(
+        default_factory=lambda: dict(constants.DESIGN_WARM_WRITE_UNITS)
+    )
     retain_data: bool = True  # RETAIN tables on stack deletion; False only for throwaway stacks
     log_retention_days: int = 30
 
@@ -88,14 +111,22 @@ class InfraConfig(BaseModel):
     api_usage_plan: bool = False  # require an API key per tenant as well, throttled by a usage plan
     api_tenant_throttle_rate: Annotated[int, Field(ge=1, le=10_000, description="per API key")] = 100
     api_tenant_throttle_burst: Annotated[int, Field(ge=1, le=5_000, description="per API key")] = 200
-    api_cloudwatch_role: bool = True  # set API Gateway's account-wide logging role (once per region)
+    # API Gateway's logging role is one setting per account and region: setting it here would
+    # overwrite another stack's role. Set it once (docs/deploy.md) or ask this stack to with true.
+    api_cloudwatch_role: bool = False
 
     # -- alarms ---------------------------------------------------------------------------------
     alarm_email: Annotated[str | None, Field(pattern=r"^[^@\s]+@[^@\s]+\.[^@\s]+$")] = None
     alarm_lateness_p99_ms: Annotated[int, Field(ge=1)] = 2_000
     alarm_dlq_depth: Annotated[int, Field(ge=0)] = 0
-    alarm_lambda_errors: Annotated[int, Field(ge=0)] = 0
+    alarm_start_lateness_p99_ms: Annotated[int, Field(ge=1)] = 5_000  # scheduled_at -> leased by a worker
+    alarm_lambda_error_rate_percent: Annotated[float, Field(gt=0, le=100)] = 1.0
+    alarm_api_5xx_rate_percent: Annotated[float, Field(gt=0, le=100)] = 1.0
     alarm_lambda_throttles: Annotated[int, Field(ge=0)] = 0
+    # A visible message older than this means nothing consumes the queue (retries hide their
+    # message only up to their next attempt, so raise it above the longest retry backoff in use).
+    alarm_oldest_message_s: Annotated[int, Field(ge=60, le=14 * 24 * 3600)] = 3_600
+    alarm_visible_depth: Annotated[int, Field(ge=0)] = 1_000  # ready messages left for DEPTH_ALARM_MINUTES
     alarm_dynamodb_throttles: Annotated[int, Field(ge=0)] = 0
 
     @field_validator("target_arns", mode="before")
@@ -117,6 +148,21 @@ class InfraConfig(BaseModel):
             raise ValueError(f"not a Lambda, Step Functions, SQS or EventBridge ARN: {', '.join(bad)}")
         return value
 
+    @field_validator("warm_write_units", mode="before")
+    @classmethod
+    def _parse_units(cls, value: Any) -> Any:
+        """Accept a JSON object (what ``-c warm_write_units='{"jobs.due": 40000}'`` gives)."""
+        return json.loads(value) if isinstance(value, str) else value
+
+    @field_validator("warm_write_units")
+    @classmethod
+    def _check_units(cls, value: dict[str, int]) -> dict[str, int]:
+        known = constants.warmable_resources()
+        unknown = sorted(set(value) - known)
+        if unknown:
+            raise ValueError(f"no such table or index: {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+        return value
+
     @field_validator("log_retention_days")
     @classmethod
     def _check_retention(cls, value: int) -> int:
@@ -136,11 +182,32 @@ class InfraConfig(BaseModel):
             )
         if self.api_throttle_burst < self.api_throttle_rate // 10:
             raise ValueError("api_throttle_burst below a tenth of api_throttle_rate rejects ordinary bursts")
+        if self.worker_reserved_concurrency < constants.MIN_WORKER_CONCURRENCY:
+            raise ValueError(
+                f"lambda_concurrency_quota ({self.lambda_concurrency_quota}) leaves "
+                f"{self.worker_reserved_concurrency} executions for workers after the API "
+                f"({self.api_reserved_concurrency}), the reaper ({constants.REAPER_RESERVED_CONCURRENCY}), the "
+                f"scheduler ({self.scheduler_reserved_concurrency}) and the {constants.UNRESERVED_CONCURRENCY} "
+                "AWS keeps unreserved: raise the quota (and this value) or lower the reservations"
+            )
         return self
 
     @property
     def scheduler_reserved_concurrency(self) -> int:
         return self.scheduler_instances * constants.SCHEDULER_CONCURRENCY_PER_INSTANCE
+
+    @property
+    def worker_reserved_concurrency(self) -> int:
+        """The worker's reserved concurrency, which is also its cap: ``worker_max_concurrency``, or
+        what the account quota leaves after every other reservation, whichever is smaller."""
+        left = (
+            self.lambda_concurrency_quota
+            - constants.UNRESERVED_CONCURRENCY
+            - self.api_reserved_concurrency
+            - constants.REAPER_RESERVED_CONCURRENCY
+            - self.scheduler_reserved_concurrency
+        )
+        return min(self.worker_max_concurrency, left)
 
     @classmethod
     def from_context(cls, node: ContextSource) -> InfraConfig:

@@ -12,7 +12,7 @@ from pathlib import Path
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 
-from punctual import metrics
+from punctual import metrics, resources
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 PYPROJECT = PROJECT_ROOT / "pyproject.toml"
@@ -76,6 +76,7 @@ DISPATCH_LATENESS_MS = metrics.DISPATCH_LATENESS_MS
 SCHEDULER_SKEW_MS = metrics.SCHEDULER_SKEW_MS
 CLAIM_CONFLICTS = metrics.CLAIM_CONFLICTS
 SHARDS_OWNED = metrics.SHARDS_OWNED
+START_LATENESS_MS = metrics.START_LATENESS_MS
 
 
 # -- functions --------------------------------------------------------------------------------------
@@ -107,6 +108,13 @@ REAPER_FUNCTION = FunctionSpec("reaper", "Punctual reaper: requeues stuck runs, 
 SCHEDULER_CONCURRENCY_PER_INSTANCE = 2
 EVENTBRIDGE_MAX_TARGETS_PER_RULE = 5  # EventBridge quota: 5 targets per rule
 
+# -- concurrency isolation (infra.config: lambda_concurrency_quota) ---------------------------------
+UNRESERVED_CONCURRENCY = 100  # Lambda keeps this much of the account quota unreserved, always
+# The reaper: one sweep a minute (a slow sweep may overlap the next: 2) and the dead-letter queue's
+# event source (DEAD_LETTER_MAX_CONCURRENCY = 2).
+REAPER_RESERVED_CONCURRENCY = 4
+MIN_WORKER_CONCURRENCY = 2  # the smallest SQS event source maximum concurrency
+
 # -- queues ---------------------------------------------------------------------------------------
 # Lambda refuses an SQS event source whose queue visibility timeout is shorter than the function
 # timeout, and AWS recommends at least 6x the function timeout so that a message survives the
@@ -127,6 +135,26 @@ TARGET_ACTIONS = {
     "events": "events:PutEvents",
 }
 
+# -- warm throughput (infra.config: warm_throughput, warm_write_units) -------------------------------
+# The design target (20,000 runs/s at the top of a minute), in write units per second: a claim
+# rewrites the job (1) and moves its key in the due index (2); a run is inserted, leased and
+# finished (3, so the table is capped at the default 40,000 table quota) and enters and leaves the
+# open index (2). The leases table and the by_owner index take little. ``punctual capacity``
+# computes these for other loads.
+DESIGN_WARM_WRITE_UNITS = {
+    "jobs": 20_000,
+    "jobs.due": 40_000,
+    "runs": 40_000,
+    "runs.open": 40_000,
+}
+
+
+def warmable_resources() -> set[str]:
+    """Every table ("jobs") and index ("jobs.due") warm throughput may be given for."""
+    names = {table.logical_name for table in resources.TABLES}
+    return names | {f"{t.logical_name}.{i.name}" for t in resources.TABLES for i in t.indexes}
+
+
 # -- observability ----------------------------------------------------------------------------------
 ALARM_PERIOD_MINUTES = 1
 # Sustained, not instantaneous: the reaper drains the dead-letter queue within seconds, so a
@@ -135,3 +163,8 @@ DLQ_ALARM_MINUTES = 3
 # Top-of-minute bursts make one late minute normal under load; three in a row are not.
 LATENESS_ALARM_MINUTES = 3
 ERROR_ALARM_MINUTES = 5
+# A missing scheduler instance shows as one invocation too few every minute; an invocation that
+# EventBridge delivers a few seconds late lands in the next minute once (one low, one high minute).
+SCHEDULER_INVOCATION_ALARM_MINUTES = 3
+# Ready messages left over for this long mean the workers do not keep up (a burst drains in seconds).
+DEPTH_ALARM_MINUTES = 5

@@ -66,6 +66,7 @@ class PunctualStack(cdk.Stack):
             "Observability",
             config=config,
             functions={c.handler.spec.name: c.handler.function for c in (api, scheduler, workers, reaper)},
+            api_stage=api.rest_api.deployment_stage,
             tables=storage.tables,
             dispatch_queue=dispatch.queue,
             dead_letter_queue=dispatch.dead_letter_queue,

@@ -30,12 +30,14 @@ from punctual.execution.sqs_events import KeepMessage, LambdaWorker
 from punctual.execution.targets import Targets
 from punctual.resources import DISPATCH_QUEUE
 from punctual.runs.alerts import alerter_for
+from punctual.runtime.powertools import PowertoolsMetrics
 
 logger = Logger()
 tracer = Tracer()
 metrics = Metrics()
 # raise_on_entire_batch_failure=False: a batch whose every run is retrying or held is normal, not an error
 processor = AsyncBatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
+sink = PowertoolsMetrics(metrics)  # start lateness samples; @metrics.log_metrics flushes them
 
 
 @cache
@@ -47,7 +49,7 @@ def _worker() -> LambdaWorker:
     alerter = alerter_for(settings.alert_topic_arn, lambda: boto3.client("sns"))
     targets = Targets(settings.target_policy())  # on AWS: public addresses only, unless configured
     targets.warm_up()
-    return LambdaWorker(open_engine(settings, clock=clock), targets, clock, options, alerter)
+    return LambdaWorker(open_engine(settings, clock=clock), targets, clock, options, alerter, metrics=sink)
 
 
 async def record_handler(record: SQSRecord, lambda_context: LambdaContext | None = None) -> str:
@@ -71,6 +73,7 @@ def _count(outcome: Outcome) -> None:
 @tracer.capture_lambda_handler
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    sink.new_invocation()
     return dict(
         async_process_partial_response(event=event, record_handler=record_handler, processor=processor, context=context)
     )

@@ -2,9 +2,10 @@
 
 Every Lambda role (and the Fargate task role) is granted exactly the rows below, on the table's
 ARN and on the ARNs of the named indexes (indexes only serve ``Query``). DynamoDB transactions
-are authorized through the same per-item actions (PutItem, UpdateItem, ConditionCheckItem), so
-no action here is broader than the calls listed in ``punctual.port.Store``. Nothing may Scan,
-DeleteItem on jobs or runs (history leaves through TTL), or touch a table's configuration.
+would be authorized through the same per-item actions, so no action here is broader than the
+calls the aws engine makes; none uses ``ConditionCheckItem`` (no transaction checks an item it
+does not write), so nobody is granted it. Nothing may Scan, DeleteItem (history leaves through
+TTL, shard leases are released by an update and expire), or touch a table's configuration.
 """
 
 from __future__ import annotations
@@ -21,10 +22,9 @@ from infra.constructs.nag import acknowledge
 from punctual import resources
 
 GET = ("dynamodb:GetItem", "dynamodb:BatchGetItem")
-READ = (*GET, "dynamodb:Query", "dynamodb:ConditionCheckItem")
+READ = (*GET, "dynamodb:Query")
 PUT = "dynamodb:PutItem"
 UPDATE = "dynamodb:UpdateItem"
-DELETE = "dynamodb:DeleteItem"
 INDEX_ACTIONS = ("dynamodb:Query",)
 
 
@@ -53,8 +53,8 @@ TABLE_ACCESS: Mapping[str, Mapping[str, TableAccess]] = {
         "jobs": TableAccess((UPDATE,), indexes=(resources.DUE_INDEX.name,)),
         # insert runs (attribute_not_exists); overlap policies read and cancel the previous run
         "runs": TableAccess((*READ, PUT, UPDATE)),
-        # shard leases: acquire, renew, release, list
-        "leases": TableAccess((*READ, PUT, UPDATE, DELETE)),
+        # shard leases: acquire, renew, release (an update), list
+        "leases": TableAccess((*READ, PUT, UPDATE)),
     },
     WORKER: {
         # the job's target, payload and retry policy

@@ -3,13 +3,23 @@
 - Every method (``ANY /`` and ``ANY /{proxy+}``) requires AWS_IAM: the caller's IAM identity is
   the owner (``punctual.api.auth``). With ``api_usage_plan`` every method also requires an API
   key, and a usage plan throttles each key: give each tenant its own key for per-tenant limits.
-- A request validator checks parameters and bodies against what the methods declare; the proxy
-  declares little, so the real validation is the API's own (pydantic, structured 4xx).
-- Access logs go to a log group as JSON; execution logging at ERROR, X-Ray tracing, detailed
-  metrics, and stage throttling from the context.
+- No request validator: a proxy method (``ANY /{proxy+}``) declares no models or parameters, so an
+  API Gateway validator would validate nothing. Every request is validated by the API itself
+  (pydantic models, strict JSON, size and media-type checks), which answers with the documented
+  error shape; a gateway 400 would not have it.
+- Access logs go to a log group as JSON, with the caller's IAM ARN, the gateway's and the
+  integration's error messages and the integration latency (what a 5XX or a slow request needs);
+  execution logging at ERROR, X-Ray tracing, detailed metrics, and stage throttling from the context.
+- Per-caller limits: API Gateway throttles per API key, never per IAM principal. Each owner's
+  ``api_requests_per_second`` tenant limit is enforced by the API itself (429 with Retry-After);
+  with ``api_usage_plan`` each tenant's key is capped at the gateway too, before any Lambda runs.
+- The account's API Gateway logging role is one setting per region, shared by every API: this
+  stack sets it only when asked (``api_cloudwatch_role``), and keeps it when deleted.
 """
 
 from __future__ import annotations
+
+import json
 
 import aws_cdk as cdk
 from aws_cdk import aws_apigateway as apigw
@@ -25,6 +35,30 @@ from infra.constructs.nag import acknowledge
 STAGE_NAME = "v1"
 
 
+def access_log_fields() -> dict[str, str]:
+    """One JSON object per request. userArn is the owner (punctual.api.auth); errorMessage is API
+    Gateway's own (throttled, denied, malformed signature), integrationErrorMessage the Lambda's."""
+    return {
+        "requestId": apigw.AccessLogField.context_request_id(),
+        "requestTime": apigw.AccessLogField.context_request_time(),
+        "ip": apigw.AccessLogField.context_identity_source_ip(),
+        "caller": apigw.AccessLogField.context_identity_caller(),
+        "user": apigw.AccessLogField.context_identity_user(),
+        "userArn": apigw.AccessLogField.context_identity_user_arn(),
+        "httpMethod": apigw.AccessLogField.context_http_method(),
+        "resourcePath": apigw.AccessLogField.context_resource_path(),
+        "protocol": apigw.AccessLogField.context_protocol(),
+        "status": apigw.AccessLogField.context_status(),
+        "responseLength": apigw.AccessLogField.context_response_length(),
+        "responseLatency": apigw.AccessLogField.context_response_latency(),
+        "integrationLatency": apigw.AccessLogField.context_integration_latency(),
+        "integrationStatus": apigw.AccessLogField.context_integration_status(),
+        "errorMessage": apigw.AccessLogField.context_error_message(),
+        "errorType": apigw.AccessLogField.context_error_response_type(),
+        "integrationErrorMessage": apigw.AccessLogField.context_integration_error_message(),
+    }
+
+
 class Api(Construct):
     def __init__(
         self,
@@ -37,7 +71,14 @@ class Api(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         self._config = shared.config
-        self.handler = PunctualFunction(self, "Handler", spec=constants.API_FUNCTION, shared=shared)
+        self.handler = PunctualFunction(
+            self,
+            "Handler",
+            spec=constants.API_FUNCTION,
+            shared=shared,
+            # Workers cannot take the API's executions under overload (infra.config, concurrency isolation).
+            reserved_concurrency=shared.config.api_reserved_concurrency,
+        )
         access.grant_tables(self.handler.role, access.API, shared.tables)
         dispatch_queue.grant_send_messages(self.handler.role)  # POST /jobs/{id}/trigger
         for queue in (dispatch_queue, dead_letter_queue):  # GET /stats: queue depth and dead letters
@@ -66,7 +107,7 @@ class Api(Construct):
             endpoint_types=[apigw.EndpointType.REGIONAL],
             cloud_watch_role=self._config.api_cloudwatch_role,
             # The logging role is account-wide: deleting this stack must not break other APIs' logs.
-            cloud_watch_role_removal_policy=cdk.RemovalPolicy.RETAIN,
+            cloud_watch_role_removal_policy=cdk.RemovalPolicy.RETAIN if self._config.api_cloudwatch_role else None,
             deploy_options=apigw.StageOptions(
                 stage_name=STAGE_NAME,
                 tracing_enabled=True,
@@ -76,17 +117,7 @@ class Api(Construct):
                 throttling_rate_limit=self._config.api_throttle_rate,
                 throttling_burst_limit=self._config.api_throttle_burst,
                 access_log_destination=apigw.LogGroupLogDestination(access_logs),
-                access_log_format=apigw.AccessLogFormat.json_with_standard_fields(
-                    caller=True,
-                    http_method=True,
-                    ip=True,
-                    protocol=True,
-                    request_time=True,
-                    resource_path=True,
-                    response_length=True,
-                    status=True,
-                    user=True,
-                ),
+                access_log_format=apigw.AccessLogFormat.custom(json.dumps(access_log_fields())),
             ),
         )
         # The stack outputs the URL as ApiUrl; CDK's own "Endpoint" output would repeat it.
@@ -114,9 +145,12 @@ class Api(Construct):
         return rest_api
 
     def _build_methods(self) -> None:
-        """``ANY /`` and ``ANY /{proxy+}``, both with the same authorization and validator."""
-        validator = self.rest_api.add_request_validator(
-            "Validator", validate_request_body=True, validate_request_parameters=True
+        """``ANY /`` and ``ANY /{proxy+}``, both with the same authorization (no validator: see above)."""
+        acknowledge(
+            self.rest_api,
+            "APIG2",
+            "Proxy methods declare no models to validate: the API validates every request itself (pydantic, "
+            "strict JSON, size and media type) and answers with its documented error shape",
         )
         integration = apigw.LambdaIntegration(self.handler.function)
         for resource in (self.rest_api.root, self.rest_api.root.add_proxy(any_method=False)):
@@ -125,7 +159,6 @@ class Api(Construct):
                 integration,
                 authorization_type=apigw.AuthorizationType.IAM,
                 api_key_required=self._config.api_usage_plan,
-                request_validator=validator,
             )
 
     def _build_usage_plan(self) -> None:

@@ -2,12 +2,20 @@
 
 Punctual's own metrics come from Powertools (EMF) in namespace ``Punctual`` with the dimension
 ``service=punctual`` (``infra.constants``). Alarms notify the ops topic, on both ALARM and OK.
-Missing data is not breaching: an idle system emits no lateness samples and no errors.
+Missing data is not breaching (an idle system emits no lateness samples and no errors), except
+where silence is the failure: the scheduler fleet's invocations. docs/deploy.md's runbook says
+what each alarm means and what to do.
 
 Alarms:
+- scheduler invocations per minute below ``scheduler_instances`` for SCHEDULER_INVOCATION_ALARM_MINUTES,
+  missing data breaching (a stopped fleet emits nothing at all);
+- the dispatch queue's oldest message older than ``alarm_oldest_message_s`` (nothing consumes it),
+  and ready messages above ``alarm_visible_depth`` for DEPTH_ALARM_MINUTES (workers do not keep up);
 - the dead-letter queue has held messages for DLQ_ALARM_MINUTES (the reaper is not draining it);
-- dispatch lateness p99 above ``alarm_lateness_p99_ms`` for LATENESS_ALARM_MINUTES;
-- Lambda errors and throttles per function, over ERROR_ALARM_MINUTES;
+- dispatch lateness p99 (scheduler side) and start lateness p99 (worker side, lease - scheduled_at)
+  for LATENESS_ALARM_MINUTES;
+- Lambda error *rates* per function and API 5XX rate over ERROR_ALARM_MINUTES (a count of "any
+  error" flaps at scale), Lambda throttles per function;
 - DynamoDB read/write throttle events per table, its indexes included.
 """
 
@@ -17,6 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import aws_cdk as cdk
+from aws_cdk import aws_apigateway as apigw
 from aws_cdk import aws_cloudwatch as cw
 from aws_cdk import aws_cloudwatch_actions as cw_actions
 from aws_cdk import aws_dynamodb as dynamodb
@@ -28,6 +37,7 @@ from constructs import Construct
 from infra import constants
 from infra.config import InfraConfig
 from punctual import resources
+from punctual.scheduling.scheduler import SchedulerOptions
 
 ONE_MINUTE = cdk.Duration.minutes(1)
 WIDGET_WIDTH = 8  # three widgets per dashboard row (24 units)
@@ -40,6 +50,8 @@ class AlarmSpec:
     metric: cw.IMetric
     threshold: float
     evaluation_periods: int = 1
+    comparison: cw.ComparisonOperator = cw.ComparisonOperator.GREATER_THAN_THRESHOLD
+    missing: cw.TreatMissingData = cw.TreatMissingData.NOT_BREACHING
 
 
 class Observability(Construct):
@@ -50,6 +62,7 @@ class Observability(Construct):
         *,
         config: InfraConfig,
         functions: Mapping[str, lambda_.IFunction],
+        api_stage: apigw.Stage,
         tables: Mapping[str, dynamodb.ITable],
         dispatch_queue: sqs.IQueue,
         dead_letter_queue: sqs.IQueue,
@@ -58,6 +71,7 @@ class Observability(Construct):
         super().__init__(scope, construct_id)
         self._config = config
         self._functions = functions
+        self._api_stage = api_stage
         self._tables = tables
         self._queue = dispatch_queue
         self._dlq = dead_letter_queue
@@ -72,6 +86,33 @@ class Observability(Construct):
         errors = cdk.Duration.minutes(constants.ERROR_ALARM_MINUTES)
         specs = [
             AlarmSpec(
+                "SchedulerInvocationsMissing",
+                f"Fewer than {config.scheduler_instances} scheduler invocations a minute for "
+                f"{constants.SCHEDULER_INVOCATION_ALARM_MINUTES} minutes: scheduler instances are not starting "
+                "(EventBridge rule disabled, function throttled or failing to start); their shards wait for takeover",
+                self._functions["scheduler"].metric_invocations(statistic="Sum", period=ONE_MINUTE),
+                config.scheduler_instances,
+                constants.SCHEDULER_INVOCATION_ALARM_MINUTES,
+                comparison=cw.ComparisonOperator.LESS_THAN_THRESHOLD,
+                missing=cw.TreatMissingData.BREACHING,  # no invocation at all emits no data at all
+            ),
+            AlarmSpec(
+                "DispatchOldestMessage",
+                f"A dispatch message is older than {config.alarm_oldest_message_s} s: nothing consumes the queue "
+                "(event source disabled or failing, workers crashing)",
+                self._queue.metric_approximate_age_of_oldest_message(statistic="Maximum", period=ONE_MINUTE),
+                config.alarm_oldest_message_s,
+                constants.DEPTH_ALARM_MINUTES,
+            ),
+            AlarmSpec(
+                "DispatchBacklog",
+                f"More than {config.alarm_visible_depth} ready dispatch messages for {constants.DEPTH_ALARM_MINUTES} "
+                "minutes: workers do not keep up (concurrency cap, throttling, slow targets)",
+                self._queue.metric_approximate_number_of_messages_visible(statistic="Minimum", period=ONE_MINUTE),
+                config.alarm_visible_depth,
+                constants.DEPTH_ALARM_MINUTES,
+            ),
+            AlarmSpec(
                 "DeadLetterQueueNotEmpty",
                 f"Dispatch dead-letter queue held messages for {constants.DLQ_ALARM_MINUTES} minutes: "
                 "the reaper is not draining it",
@@ -81,19 +122,38 @@ class Observability(Construct):
             ),
             AlarmSpec(
                 "DispatchLatenessP99",
-                f"Runs start late: dispatch lateness p99 above {config.alarm_lateness_p99_ms} ms",
+                f"Runs are dispatched late: dispatch lateness p99 above {config.alarm_lateness_p99_ms} ms",
                 _punctual_metric(constants.DISPATCH_LATENESS_MS, "p99", labelled=False),
                 config.alarm_lateness_p99_ms,
                 constants.LATENESS_ALARM_MINUTES,
+            ),
+            AlarmSpec(
+                "StartLatenessP99",
+                f"Runs start late: start lateness p99 (lease - scheduled time) above "
+                f"{config.alarm_start_lateness_p99_ms} ms",
+                _punctual_metric(constants.START_LATENESS_MS, "p99", labelled=False),
+                config.alarm_start_lateness_p99_ms,
+                constants.LATENESS_ALARM_MINUTES,
+            ),
+            AlarmSpec(
+                "Api5xxRate",
+                f"API 5XX responses above {config.alarm_api_5xx_rate_percent}% of requests",
+                cw.MathExpression(
+                    expression="100 * errors",  # 5XXError's Average is the fraction of requests
+                    using_metrics={"errors": self._api_stage.metric_server_error(statistic="Average", period=errors)},
+                    label="API 5XX (%)",
+                    period=errors,
+                ),
+                config.alarm_api_5xx_rate_percent,
             ),
         ]
         for name, function in self._functions.items():
             specs.append(
                 AlarmSpec(
-                    f"{name.capitalize()}Errors",
-                    f"{name} Lambda errors",
-                    function.metric_errors(statistic="Sum", period=errors),
-                    config.alarm_lambda_errors,
+                    f"{name.capitalize()}ErrorRate",
+                    f"{name} Lambda errors above {config.alarm_lambda_error_rate_percent}% of invocations",
+                    _error_rate(function, errors, label=f"{name} errors (%)"),
+                    config.alarm_lambda_error_rate_percent,
                 )
             )
             specs.append(
@@ -124,8 +184,8 @@ class Observability(Construct):
             threshold=spec.threshold,
             evaluation_periods=spec.evaluation_periods,
             datapoints_to_alarm=spec.evaluation_periods,
-            comparison_operator=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
-            treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
+            comparison_operator=spec.comparison,
+            treat_missing_data=spec.missing,
         )
         alarm.add_alarm_action(action)
         alarm.add_ok_action(action)
@@ -154,6 +214,18 @@ class Observability(Construct):
             period=period,
         )
 
+    def _shards_owned(self) -> cw.MathExpression:
+        """Shards owned by the whole fleet: every instance reports its own count once per tick, so
+        the per-minute sum over all instances divided by the ticks in a minute is the fleet's total
+        (it should equal ``shards``; less means shards wait for a takeover)."""
+        ticks_per_minute = 60_000 // SchedulerOptions().tick_ms
+        return cw.MathExpression(
+            expression=f"owned / {ticks_per_minute}",
+            using_metrics={"owned": _punctual_metric(constants.SHARDS_OWNED, "Sum", labelled=False)},
+            label=f"{constants.SHARDS_OWNED} (fleet total of {self._config.shards})",
+            period=ONE_MINUTE,
+        )
+
     # -- dashboard ------------------------------------------------------------------------------
 
     def _build_dashboard(self) -> cw.Dashboard:
@@ -177,12 +249,13 @@ class Observability(Construct):
                 constants.RUNS_DEAD,
             )
         ]
-        lateness = [_punctual_metric(constants.DISPATCH_LATENESS_MS, stat) for stat in ("p50", "p99")]
-        skew = [_punctual_metric(constants.SCHEDULER_SKEW_MS, stat) for stat in ("Average", "Maximum", "Minimum")]
-        claims = [
-            _punctual_metric(constants.CLAIM_CONFLICTS, "Sum"),
-            _punctual_metric(constants.SHARDS_OWNED, "Maximum"),
+        lateness = [
+            _punctual_metric(name, stat)
+            for name in (constants.DISPATCH_LATENESS_MS, constants.START_LATENESS_MS)
+            for stat in ("p50", "p99")
         ]
+        skew = [_punctual_metric(constants.SCHEDULER_SKEW_MS, stat) for stat in ("Average", "Maximum", "Minimum")]
+        claims: list[cw.IMetric] = [_punctual_metric(constants.CLAIM_CONFLICTS, "Sum"), self._shards_owned()]
         queue = [
             self._queue.metric_approximate_number_of_messages_visible(statistic="Maximum", period=ONE_MINUTE),
             self._queue.metric_approximate_number_of_messages_not_visible(statistic="Maximum", period=ONE_MINUTE),
@@ -208,7 +281,7 @@ class Observability(Construct):
         return [
             [
                 _graph("Runs per minute", runs),
-                _graph("Dispatch lateness (ms)", lateness),
+                _graph("Dispatch and start lateness (ms)", lateness),
                 _graph("Scheduler clock skew (ms)", skew),
             ],
             [
@@ -228,6 +301,19 @@ class Observability(Construct):
             ],
             [cw.AlarmStatusWidget(title="Alarms", alarms=self.alarms, width=3 * WIDGET_WIDTH)],
         ]
+
+
+def _error_rate(function: lambda_.IFunction, period: cdk.Duration, *, label: str) -> cw.MathExpression:
+    """Errors as a percentage of invocations (0 while idle)."""
+    return cw.MathExpression(
+        expression="IF(invocations > 0, 100 * errors / invocations, 0)",
+        using_metrics={
+            "errors": function.metric_errors(statistic="Sum", period=period),
+            "invocations": function.metric_invocations(statistic="Sum", period=period),
+        },
+        label=label,
+        period=period,
+    )
 
 
 def _punctual_metric(name: str, statistic: str, *, labelled: bool = True) -> cw.Metric:

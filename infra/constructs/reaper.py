@@ -39,6 +39,8 @@ class Reaper(Construct):
             spec=constants.REAPER_FUNCTION,
             shared=shared,
             max_event_age_s=SWEEP_S,
+            # The reaper recovers runs exactly when workers overload the account: it keeps its own slots.
+            reserved_concurrency=constants.REAPER_RESERVED_CONCURRENCY,
         )
         role = self.handler.role
         access.grant_tables(role, access.REAPER, shared.tables)

@@ -2,7 +2,9 @@
 
 The SQS event source reports per-message failures (``ReportBatchItemFailures``: one failed run
 does not redeliver its batch), does not wait to fill batches (runs are due now), and is capped
-at ``worker_max_concurrency`` concurrent invocations. The worker keeps the messages it holds
+at ``worker_reserved_concurrency`` concurrent invocations: ``worker_max_concurrency``, or less when
+the account's Lambda quota (``lambda_concurrency_quota``) cannot hold it next to the other
+functions' reservations. The worker keeps the messages it holds
 hidden while their runs execute (ChangeMessageVisibility, granted with the event source) and
 delivers runs only to the AWS targets the operator listed in ``target_arns``; HTTP targets need
 no AWS permission.
@@ -39,6 +41,8 @@ class Workers(Construct):
             spec=constants.WORKER_FUNCTION,
             shared=shared,
             timeout_s=config.worker_timeout_s,
+            # Reserved = capped: the share of the account quota the other functions leave (infra.config).
+            reserved_concurrency=config.worker_reserved_concurrency,
         )
         role = self.handler.role
         access.grant_tables(role, access.WORKER, shared.tables)
@@ -50,6 +54,6 @@ class Workers(Construct):
                 batch_size=config.worker_batch_size,
                 max_batching_window=cdk.Duration.seconds(0),
                 report_batch_item_failures=True,
-                max_concurrency=config.worker_max_concurrency,
+                max_concurrency=config.worker_reserved_concurrency,
             )
         )

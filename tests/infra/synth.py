@@ -3,7 +3,8 @@
 Two variants cover every branch of the app:
 - ``default``: the shipped defaults (sized for 10 million jobs, 20,000 runs/s);
 - ``options``: every optional feature on (Fargate workers, API keys + usage plan, worker target
-  ARNs including a wildcard, alarm e-mail, disposable tables) at a small size.
+  ARNs including a wildcard, alarm e-mail, disposable tables, API Gateway's account logging role,
+  warm throughput, a raised Lambda quota) at a small size.
 
 Synthesis never contacts AWS: the stack is environment-agnostic and nothing looks anything up.
 The dependency layer is pip-installed once into the layer cache (``infra.layer_build``), so only
@@ -36,6 +37,10 @@ OPTIONS_CONTEXT: dict[str, Any] = {
     "retain_data": "false",
     "deletion_protection": "false",
     "log_retention_days": "7",
+    "api_cloudwatch_role": "true",
+    "warm_throughput": "true",
+    "warm_write_units": '{"jobs.due": 12000, "runs": 8000}',  # JSON, as `-c warm_write_units=...` gives it
+    "lambda_concurrency_quota": "5000",
 }
 
 

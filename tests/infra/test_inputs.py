@@ -8,6 +8,7 @@ deployed to Lambda imports only what the layers and the runtime provide.
 from __future__ import annotations
 
 import ast
+import json
 import sys
 import tomllib
 import zipfile
@@ -152,8 +153,10 @@ def test_deploy_guide_documents_every_context_parameter_with_its_default() -> No
             rows[cells[0].strip("`")] = cells[1]
     for name, field in InfraConfig.model_fields.items():
         assert name in rows, f"docs/deploy.md lacks context parameter {name}"
-        default = field.default
-        if isinstance(default, bool):
+        default = field.get_default(call_default_factory=True)
+        if isinstance(default, dict):
+            expected = f"`{json.dumps(default, separators=(',', ':'))}`"  # as given on the command line
+        elif isinstance(default, bool):
             expected = f"`{str(default).lower()}`"
         elif default is None:
             expected = "none"

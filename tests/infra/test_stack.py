@@ -235,7 +235,7 @@ def test_workers_consume_the_dispatch_queue_with_partial_batch_failures(default_
     source = _event_source(default_synth, "Dispatch0")
     assert source["FunctionName"] == {"Ref": _function_id(default_synth, "worker")}
     assert source["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
-    assert source["ScalingConfig"] == {"MaximumConcurrency": DEFAULTS.worker_max_concurrency}
+    assert source["ScalingConfig"] == {"MaximumConcurrency": DEFAULTS.worker_reserved_concurrency}
     assert source["BatchSize"] == DEFAULTS.worker_batch_size
     assert source.get("MaximumBatchingWindowInSeconds", 0) == 0
 
@@ -256,13 +256,13 @@ def test_fargate_workers_run_the_worker_command_when_enabled(default_synth: Synt
 # -- API ---------------------------------------------------------------------------------------------------
 
 
-def test_every_api_method_requires_iam_authorization_and_validation(default_synth: Synth) -> None:
+def test_every_api_method_requires_iam_authorization(default_synth: Synth) -> None:
     methods = default_synth.properties("AWS::ApiGateway::Method")
     assert len(methods) == 2  # ANY / and ANY /{proxy+}
     for method in methods:
         assert method["AuthorizationType"] == "AWS_IAM"
         assert method["ApiKeyRequired"] is False
-        assert "RequestValidatorId" in method
+        assert "RequestValidatorId" not in method  # proxy methods have no models: the API validates
         assert method["Integration"]["Type"] == "AWS_PROXY"
     (stage,) = default_synth.properties("AWS::ApiGateway::Stage")
     assert stage["TracingEnabled"] is True
@@ -311,13 +311,14 @@ def test_alarms_cover_dead_letters_lateness_errors_and_throttles(default_synth: 
     assert lateness["Threshold"] == DEFAULTS.alarm_lateness_p99_ms
     for component in ("api", "scheduler", "worker", "reaper"):
         function = {"Ref": _function_id(default_synth, component)}
-        assert len(_alarm(default_synth, "Errors", FunctionName=function)) == 1, component
         assert len(_alarm(default_synth, "Throttles", FunctionName=function)) == 1, component
     table_alarms = [a for a in default_synth.properties("AWS::CloudWatch::Alarm") if "ThrottleEvents" in json.dumps(a)]
     assert len(table_alarms) == len(resources.TABLES)
     for alarm in default_synth.properties("AWS::CloudWatch::Alarm"):
         assert alarm["AlarmActions"] == [{"Ref": ops_topic}]
-        assert alarm["TreatMissingData"] == "notBreaching"
+        # Silence is an all-clear, except where silence is the failure (tests/infra/test_operations.py).
+        if "Invocations" not in json.dumps(alarm) or "Errors" in json.dumps(alarm):
+            assert alarm["TreatMissingData"] == "notBreaching"
 
 
 def test_dashboard_shows_runs_lateness_skew_queues_lambdas_and_tables(default_synth: Synth) -> None:

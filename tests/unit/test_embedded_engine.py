@@ -27,6 +27,7 @@ from punctual.engines.embedded.db import Database
 from punctual.errors import ConfigError
 from punctual.model import HttpTarget, Job, JobStatus, Run
 from punctual.port import Advance, Dispatch, LeaseOutcome
+from punctual.resources import DISPATCH_QUEUE
 
 pytestmark = pytest.mark.unit
 
@@ -364,8 +365,8 @@ def test_long_poll_returns_as_soon_as_another_thread_sends(tmp_path: Path) -> No
 
 
 def test_message_past_its_retention_is_dropped_not_delivered(engine: EmbeddedEngine, clock: ManualClock) -> None:
-    # SQS drops a message after the queue's retention period (resources.DISPATCH_QUEUE: 4 days)
+    # SQS drops a message after the queue's retention period (resources.DISPATCH_QUEUE: 14 days)
     engine.queue.send([Dispatch("run_old", NOW)])
-    clock.advance(4 * 24 * 3600 * 1000 + 1)
+    clock.advance(DISPATCH_QUEUE.retention_s * 1000 + 1)
     assert engine.queue.receive(10, 30) == []
     assert engine.queue.depth() == 0

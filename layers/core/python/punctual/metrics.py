@@ -19,6 +19,7 @@ DISPATCH_LATENESS_MS = "DispatchLatenessMs"
 SCHEDULER_SKEW_MS = "SchedulerSkewMs"
 CLAIM_CONFLICTS = "ClaimConflicts"
 SHARDS_OWNED = "ShardsOwned"
+START_LATENESS_MS = "StartLatenessMs"  # a worker's lease time - the run's scheduled_at
 
 
 class Metrics(Protocol):

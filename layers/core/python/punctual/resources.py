@@ -117,15 +117,32 @@ LEASES = TableDef(
 TABLES: tuple[TableDef, ...] = (JOBS, RUNS, LEASES)
 
 # -- queues -------------------------------------------------------------------------------------
-# max_receives is the backstop for a message that crashes its worker every time; ordinary
-# retries are counted on the run (max_retries <= 20), and a worker holding a message keeps it
-# hidden by extending its visibility, so healthy runs stay far below this count.
-DEAD_LETTER_QUEUE = QueueDef(logical_name="dispatch-dlq", visibility_timeout_s=60, retention_s=14 * 24 * 3600)
+# Every receive of a message counts towards the redrive's maxReceiveCount, not only the receives
+# that execute an attempt: a message that comes back and is hidden again (its run held by another
+# worker, not ready yet, or its owner over a tenant limit) is received once more. The limit is a
+# backstop for a message that kills its worker before the run is leased; it must never dead-letter
+# a healthy run that still has retries left. Worst case for one message without tenant waits:
+#   attempts                      MAX_RETRIES + 1 = 21 (a lost attempt counts as one)
+#   x receives per attempt        1 (executes) + 1 (not ready: an early return) + 2 (held by a
+#                                 duplicate's worker until its lease expires, renewed once)
+#   = 21 x 4 = 84 receives.
+# Each wait of an owner over its tenant limit (issue 12) adds one more: 1,000 (the SQS maximum)
+# leaves 916 for them, so such a wait must hide the message long enough that 916 waits outlast any
+# plausible throttle (e.g. >= 60 s: 15 hours). A message that crashes its worker before the lease
+# comes back after the queue's visibility (hours on AWS), so it expires rather than reaching the
+# dead-letter queue; the reaper still finds its run through the open-runs index.
+WORST_CASE_RECEIVES = (20 + 1) * (1 + 1 + 2)
+MAX_RECEIVES = 1_000  # SQS maximum for maxReceiveCount
+# Retention: a run may retry 20 times with up to 12 h between attempts (retry.max_backoff_s), and
+# its one message lives through all of them: 20 x 12 h = 10 days > the SQS default of 4. 14 days is
+# the SQS maximum.
+QUEUE_RETENTION_S = 14 * 24 * 3600
+DEAD_LETTER_QUEUE = QueueDef(logical_name="dispatch-dlq", visibility_timeout_s=60, retention_s=QUEUE_RETENTION_S)
 DISPATCH_QUEUE = QueueDef(
     logical_name="dispatch",
     visibility_timeout_s=60,
-    retention_s=4 * 24 * 3600,
-    max_receives=25,
+    retention_s=QUEUE_RETENTION_S,
+    max_receives=MAX_RECEIVES,
     dead_letter=DEAD_LETTER_QUEUE.logical_name,
 )
 QUEUES: tuple[QueueDef, ...] = (DEAD_LETTER_QUEUE, DISPATCH_QUEUE)

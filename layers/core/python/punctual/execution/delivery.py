@@ -101,8 +101,11 @@ def process_delivery(
     worker_id: str,
     options: ExecutionOptions | None = None,
     alerter: Alerter | None = None,
+    metrics: m.Metrics | None = None,
 ) -> Outcome:
     """Handle one received dispatch message end to end; see the module docstring for the rules.
+
+    ``metrics`` receives the start lateness (lease time - scheduled time) of each first attempt.
 
     ``queue`` must be the queue the message came from (``extend``/``delete`` use its receipt).
     Returns what happened. Storage and queue errors propagate: the message is then simply
@@ -135,6 +138,8 @@ def process_delivery(
     lease = store.lease_run(job_id, scheduled_at, worker_id, now, lease_ms)
     if lease.outcome is not LeaseOutcome.LEASED or lease.run is None:
         return _not_leased(ctx, lease)
+    if metrics is not None and lease.run.attempt == 1:  # a retry starts at its backoff, not its instant
+        metrics.observe(m.START_LATENESS_MS, max(0, now - scheduled_at))
     return _LeasedAttempt(ctx, job, lease.run, lease_ms).execute(targets)
 
 

@@ -24,6 +24,7 @@ from punctual.engines.aws.queue import delivery_from_message
 from punctual.errors import PunctualError
 from punctual.execution.delivery import ExecutionOptions, Outcome, process_delivery
 from punctual.execution.targets import TargetExecutor
+from punctual.metrics import Metrics
 from punctual.port import Delivery, Dispatch, Engine, Queue
 from punctual.runs.alerts import Alerter, LogAlerter
 
@@ -81,6 +82,7 @@ class LambdaWorker:
     clock: Clock
     options: ExecutionOptions = field(default_factory=ExecutionOptions)
     alerter: Alerter = field(default_factory=LogAlerter)
+    metrics: Metrics | None = None  # start lateness of first attempts
 
     def process(self, record: Mapping[str, Any], worker_id: str) -> Outcome:
         """Execute one record's run. Returns the outcome if the message is done (Lambda deletes it);
@@ -97,6 +99,7 @@ class LambdaWorker:
             worker_id=worker_id,
             options=self.options,
             alerter=self.alerter,
+            metrics=self.metrics,
         )
         if not queue.deleted:
             raise KeepMessage(f"{outcome}: message kept for a later delivery", details={"outcome": outcome.value})

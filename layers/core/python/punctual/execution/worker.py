@@ -107,6 +107,7 @@ class Worker:
                 worker_id=worker_id,
                 options=self.options,
                 alerter=self.alerter,
+                metrics=self.metrics,
             )
         except Exception:  # the message comes back after its visibility timeout; every step is repeatable
             logger.exception("delivery of %s failed", delivery.run_id)

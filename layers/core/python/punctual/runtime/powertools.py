@@ -32,6 +32,10 @@ class PowertoolsMetrics:
     def gauge(self, name: str, value: float) -> None:
         self.metrics.add_metric(name=name, unit=MetricUnit.Count, value=value)
 
+    def new_invocation(self) -> None:
+        """Start a new sample budget without flushing (a Lambda decorator flushes at the end)."""
+        self._seen.clear()
+
     def flush(self) -> None:
         self.metrics.flush_metrics(raise_on_empty_metrics=False)
         self._seen.clear()
