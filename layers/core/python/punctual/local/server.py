@@ -37,17 +37,17 @@ _METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
 _STAGE = "local"
 
 
-class LocalServer:
-    """A running API on ``host:port``, served from a background thread.
+class BackgroundServer:
+    """An ASGI app served on ``host:port`` from a background thread (uvicorn).
 
     ``start()`` returns once the socket accepts connections (or raises); ``stop()`` finishes
     in-flight requests and returns within its timeout. Usable as a context manager.
     """
 
-    def __init__(self, services: Services, keys: ApiKeys, *, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(self, app: Any, *, host: str = "127.0.0.1", port: int = 0) -> None:
         self.host = host
         self._requested_port = port
-        self._app = asgi_app(services, keys)
+        self._app = app
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
         self.port = port
@@ -71,7 +71,7 @@ class LocalServer:
         while not self._server.started:
             if not self._thread.is_alive() or time.monotonic() > deadline:
                 self.stop(timeout_s=1.0)
-                raise ConfigError(f"the API server did not start on {self.url}")
+                raise ConfigError(f"the server did not start on {self.url}")
             time.sleep(0.01)
         return self.url
 
@@ -85,12 +85,23 @@ class LocalServer:
                 self._server.force_exit = True  # requests still hanging: give up on them
                 self._thread.join(1.0)
 
-    def __enter__(self) -> LocalServer:
+    def __enter__(self) -> BackgroundServer:
         self.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+class LocalServer(BackgroundServer):
+    """The API (and the console at ``/console``) on ``host:port``, served from a background thread."""
+
+    def __init__(self, services: Services, keys: ApiKeys, *, host: str = "127.0.0.1", port: int = 0) -> None:
+        super().__init__(asgi_app(services, keys), host=host, port=port)
+
+    def __enter__(self) -> LocalServer:
+        self.start()
+        return self
 
 
 def _listen(host: str, port: int) -> socket.socket:
