@@ -38,8 +38,14 @@ class StubQueue(Queue):
     def extend(self, receipt: str, visibility_s: int) -> None:
         self.extended.append(visibility_s)
 
+    def extend_many(self, receipts: Sequence[str], visibility_s: int) -> None:
+        self.extended.extend(visibility_s for _ in receipts)
+
     def delete(self, receipt: str) -> None:
         self.deleted += 1
+
+    def delete_many(self, receipts: Sequence[str]) -> None:
+        self.deleted += len(receipts)
 
     def depth(self) -> int:
         return 0

@@ -23,8 +23,8 @@ from punctual.api.auth import ApiKeys
 from punctual.clock import SystemClock, iso, to_datetime
 from punctual.config import Settings
 from punctual.engines.embedded import EmbeddedEngine
-from punctual.execution.targets import TargetPolicy, Targets
-from punctual.execution.worker import Worker
+from punctual.execution.targets import TargetPolicy
+from punctual.execution.worker import Tuning, Worker
 from punctual.local.server import LocalServer
 from punctual.metrics import InMemoryMetrics
 from punctual.reaping.reaper import Reaper
@@ -97,7 +97,7 @@ def stack(tmp_path: Path, clock: SystemClock) -> Iterator[tuple[httpx.Client, Em
     stop = threading.Event()
     components = [
         Scheduler(engine, clock, metrics=InMemoryMetrics(), options=SchedulerOptions(lookahead_ms=3_000)),
-        Worker(engine, Targets(TargetPolicy(allow_loopback=True)), clock, concurrency=2, wait_s=0.2),
+        Worker(engine, clock, policy=TargetPolicy(allow_loopback=True), tuning=Tuning(wait_s=0.2)),
         Reaper(engine, clock, interval_s=1.0),
     ]
     threads = [threading.Thread(target=c.run, args=(stop,), daemon=True) for c in components]

@@ -135,7 +135,7 @@ def start_worker(backend: Backend, worker_id: str) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         [
             *(sys.executable, "-m", "punctual.cli", "worker", *backend.worker_args),
-            *("--concurrency", "1", "--visibility-s", "1", "--allow-loopback"),
+            *("--max-in-flight", "1", "--visibility-s", "1", "--allow-loopback"),
             *("--worker-id", worker_id),
         ],
         stdout=subprocess.DEVNULL,
@@ -188,7 +188,7 @@ def test_a_run_whose_worker_is_killed_is_completed_by_another_worker(backend: Ba
         a.send_signal(signal.SIGKILL)
         a.wait(timeout=10)
         leased = current()
-        assert leased.state is RunState.RUNNING and leased.attempt == 1 and leased.worker_id == "worker-a/0"
+        assert leased.state is RunState.RUNNING and leased.attempt == 1 and leased.worker_id == "worker-a"
 
         # Then worker B takes the run over once A's lease has expired, and completes it
         b = start_worker(backend, "worker-b")
@@ -205,8 +205,8 @@ def test_a_run_whose_worker_is_killed_is_completed_by_another_worker(backend: Ba
     done = current()
     assert done.attempt == 2
     assert [(a.number, a.worker_id, a.outcome) for a in done.attempts] == [
-        (1, "worker-a/0", AttemptOutcome.LEASE_EXPIRED),
-        (2, "worker-b/0", AttemptOutcome.SUCCEEDED),
+        (1, "worker-a", AttemptOutcome.LEASE_EXPIRED),
+        (2, "worker-b", AttemptOutcome.SUCCEEDED),
     ]
     assert [(h["Idempotency-Key"], h["X-Punctual-Attempt"]) for h in target.requests] == [
         (run.run_id, "1"),

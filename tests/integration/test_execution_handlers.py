@@ -23,8 +23,11 @@ class ScriptedTargets:
     def __init__(self, results: dict[str, TargetResult]) -> None:
         self.results = results
 
-    def execute(self, job: Job, run: Run, attempt: int, deadline: float) -> TargetResult:
+    async def execute(self, job: Job, run: Run, attempt: int, timeout_s: float) -> TargetResult:
         return self.results[job.name]
+
+    def close(self) -> None:
+        pass
 
 
 def new_run(engine: Engine, name: str, *, send: bool = True, queue: Any = None) -> Run:
@@ -77,9 +80,10 @@ def sqs_event(queue: Any, count: int) -> dict[str, Any]:
 def test_worker_handler_reports_retrying_runs_as_batch_item_failures(engine):
     handler = load("worker")
     ok_run, failing_run = new_run(engine, "ok"), new_run(engine, "fails")
-    handler._worker().targets = ScriptedTargets(
+    scripted = ScriptedTargets(
         {"ok": TargetResult(ok=True, status_code=200), "fails": TargetResult(ok=False, error="HTTP 503")}
     )
+    handler._worker().targets = lambda: scripted
     event = sqs_event(engine.queue, 2)
     ids_by_run = {json.loads(r["body"])["run_id"]: r["messageId"] for r in event["Records"]}
 

@@ -110,6 +110,44 @@ class RunChange:
 
 
 @dataclass(frozen=True, slots=True)
+class LeaseRequest:
+    """One run a worker asks to lease in a batch (:meth:`Store.lease_runs`), for ``lease_ms``."""
+
+    job_id: str
+    scheduled_at: int
+    lease_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class Hold:
+    """A lease the caller believes it holds: the run, the worker and the attempt it leased."""
+
+    job_id: str
+    scheduled_at: int
+    worker_id: str
+    attempt: int
+
+
+@dataclass(frozen=True, slots=True)
+class Beat:
+    """Extend ``hold`` (and the run's ``deadline_at``) to ``lease_expires_at`` (:meth:`Store.heartbeat_runs`)."""
+
+    hold: Hold
+    lease_expires_at: int
+
+
+@dataclass(frozen=True, slots=True)
+class Finish:
+    """Apply ``change`` under ``hold`` (:meth:`Store.finish_runs`); ``ack`` is the receipt of the run's
+    message on the engine's dispatch queue, deleted with the finish by :meth:`Engine.finish_and_ack`
+    iff the finish applied (None: the message is not touched)."""
+
+    hold: Hold
+    change: RunChange
+    ack: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class ShardLease:
     shard: int
     owner: str
@@ -227,6 +265,26 @@ class Store(ABC):
         """Apply ``change`` iff the caller still holds the lease (state running, same worker_id and
         attempt), whether or not the lease has expired meanwhile: only a takeover (which increments
         the attempt) fences an old worker out. Raises :class:`LeaseLost` otherwise.
+        """
+
+    @abstractmethod
+    def lease_runs(self, requests: Sequence[LeaseRequest], worker_id: str, now: int) -> list[LeaseResult]:
+        """:meth:`lease_run` for each request, in one step where the engine can (embedded: one
+        transaction; aws: concurrent conditional writes). One result per request, in order; each
+        is decided by the same rules as a single lease, so a batch never changes what qualifies.
+        """
+
+    @abstractmethod
+    def heartbeat_runs(self, beats: Sequence[Beat]) -> list[bool]:
+        """:meth:`heartbeat_run` for each beat, in one step where the engine can. One flag per beat:
+        True if extended, False if the caller no longer holds that lease (it must abandon the attempt).
+        """
+
+    @abstractmethod
+    def finish_runs(self, finishes: Sequence[Finish]) -> list[Run | None]:
+        """:meth:`finish_run` for each finish, in one step where the engine can. One result per
+        finish: the run after the change, or None if the lease was lost (:class:`LeaseLost` of a
+        single finish). ``Finish.ack`` is ignored here (see :meth:`Engine.finish_and_ack`).
         """
 
     @abstractmethod
@@ -348,6 +406,16 @@ class Queue(ABC):
         """Remove a received message (after its run's conditional finish succeeded)."""
 
     @abstractmethod
+    def extend_many(self, receipts: Sequence[str], visibility_s: int) -> None:
+        """:meth:`extend` for each receipt (SQS: ChangeMessageVisibilityBatch, 10 per request).
+        Best effort per message: a receipt that is stale or unknown is skipped, not an error."""
+
+    @abstractmethod
+    def delete_many(self, receipts: Sequence[str]) -> None:
+        """:meth:`delete` for each receipt (SQS: DeleteMessageBatch, 10 per request). A stale or
+        unknown receipt is skipped; any other failure raises after the rest were attempted."""
+
+    @abstractmethod
     def depth(self) -> int:
         """Approximate number of messages (visible, delayed and in flight)."""
 
@@ -361,3 +429,15 @@ class Engine(ABC):
 
     def close(self) -> None:  # noqa: B027 - engines without resources need not override it
         """Release connections; the engine is not used afterwards."""
+
+    def finish_and_ack(self, finishes: Sequence[Finish]) -> list[Run | None]:
+        """:meth:`Store.finish_runs`, then delete from :attr:`queue` the ``ack`` receipt of every
+        finish that applied. Engines that can do both in one step override this (embedded: one
+        transaction, so a crash never leaves a finished run with its message). Either way a run's
+        message is deleted only after its finish is durable. Returns what ``finish_runs`` returns.
+        """
+        results = self.store.finish_runs(finishes)
+        acks = [f.ack for f, run in zip(finishes, results, strict=True) if run is not None and f.ack is not None]
+        if acks:
+            self.queue.delete_many(acks)
+        return results

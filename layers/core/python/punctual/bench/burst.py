@@ -112,7 +112,7 @@ def bench_burst_execution(
 
 def _start_worker(data_dir: str, concurrency: int) -> subprocess.Popen[bytes]:
     command = [sys.executable, "-m", "punctual.cli", "worker", "--engine", "embedded", "--data-dir", data_dir]
-    command += ["--shards", str(SHARDS), "--concurrency", str(concurrency), "--allow-loopback", "--wait-s", "0.2"]
+    command += ["--shards", str(SHARDS), "--max-in-flight", str(concurrency), "--allow-loopback", "--wait-s", "0.2"]
     return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # noqa: S603 - our own CLI
 
 

@@ -19,7 +19,13 @@ def register(subparsers: Any) -> None:
     burst.add_argument("--sizes", default="1000,10000,20000", help="burst sizes (comma separated)")
     burst.add_argument("--execute", action="store_true", help="also execute the runs against a no-op HTTP target")
     burst.add_argument("--processes", type=int, default=2, help="worker processes with --execute")
-    burst.add_argument("--concurrency", type=int, default=16, help="threads per worker process with --execute")
+    burst.add_argument(
+        "--max-in-flight",
+        dest="concurrency",
+        type=int,
+        default=5_000,
+        help="runs in flight per worker process with --execute",
+    )
     burst.add_argument("--json", action="store_true", help="print one JSON object")
     burst.set_defaults(func=run_burst)
 
@@ -67,7 +73,7 @@ def run_burst(args: argparse.Namespace) -> int:
         )
     if executed:
         print(
-            f"Execution: {args.processes} punctual worker processes x {args.concurrency} threads,"
+            f"Execution: {args.processes} punctual worker processes, up to {args.concurrency:,} runs in flight each,"
             " no-op HTTP target on 127.0.0.1:"
         )
     for e in executed:

@@ -17,9 +17,9 @@ from punctual.cli.common import (
 )
 from punctual.clock import SystemClock
 from punctual.execution.delivery import ExecutionOptions
-from punctual.execution.targets import Targets
-from punctual.execution.worker import Worker
+from punctual.execution.worker import Tuning, Worker
 from punctual.reaping.reaper import Reaper, ReapOptions
+from punctual.runs.alerts import alerter_for
 
 
 def register(subparsers: Any) -> None:
@@ -27,7 +27,16 @@ def register(subparsers: Any) -> None:
         "worker", help="execute runs from the dispatch queue until SIGTERM/SIGINT (finishes in-flight runs)"
     )
     add_engine_flags(worker)
-    worker.add_argument("--concurrency", type=int, default=4, help="runs executed at once (threads; default 4)")
+    worker.add_argument(
+        "--max-in-flight",
+        type=int,
+        default=Tuning().max_in_flight,
+        help=f"messages held at once: waiting for their instant or executing (default {Tuning().max_in_flight:,})",
+    )
+    worker.add_argument(
+        "--receive-batch", type=int, default=None, help="messages per receive (default: 250 embedded, 100 aws)"
+    )
+    worker.add_argument("--receivers", type=int, default=None, help="concurrent receives (default: 2 embedded, 8 aws)")
     worker.add_argument("--wait-s", type=float, default=None, help="long-poll wait (default: 1 embedded, 20 aws)")
     worker.add_argument("--worker-id", help="name recorded in each attempt (default: host:pid)")
     worker.add_argument(
@@ -63,15 +72,21 @@ def run_worker(args: argparse.Namespace) -> int:
     settings, engine = engine_from_settings(settings_from_args(args, **overrides))
     stop = stop_event_on_signals()
     policy = settings.target_policy()
-    wait_s = args.wait_s if args.wait_s is not None else (1.0 if settings.engine == "embedded" else 20.0)
+    local = settings.engine == "embedded"
+    tuning = Tuning(
+        max_in_flight=args.max_in_flight,
+        receive_batch=args.receive_batch or (250 if local else 100),
+        receivers=args.receivers or (2 if local else 8),
+        wait_s=args.wait_s if args.wait_s is not None else (1.0 if local else 20.0),
+    )
     worker = Worker(
         engine,
-        Targets(policy),
         SystemClock(),
-        concurrency=args.concurrency,
+        policy=policy,
         options=ExecutionOptions(lease_margin_s=settings.lease_margin_s, visibility_s=args.visibility_s),
-        wait_s=wait_s,
+        tuning=tuning,
         worker_id=args.worker_id,
+        alerter=alerter_for(settings.alert_topic_arn, _sns_client),
     )
     try:
         worker.run(stop)
@@ -91,3 +106,9 @@ def run_reaper(args: argparse.Namespace) -> int:
     finally:
         engine.close()
     return 0
+
+
+def _sns_client() -> Any:
+    import boto3
+
+    return boto3.client("sns")

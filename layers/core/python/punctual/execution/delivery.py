@@ -192,7 +192,7 @@ def _cancel_orphan(ctx: _Context, job_id: str, scheduled_at: int) -> Outcome:
 
 def _not_leased(ctx: _Context, lease: LeaseResult) -> Outcome:
     if lease.outcome in (LeaseOutcome.HELD, LeaseOutcome.NOT_READY):
-        ctx.hide(_hidden_until(lease, ctx.clock.now_ms(), ctx.options))
+        ctx.hide(hidden_until(lease, ctx.clock.now_ms(), ctx.options))
         return Outcome.HELD if lease.outcome is LeaseOutcome.HELD else Outcome.NOT_READY
     if lease.run is not None:
         # A worker that crashed between its finish and its alert left the message: alert now (idempotent).
@@ -201,7 +201,7 @@ def _not_leased(ctx: _Context, lease: LeaseResult) -> Outcome:
     return Outcome.DUPLICATE
 
 
-def _hidden_until(lease: LeaseResult, now: int, options: ExecutionOptions) -> int:
+def hidden_until(lease: LeaseResult, now: int, options: ExecutionOptions) -> int:
     """When a message that could not lease its run should come back."""
     run = lease.run
     if lease.outcome is LeaseOutcome.HELD and run is not None and run.lease_expires_at is not None:
@@ -287,7 +287,7 @@ class _LeasedAttempt:
             ok=result.ok, retryable=result.retryable, attempt=self.run.attempt, max_retries=self.job.max_retries
         )
         record = attempt_record(result, self.run.attempt, self.ctx.worker_id, started_at, now)
-        change = self._change(verdict, record, now)
+        change = attempt_change(self.job, self.run, verdict, record, now, options=self.ctx.options)
         try:
             finished = self._finish_held(change)
         except LeaseLost:
@@ -313,47 +313,62 @@ class _LeasedAttempt:
         return Outcome(finished.state.value)
 
     def _log_on_cancelled_run(self, record: Attempt, now: int) -> None:
-        """If the run was cancelled under this attempt (overlap=replace, its job deleted), keep the
-        attempt's record in its log: the target *was* called. Only the log changes (compare-and-set
-        on the cancelled run, same attempt); a run taken over by a newer attempt is left alone."""
-        try:
-            current = self.ctx.store.get_run(self.job.id, self.run.scheduled_at)
-        except RunNotFound:
-            return
-        if current.state is not RunState.CANCELLED or current.attempt != self.run.attempt:
-            return
-        change = RunChange(
-            state=RunState.CANCELLED, now=now, deadline_at=current.deadline_at, append=record, note=current.note
-        )
-        with contextlib.suppress(ConcurrentModification):
-            self.ctx.store.transition_run(current, change)
+        log_on_cancelled_run(self.ctx.store, self.run, record, now)
 
     def _bury_without_executing(self) -> Outcome:
         now = self.ctx.clock.now_ms()
-        lost = self.run.attempt - 1
-        note = _note(f"dead: {lost} attempts lost their worker (max_retries={self.job.max_retries})")
-        change = RunChange(state=RunState.DEAD, now=now, deadline_at=now, finished_at=now, note=note)
+        change = bury_change(self.job, self.run, now)
         try:
             finished = self._finish_held(change)
         except LeaseLost:
             return Outcome.LEASE_LOST
         return self._ended(finished, now)
 
-    def _change(self, verdict: retry.Verdict, record: Attempt, now: int) -> RunChange:
-        attempt, error = self.run.attempt, record.error or "unknown error"
-        if verdict is retry.Verdict.SUCCEEDED:
-            return RunChange(state=RunState.SUCCEEDED, now=now, deadline_at=now, append=record, finished_at=now)
-        if verdict is retry.Verdict.RETRY:
-            at = now + retry.backoff_ms(self.job.retry, attempt, key=self.run.run_id, jitter=self.ctx.options.jitter)
-            grace = self.ctx.options.retry_grace_ms
-            return RunChange(
-                state=RunState.RETRYING, now=now, deadline_at=at + grace, append=record, next_attempt_at=at
-            )
-        if verdict is retry.Verdict.FAILED:
-            note = _note(f"failed on attempt {attempt} (not retryable): {error}")
-            return RunChange(state=RunState.FAILED, now=now, deadline_at=now, append=record, finished_at=now, note=note)
-        note = _note(f"dead after {attempt} attempts (max_retries={self.job.max_retries}): {error}")
-        return RunChange(state=RunState.DEAD, now=now, deadline_at=now, append=record, finished_at=now, note=note)
+
+def attempt_change(
+    job: Job, run: Run, verdict: retry.Verdict, record: Attempt, now: int, *, options: ExecutionOptions
+) -> RunChange:
+    """What finishing an executed attempt writes, by its verdict (see the module docstring)."""
+    attempt, error = run.attempt, record.error or "unknown error"
+    if verdict is retry.Verdict.SUCCEEDED:
+        return RunChange(state=RunState.SUCCEEDED, now=now, deadline_at=now, append=record, finished_at=now)
+    if verdict is retry.Verdict.RETRY:
+        at = now + retry.backoff_ms(job.retry, attempt, key=run.run_id, jitter=options.jitter)
+        grace = options.retry_grace_ms
+        return RunChange(state=RunState.RETRYING, now=now, deadline_at=at + grace, append=record, next_attempt_at=at)
+    if verdict is retry.Verdict.FAILED:
+        note = _note(f"failed on attempt {attempt} (not retryable): {error}")
+        return RunChange(state=RunState.FAILED, now=now, deadline_at=now, append=record, finished_at=now, note=note)
+    note = _note(f"dead after {attempt} attempts (max_retries={job.max_retries}): {error}")
+    return RunChange(state=RunState.DEAD, now=now, deadline_at=now, append=record, finished_at=now, note=note)
+
+
+def bury_change(job: Job, run: Run, now: int) -> RunChange:
+    """What a worker writes instead of executing an attempt that ``rules.attempt_allowed`` refuses."""
+    note = _note(f"dead: {run.attempt - 1} attempts lost their worker (max_retries={job.max_retries})")
+    return RunChange(state=RunState.DEAD, now=now, deadline_at=now, finished_at=now, note=note)
+
+
+def log_on_cancelled_run(store: Store, run: Run, record: Attempt, now: int) -> None:
+    """If ``run`` was cancelled under its attempt (overlap=replace, its job deleted), keep the
+    attempt's record in its log: the target *was* called. Only the log changes (compare-and-set
+    on the cancelled run, same attempt); a run taken over by a newer attempt is left alone."""
+    try:
+        current = store.get_run(run.job_id, run.scheduled_at)
+    except RunNotFound:
+        return
+    if current.state is not RunState.CANCELLED or current.attempt != run.attempt:
+        return
+    change = RunChange(
+        state=RunState.CANCELLED, now=now, deadline_at=current.deadline_at, append=record, note=current.note
+    )
+    with contextlib.suppress(ConcurrentModification):
+        store.transition_run(current, change)
+
+
+def alerts_owner(state: RunState, options: ExecutionOptions) -> bool:
+    """A run that ended in ``state`` alerts its owner (dead, and failed unless turned off)."""
+    return _alerts(state, options)
 
 
 def attempt_record(result: TargetResult, number: int, worker_id: str, started_at: int, finished_at: int) -> Attempt:

@@ -2,30 +2,35 @@
 
 With an SQS event source, Lambda receives the messages and deletes those the function reports as
 processed; the function reports the others as batch item failures (``ReportBatchItemFailures``)
-and SQS keeps them, hidden for whatever visibility timeout they have. :class:`RecordQueue` maps
-the port's queue operations onto that contract for one record:
+and SQS keeps them, hidden for whatever visibility timeout they have. :class:`EventSourceQueue`
+maps the port's queue operations onto that contract for one batch:
 
-- ``extend`` is a real ``ChangeMessageVisibility`` on the record's receipt handle (heartbeats,
-  retry backoff, a run held by another worker);
-- ``delete`` only marks the record done: reporting it as processed makes Lambda delete it.
+- ``extend``/``extend_many`` are real ``ChangeMessageVisibility(Batch)`` calls on the records'
+  receipt handles (heartbeats, retry backoff, a run held by another worker);
+- ``delete``/``delete_many`` only mark records done: reporting them as processed makes Lambda
+  delete them.
 
-:meth:`LambdaWorker.process` raises :class:`KeepMessage` for a record whose message must stay
-(retrying, held, not ready, lease lost), *after* its visibility was set.
+:class:`LambdaWorker` runs a whole batch through the async worker (``punctual.execution.worker``):
+every record is a coroutine, the store is written in batches, and the records whose messages must
+stay (retrying, held, not ready, lease lost, or whose batch step failed) are the batch item failures.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from punctual.clock import Clock
 from punctual.engines.aws.queue import delivery_from_message
 from punctual.errors import PunctualError
-from punctual.execution.delivery import ExecutionOptions, Outcome, process_delivery
-from punctual.execution.targets import TargetExecutor
+from punctual.execution.delivery import ExecutionOptions
+from punctual.execution.targets.aio import AsyncTargetExecutor, AsyncTargets
+from punctual.execution.targets.policy import TargetPolicy
+from punctual.execution.worker import Settled, Tuning, Worker, runner
 from punctual.metrics import Metrics
-from punctual.port import Delivery, Dispatch, Engine, Queue
+from punctual.model import Run
+from punctual.port import Delivery, Dispatch, Engine, Finish, Queue, Store
 from punctual.runs.alerts import Alerter, LogAlerter
 
 
@@ -49,13 +54,13 @@ def delivery_of(record: Mapping[str, Any]) -> Delivery:
     return delivery_from_message(message)
 
 
-class RecordQueue(Queue):
-    """One record's view of the dispatch queue (see the module docstring)."""
+class EventSourceQueue(Queue):
+    """One event-source batch's view of the dispatch queue (see the module docstring)."""
 
     def __init__(self, queue: Queue) -> None:
         self._queue = queue
         self.name = queue.name
-        self.deleted = False
+        self.deleted: set[str] = set()  # receipts reported as processed
 
     def send(self, dispatches: Sequence[Dispatch]) -> None:
         self._queue.send(dispatches)
@@ -66,41 +71,72 @@ class RecordQueue(Queue):
     def extend(self, receipt: str, visibility_s: int) -> None:
         self._queue.extend(receipt, visibility_s)
 
+    def extend_many(self, receipts: Sequence[str], visibility_s: int) -> None:
+        self._queue.extend_many(receipts, visibility_s)
+
     def delete(self, receipt: str) -> None:
-        self.deleted = True  # reported as processed, so the event source deletes it
+        self.deleted.add(receipt)
+
+    def delete_many(self, receipts: Sequence[str]) -> None:
+        self.deleted.update(receipts)
 
     def depth(self) -> int:
         return self._queue.depth()
 
+    def completing(self, store: Store) -> Callable[[Sequence[Finish]], list[Run | None]]:
+        """Finish a batch in the store, then mark the acknowledged records done."""
+
+        def complete(finishes: Sequence[Finish]) -> list[Run | None]:
+            runs = store.finish_runs(finishes)
+            self.delete_many([f.ack for f, run in zip(finishes, runs, strict=True) if run is not None and f.ack])
+            return runs
+
+        return complete
+
 
 @dataclass
 class LambdaWorker:
-    """Executes the runs of SQS event-source records; built once per execution environment."""
+    """Executes the runs of an event-source batch; built once per execution environment.
+
+    ``targets`` makes the targets on each invocation's event loop (default: :class:`AsyncTargets`
+    under ``policy``).
+    """
 
     engine: Engine
-    targets: TargetExecutor
     clock: Clock
+    policy: TargetPolicy = field(default_factory=TargetPolicy)
     options: ExecutionOptions = field(default_factory=ExecutionOptions)
     alerter: Alerter = field(default_factory=LogAlerter)
+    targets: Callable[[], AsyncTargetExecutor] | None = None
     metrics: Metrics | None = None  # start lateness of first attempts
 
-    def process(self, record: Mapping[str, Any], worker_id: str) -> Outcome:
-        """Execute one record's run. Returns the outcome if the message is done (Lambda deletes it);
-        raises :class:`KeepMessage` if it must stay. Storage errors propagate (the record fails and
-        its message returns after its visibility timeout).
-        """
-        queue = RecordQueue(self.engine.queue)
-        outcome = process_delivery(
-            delivery_of(record),
-            store=self.engine.store,
-            queue=queue,
-            targets=self.targets,
-            clock=self.clock,
-            worker_id=worker_id,
+    def handle(self, records: Sequence[Mapping[str, Any]], worker_id: str) -> tuple[list[str], list[Settled]]:
+        """Execute every record's run. Returns the message ids to report as batch item failures
+        (their messages stay), and what each record came to, in order."""
+        deliveries = [delivery_of(record) for record in records]
+        queue = EventSourceQueue(self.engine.queue)
+        worker = Worker(
+            self.engine,
+            self.clock,
+            targets=self.targets or (lambda: AsyncTargets(self.policy)),
             options=self.options,
+            tuning=Tuning(max_in_flight=max(1, len(deliveries))),
             alerter=self.alerter,
+            worker_id=worker_id,
+            queue=queue,
+            complete=queue.completing(self.engine.store),
             metrics=self.metrics,
         )
-        if not queue.deleted:
-            raise KeepMessage(f"{outcome}: message kept for a later delivery", details={"outcome": outcome.value})
-        return outcome
+
+        async def run_batch() -> list[Settled]:
+            async with worker.session():
+                return await worker.process(deliveries)
+
+        with runner() as loop_runner:
+            settled = loop_runner.run(run_batch())
+        failures = [
+            str(record.get("messageId", ""))
+            for record, delivery in zip(records, deliveries, strict=True)
+            if delivery.receipt not in queue.deleted
+        ]
+        return failures, settled

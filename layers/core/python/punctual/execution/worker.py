@@ -1,30 +1,59 @@
-"""The long-running worker: N threads that receive dispatch messages and execute their runs.
+"""The worker: one asyncio event loop per process, thousands of runs in flight, the port in batches.
 
-Used by ``punctual worker`` (one process, any engine: a laptop, a Fargate task) and by
-``punctual dev``. Each thread long-polls the dispatch queue for one message at a time (so a busy
-thread never holds messages it cannot start) and hands it to
-:func:`punctual.execution.delivery.process_delivery`. Stopping is graceful: threads stop receiving, finish
-the run in hand, and :meth:`Worker.run` returns when all have.
+Used by ``punctual worker`` (a laptop, a VM, the Fargate service), ``punctual dev`` and the worker
+Lambda (:meth:`Worker.process` on an event-source batch). The unit of concurrency is a coroutine
+(one per run in flight, bounded by ``max_in_flight``), the unit of work a batch::
+
+    receivers ──receive(N)──> parse, hide the far-too-early ──sleep until not_before──> prepare (lease a batch)
+        ┌───────────────────────────────────────────────────────────────────────────────────┘
+        └─> one coroutine per leased run: the target call ──> done queue ──> settle (finish + ack a batch)
+    beats: every tick, one batched heartbeat of the in-flight runs whose beat is due; a lost lease
+           cancels its coroutine (the attempt is abandoned, as the threaded worker did)
+
+Blocking engine calls (every port method) run on a small thread pool, never on the loop; the
+batch steps themselves are ``punctual.execution.batch``. The rules are those of
+``punctual.execution.delivery``: a run is leased at its instant (so ``started_at`` is never before
+``scheduled_at``, and a pause, delete or replace that happened before the instant is honoured),
+its message is deleted only after its finish, and every step is safe to repeat.
+
+Stopping is graceful: receivers stop, every run in flight finishes and is settled, then
+:meth:`Worker.run` returns.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import os
 import socket
 import threading
+import time
 from collections import Counter
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from functools import partial
+from typing import Any, TypeVar
 
+from punctual import ids
+from punctual import metrics as m
 from punctual.clock import Clock
 from punctual.config import DEFAULT_RETENTION_S
-from punctual.execution.delivery import RUN_METRICS, ExecutionOptions, Outcome, process_delivery
-from punctual.execution.targets import TargetExecutor, TargetPolicy, Targets
+from punctual.errors import InvalidId
+from punctual.execution import batch
+from punctual.execution.delivery import RUN_METRICS, ExecutionOptions, Outcome
+from punctual.execution.targets.aio import AsyncTargetExecutor, AsyncTargets
+from punctual.execution.targets.policy import TargetPolicy
 from punctual.metrics import Metrics
-from punctual.port import Delivery, Engine
+from punctual.port import Delivery, Engine, Queue
 from punctual.reaping.reaper import Reaper, ReapOptions
 from punctual.runs.alerts import Alerter, LogAlerter
 
 logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+Settled = Outcome | BaseException  # what a delivery came to: an outcome, or the error that left its message alone
 
 RECEIVE_ERROR_PAUSE_S = 1.0  # after a failed receive (queue outage), before trying again
 
@@ -34,12 +63,24 @@ def default_worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-class Worker:
-    """``concurrency`` threads executing runs from ``engine.queue`` until stopped.
+@dataclass(frozen=True, slots=True)
+class Tuning:
+    """How much the worker holds and how it batches (``punctual worker`` flags)."""
 
-    ``wait_s`` is the long-poll wait of each receive (1 s locally; up to 20 s on SQS, where
-    long polling saves empty receives). It also bounds how long a stop takes when idle.
-    Attempts are recorded with worker id ``<worker_id>/<thread number>``.
+    max_in_flight: int = 5_000  # messages held at once: received, waiting for their instant, or executing
+    receive_batch: int = 250  # messages asked for per receive (SQS: 10 per request, several requests)
+    receivers: int = 2  # concurrent receives (SQS: concurrent long polls)
+    wait_s: float = 1.0  # long-poll wait of a receive (1 s locally; up to 20 s on SQS)
+    settle_batch: int = 1_000  # finishes per settle call at most
+    engine_threads: int = 4  # the thread pool for blocking engine calls
+
+
+class Worker:
+    """Executes runs from ``queue`` (default: ``engine.queue``) until stopped; see the module docstring.
+
+    ``complete`` finishes and acknowledges a batch: by default ``engine.finish_and_ack`` (one step
+    where the engine can); the Lambda adapter passes its own, since the event source deletes its
+    messages. ``targets`` is built on the worker's loop from ``policy`` if not given.
     """
 
     name = "worker"
@@ -47,78 +88,295 @@ class Worker:
     def __init__(
         self,
         engine: Engine,
-        targets: TargetExecutor,
         clock: Clock,
         *,
-        concurrency: int = 4,
+        policy: TargetPolicy | None = None,
+        targets: Callable[[], AsyncTargetExecutor] | None = None,
         options: ExecutionOptions | None = None,
+        tuning: Tuning | None = None,
         alerter: Alerter | None = None,
-        wait_s: float = 1.0,
         worker_id: str | None = None,
         metrics: Metrics | None = None,
+        queue: Queue | None = None,
+        complete: batch.Complete | None = None,
     ) -> None:
-        if concurrency < 1:
-            raise ValueError("concurrency must be >= 1")
-        self.engine, self.targets, self.clock = engine, targets, clock
-        self.concurrency = concurrency
+        self.engine, self.clock = engine, clock
+        self.tuning = tuning or Tuning()
+        if self.tuning.max_in_flight < 1:
+            raise ValueError("max_in_flight must be >= 1")
         self.options = options or ExecutionOptions()
-        self.alerter = alerter or LogAlerter()
-        self.wait_s = wait_s
         self.worker_id = worker_id or default_worker_id()
         self.metrics = metrics
-        self.outcomes: Counter[Outcome] = Counter()  # what deliveries did, for tests and metrics
-        self.errors = 0  # deliveries that raised (their messages come back after the visibility timeout)
+        self.queue = queue or engine.queue
+        self.port = batch.Port(
+            store=engine.store,
+            queue=self.queue,
+            complete=complete or engine.finish_and_ack,
+            clock=clock,
+            worker_id=self.worker_id,
+            options=self.options,
+            alerter=alerter or LogAlerter(),
+        )
+        self.make_targets: Callable[[], AsyncTargetExecutor] = targets or (
+            lambda: AsyncTargets(policy or TargetPolicy())
+        )
+        self.outcomes: Counter[Outcome] = Counter()  # what deliveries came to, for tests and metrics
+        self.errors = 0  # deliveries whose batch raised (their messages come back after the visibility timeout)
         self._lock = threading.Lock()
+        self._state: _LoopState | None = None
+
+    # -- entry points ---------------------------------------------------------------------------
 
     def run(self, stop: threading.Event) -> None:
-        """Execute runs until ``stop`` is set; returns once every in-flight run has finished."""
-        warm_up = getattr(self.targets, "warm_up", None)
-        if callable(warm_up):  # so the first run is not late by the targets' one-time setup
-            warm_up()
-        threads = [
-            threading.Thread(target=self._loop, args=(f"{self.worker_id}/{i}", stop), name=f"punctual-worker-{i}")
-            for i in range(self.concurrency)
-        ]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
+        """Execute runs until ``stop`` is set; returns once every run in flight was settled."""
+        with runner() as loop_runner:
+            loop_runner.run(self.serve(stop))
 
-    def _loop(self, worker_id: str, stop: threading.Event) -> None:
-        queue = self.engine.queue
-        while not stop.is_set():
-            try:
-                deliveries = queue.receive(1, self.options.visibility_s, self.wait_s)
-            except Exception:
-                logger.exception("receive from %s failed", queue.name)
-                stop.wait(RECEIVE_ERROR_PAUSE_S)
-                continue
-            for delivery in deliveries:  # received means ours: finish it even if stop was set meanwhile
-                self._process(delivery, worker_id)
+    async def serve(self, stop: threading.Event) -> None:
+        """:meth:`run` on the current event loop."""
+        async with self.session():
+            receivers = [asyncio.create_task(self._receive(stop)) for _ in range(max(1, self.tuning.receivers))]
+            await asyncio.gather(*receivers)
 
-    def _process(self, delivery: Delivery, worker_id: str) -> None:
+    async def process(self, deliveries: Sequence[Delivery]) -> list[Settled]:
+        """Execute ``deliveries`` (already received) and wait until each is settled; inside :meth:`session`."""
+        return list(await asyncio.gather(*self._submit(deliveries)))
+
+    @contextlib.asynccontextmanager
+    async def session(self) -> Any:
+        """The loop-side machinery (thread pool, targets, settle and heartbeat tasks); on exit every
+        delivery in flight is settled first."""
+        loop = asyncio.get_running_loop()
+        executor = ThreadPoolExecutor(max_workers=self.tuning.engine_threads, thread_name_prefix="punctual-engine")
+        targets = await loop.run_in_executor(executor, self.make_targets)  # loads the CA bundle off the loop
+        state = _LoopState(loop, executor, targets)
+        self._state = state
+        tasks = [asyncio.create_task(self._settle_loop(state)), asyncio.create_task(self._beat_loop(state))]
         try:
-            outcome = process_delivery(
-                delivery,
-                store=self.engine.store,
-                queue=self.engine.queue,
-                targets=self.targets,
-                clock=self.clock,
-                worker_id=worker_id,
-                options=self.options,
-                alerter=self.alerter,
-                metrics=self.metrics,
-            )
-        except Exception:  # the message comes back after its visibility timeout; every step is repeatable
-            logger.exception("delivery of %s failed", delivery.run_id)
-            with self._lock:
-                self.errors += 1
+            yield self
+        finally:
+            while state.in_flight:  # bounded: every attempt ends by its job's timeout
+                await asyncio.sleep(0.02)
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            targets.close()
+            executor.shutdown(wait=True)
+            self._state = None
+
+    # -- receive and prepare ------------------------------------------------------------------
+
+    async def _receive(self, stop: threading.Event) -> None:
+        state = self._require_state()
+        tuning = self.tuning
+        while not stop.is_set():
+            room = tuning.max_in_flight - state.in_flight - state.reserved
+            if room <= 0:
+                state.room.clear()
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(0.1):
+                        await state.room.wait()
+                continue
+            wanted = min(tuning.receive_batch, room)
+            state.reserved += wanted
+            try:
+                deliveries = await self._blocking(self.queue.receive, wanted, self.options.visibility_s, tuning.wait_s)
+            except Exception:
+                logger.exception("receive from %s failed", self.queue.name)
+                await asyncio.sleep(RECEIVE_ERROR_PAUSE_S)
+                continue
+            finally:
+                state.reserved -= wanted
+            if deliveries:  # received means ours: settled even if stop is set meanwhile
+                self._submit(deliveries)
+
+    def _submit(self, deliveries: Sequence[Delivery]) -> list[asyncio.Future[Settled]]:
+        state = self._require_state()
+        futures = [state.loop.create_future() for _ in deliveries]
+        state.in_flight += len(deliveries)
+        task = asyncio.create_task(self._handle(list(zip(deliveries, futures, strict=True))))
+        state.tasks.add(task)
+        task.add_done_callback(state.tasks.discard)
+        return futures
+
+    async def _handle(self, items: list[tuple[Delivery, asyncio.Future[Settled]]]) -> None:
+        """Drop messages that name no run, hide those far too early, then wait for each group's instant."""
+        now = self.clock.now_ms()
+        drops: list[str] = []
+        hides: list[tuple[str, int]] = []
+        early: list[tuple[asyncio.Future[Settled], Outcome]] = []
+        due: dict[int, list[tuple[Delivery, asyncio.Future[Settled]]]] = {}
+        for delivery, future in items:
+            try:
+                ids.parse_run_id(delivery.run_id)
+            except InvalidId:
+                logger.error("dropping a message that names no run: %r %s", delivery.run_id, delivery.extra)
+                drops.append(delivery.receipt)
+                early.append((future, Outcome.INVALID))
+                continue
+            if delivery.not_before - now > self.options.max_early_ms:  # whole-second SQS delays: ~1 s early at most
+                hides.append((delivery.receipt, delivery.not_before))
+                early.append((future, Outcome.NOT_READY))
+                continue
+            due.setdefault(delivery.not_before, []).append((delivery, future))
+        if early:
+            try:
+                await self._blocking(batch.drop_or_hide, self.port, drops, hides)
+            except Exception as exc:
+                logger.exception("could not drop or hide %d messages", len(early))
+                early = [(future, exc) for future, _ in early]  # type: ignore[misc]
+            for future, settled in early:
+                self._resolve(future, settled)
+        await asyncio.gather(*(self._at_instant(not_before, group) for not_before, group in due.items()))
+
+    async def _at_instant(self, not_before: int, group: list[tuple[Delivery, asyncio.Future[Settled]]]) -> None:
+        """Lease the group at its instant, then start one coroutine per leased run."""
+        wait_ms = not_before - self.clock.now_ms()
+        if wait_ms > 0:
+            await asyncio.sleep(wait_ms / 1000)
+        futures = {delivery.receipt: future for delivery, future in group}
+        try:
+            prepared = await self._blocking(batch.prepare, self.port, [delivery for delivery, _ in group])
+        except Exception as exc:
+            logger.exception("could not lease a batch of %d runs", len(group))
+            for future in futures.values():
+                self._resolve(future, exc)
             return
+        for delivery, outcome in prepared.settled:
+            self._resolve(futures[delivery.receipt], outcome)
+        state = self._require_state()
+        for leased in prepared.leased:
+            run = leased.run
+            if self.metrics is not None and run.attempt == 1 and run.started_at is not None:
+                # a retry starts at its backoff, not its instant: only first attempts count
+                self.metrics.observe(m.START_LATENESS_MS, max(0, run.started_at - run.scheduled_at))
+            task = asyncio.create_task(self._attempt(leased, futures[leased.delivery.receipt]))
+            state.tasks.add(task)
+            task.add_done_callback(state.tasks.discard)
+
+    # -- execute ------------------------------------------------------------------------------
+
+    async def _attempt(self, leased: batch.Leased, future: asyncio.Future[Settled]) -> None:
+        state = self._require_state()
+        started = self.clock.now_ms()
+        if not leased.may_execute:  # earlier attempts lost their workers and used up the retries
+            state.done.put_nowait((batch.Done(leased, None, started, started), future))
+            return
+        interval = max(leased.lease_ms / 3000, self.options.min_heartbeat_s)
+        running = _Running(leased, asyncio.current_task(), time.monotonic() + interval, interval)
+        key = id(running)
+        state.running[key] = running
+        try:
+            result = await state.targets.execute(
+                leased.job, leased.run, leased.run.attempt, float(leased.job.timeout_s)
+            )
+        except asyncio.CancelledError:
+            if running.lost:  # the heartbeat found the lease lost: abandon, write nothing
+                logger.warning("run %s attempt %d: lease lost while running", leased.run.run_id, leased.run.attempt)
+                self._resolve(future, Outcome.LEASE_LOST)
+                return
+            raise
+        finally:
+            state.running.pop(key, None)
+        state.done.put_nowait((batch.Done(leased, result, started, self.clock.now_ms()), future))
+
+    async def _settle_loop(self, state: _LoopState) -> None:
+        """Finish and acknowledge done attempts, as many per call as have accumulated."""
+        while True:
+            items = [await state.done.get()]
+            while len(items) < self.tuning.settle_batch and not state.done.empty():
+                items.append(state.done.get_nowait())
+            try:
+                outcomes: list[Settled] = list(await self._blocking(batch.settle, self.port, [d for d, _ in items]))
+            except Exception as exc:  # their leases expire and the runs are taken over
+                logger.exception("could not settle a batch of %d runs", len(items))
+                outcomes = [exc] * len(items)
+            for (_, future), settled in zip(items, outcomes, strict=True):
+                self._resolve(future, settled)
+
+    async def _beat_loop(self, state: _LoopState) -> None:
+        """One batched heartbeat per tick for the runs whose beat is due; a lost lease cancels its run."""
+        tick = max(self.options.min_heartbeat_s, 0.05)
+        while True:
+            await asyncio.sleep(tick)
+            now = time.monotonic()
+            due = [running for running in state.running.values() if running.next_beat <= now]
+            if not due:
+                continue
+            try:
+                alive = await self._blocking(batch.beat, self.port, [running.leased for running in due])
+            except Exception:  # a transient storage error: the lease margin absorbs a missed beat
+                logger.exception("heartbeat of %d runs failed; trying again at the next tick", len(due))
+                continue
+            for running, ok in zip(due, alive, strict=True):
+                if ok:
+                    running.next_beat = now + running.interval
+                elif running.task is not None:
+                    running.lost = True
+                    running.task.cancel()
+
+    # -- helpers ------------------------------------------------------------------------------
+
+    def _resolve(self, future: asyncio.Future[Settled], settled: Settled) -> None:
+        if future.done():
+            return
+        future.set_result(settled)
+        state = self._require_state()
+        state.in_flight -= 1
+        state.room.set()
         with self._lock:
-            self.outcomes[outcome] += 1
-        if self.metrics is not None and outcome in RUN_METRICS:
-            self.metrics.count(RUN_METRICS[outcome])
-        logger.debug("run %s: %s", delivery.run_id, outcome)
+            if isinstance(settled, Outcome):
+                self.outcomes[settled] += 1
+            else:
+                self.errors += 1
+        if self.metrics is not None and isinstance(settled, Outcome) and settled in RUN_METRICS:
+            self.metrics.count(RUN_METRICS[settled])
+
+    async def _blocking(self, fn: Callable[..., T], *args: Any) -> T:
+        state = self._require_state()
+        return await state.loop.run_in_executor(state.executor, partial(fn, *args))
+
+    def _require_state(self) -> _LoopState:
+        if self._state is None:
+            raise RuntimeError("the worker is used outside its session")
+        return self._state
+
+
+class _LoopState:
+    """Everything the worker holds while its loop runs (touched only on the loop)."""
+
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, executor: ThreadPoolExecutor, targets: AsyncTargetExecutor
+    ) -> None:
+        self.loop, self.executor, self.targets = loop, executor, targets
+        self.in_flight = 0  # deliveries received and not yet settled
+        self.reserved = 0  # room claimed by receives in progress
+        self.room = asyncio.Event()
+        self.done: asyncio.Queue[tuple[batch.Done, asyncio.Future[Settled]]] = asyncio.Queue()
+        self.running: dict[int, _Running] = {}
+        self.tasks: set[asyncio.Task[None]] = set()  # strong references: the loop keeps only weak ones
+
+
+@dataclass(slots=True)
+class _Running:
+    leased: batch.Leased
+    task: asyncio.Task[Any] | None
+    next_beat: float
+    interval: float
+    lost: bool = False
+
+
+@contextlib.contextmanager
+def runner() -> Any:
+    """An asyncio runner on uvloop where installed (no global policy change)."""
+    try:
+        import uvloop
+
+        factory: Callable[[], asyncio.AbstractEventLoop] | None = uvloop.new_event_loop
+    except ImportError:  # pragma: no cover - uvloop is a dependency on Linux and macOS
+        factory = None
+    with asyncio.Runner(loop_factory=factory) as loop_runner:
+        yield loop_runner
 
 
 def execution_components(
@@ -126,7 +384,7 @@ def execution_components(
     clock: Clock,
     *,
     lease_margin_s: int = 30,
-    concurrency: int = 4,
+    max_in_flight: int = 1_000,
     allow_loopback: bool = True,
     allow_private: bool = False,
     reap_interval_s: float = 10.0,
@@ -138,8 +396,14 @@ def execution_components(
     Local defaults: HTTP targets may reach loopback (a service on the same laptop), and the reaper
     looks every 10 s rather than every minute.
     """
-    targets = Targets(TargetPolicy(allow_private=allow_private, allow_loopback=allow_loopback))
-    options = ExecutionOptions(lease_margin_s=lease_margin_s)
-    worker = Worker(engine, targets, clock, concurrency=concurrency, options=options, wait_s=1.0, metrics=metrics)
+    policy = TargetPolicy(allow_private=allow_private, allow_loopback=allow_loopback)
+    worker = Worker(
+        engine,
+        clock,
+        policy=policy,
+        options=ExecutionOptions(lease_margin_s=lease_margin_s),
+        tuning=Tuning(max_in_flight=max_in_flight),
+        metrics=metrics,
+    )
     reaper = Reaper(engine, clock, options=ReapOptions(retention_s=retention_s), interval_s=reap_interval_s)
     return [worker, reaper]

@@ -9,6 +9,7 @@ dead-letter queue.
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 from collections.abc import Sequence
@@ -18,6 +19,8 @@ from typing import Any
 from punctual.errors import PunctualError
 from punctual.port import Delivery, Dispatch, Queue
 from punctual.resources import MAX_BATCH, MAX_DELAY_S
+
+logger = logging.getLogger(__name__)
 
 _SEND_TRIES = 4  # a batch's failed entries are resent this many times in all before giving up
 _MAX_WAIT_S = 20  # SQS long-poll maximum
@@ -89,6 +92,34 @@ class SqsQueue(Queue):
 
     def delete(self, receipt: str) -> None:
         self._client.delete_message(QueueUrl=self.url, ReceiptHandle=receipt)
+
+    def extend_many(self, receipts: Sequence[str], visibility_s: int) -> None:
+        """ChangeMessageVisibilityBatch, 10 per request, requests concurrently. Entries SQS refuses
+        (a receipt gone stale because the message was redelivered) are skipped, as the port says."""
+        entries = [{"ReceiptHandle": r, "VisibilityTimeout": visibility_s} for r in receipts]
+        self._batched(self._client.change_message_visibility_batch, entries)
+
+    def delete_many(self, receipts: Sequence[str]) -> None:
+        """DeleteMessageBatch, 10 per request, requests concurrently (failed entries are skipped:
+        their messages come back and are found finished, a duplicate the worker drops)."""
+        self._batched(self._client.delete_message_batch, [{"ReceiptHandle": r} for r in receipts])
+
+    def _batched(self, call: Any, entries: list[dict[str, Any]]) -> None:
+        batches = [
+            [{"Id": str(i), **entry} for i, entry in enumerate(entries[start : start + MAX_BATCH])]
+            for start in range(0, len(entries), MAX_BATCH)
+        ]
+
+        def one(batch: list[dict[str, Any]]) -> None:
+            failed = call(QueueUrl=self.url, Entries=batch).get("Failed", [])
+            if failed:
+                logger.warning("%s: %d of %d entries failed: %s", self.name, len(failed), len(batch), failed[:3])
+
+        if len(batches) <= 1:
+            for batch in batches:
+                one(batch)
+            return
+        list(self._executor().map(one, batches))
 
     def depth(self) -> int:
         response = self._client.get_queue_attributes(QueueUrl=self.url, AttributeNames=list(_DEPTH_ATTRIBUTES))

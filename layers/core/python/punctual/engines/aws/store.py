@@ -37,8 +37,11 @@ from punctual.model import Job, JobStatus, Run, RunState
 from punctual.port import (
     Advance,
     Alert,
+    Beat,
     DueJob,
+    Finish,
     LeaseOutcome,
+    LeaseRequest,
     LeaseResult,
     Page,
     RunChange,
@@ -275,6 +278,36 @@ class DynamoStore(Store):
         if finished.state.is_terminal:
             stats.tally(self._tables.client, self.leases_table, finished)
         return finished
+
+    # Batches: concurrent conditional writes (a transaction would double the write units and
+    # fail the whole batch on one lost race); each item is decided exactly as a single call.
+
+    def lease_runs(self, requests: Sequence[LeaseRequest], worker_id: str, now: int) -> list[LeaseResult]:
+        def one(r: LeaseRequest) -> LeaseResult:
+            return self.lease_run(r.job_id, r.scheduled_at, worker_id, now, r.lease_ms)
+
+        return self._tables.each(one, requests)
+
+    def heartbeat_runs(self, beats: Sequence[Beat]) -> list[bool]:
+        def one(beat: Beat) -> bool:
+            h = beat.hold
+            try:
+                self.heartbeat_run(h.job_id, h.scheduled_at, h.worker_id, h.attempt, beat.lease_expires_at)
+            except LeaseLost:
+                return False
+            return True
+
+        return self._tables.each(one, beats)
+
+    def finish_runs(self, finishes: Sequence[Finish]) -> list[Run | None]:
+        def one(finish: Finish) -> Run | None:
+            h = finish.hold
+            try:
+                return self.finish_run(h.job_id, h.scheduled_at, h.worker_id, h.attempt, finish.change)
+            except LeaseLost:
+                return None
+
+        return self._tables.each(one, finishes)
 
     def _while_held(self, job_id: str, scheduled_at: int, worker_id: str, attempt: int, expr: c.Expression) -> Run:
         """Apply ``expr`` iff ``worker_id`` still holds ``attempt`` (LEASE_HELD); else :class:`LeaseLost`."""

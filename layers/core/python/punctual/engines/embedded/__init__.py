@@ -7,6 +7,7 @@ survives ``kill -9`` of any process; ``synchronous="FULL"`` extends that to powe
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -15,8 +16,9 @@ from punctual.clock import Clock
 from punctual.config import Settings
 from punctual.engines.embedded.db import Database
 from punctual.engines.embedded.queue import EmbeddedQueue
-from punctual.engines.embedded.store import EmbeddedStore
-from punctual.port import Engine
+from punctual.engines.embedded.store import EmbeddedStore, finish_all_in
+from punctual.model import Run
+from punctual.port import Engine, Finish
 
 __all__ = ["DB_FILE", "EmbeddedEngine", "EmbeddedQueue", "EmbeddedStore"]
 
@@ -69,6 +71,17 @@ class EmbeddedEngine(Engine):
         data_dir = Path(settings.data_dir)
         data_dir.mkdir(parents=True, exist_ok=True)
         return cls(data_dir / DB_FILE, shards=settings.shards, open_shards=settings.open_shards, clock=clock, **options)
+
+    def finish_and_ack(self, finishes: Sequence[Finish]) -> list[Run | None]:
+        """Every finish and the deletion of the acknowledged messages in one transaction: a run is
+        never finished with its message left behind, nor its message deleted without its finish."""
+        if not finishes:
+            return []
+        with self._db.write() as conn:
+            results = finish_all_in(conn, finishes)
+            acks = [f.ack for f, run in zip(finishes, results, strict=True) if run is not None and f.ack is not None]
+            self.queue.delete_in(conn, acks)
+        return results
 
     def close(self) -> None:
         """Close this process's connections to the file."""

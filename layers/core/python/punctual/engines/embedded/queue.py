@@ -109,6 +109,30 @@ class EmbeddedQueue(Queue):
                 "DELETE FROM queue WHERE id = ? AND receipt = ? AND queue = ?", (message_id, receipt, self.name)
             )
 
+    def extend_many(self, receipts: Sequence[str], visibility_s: int) -> None:
+        """:meth:`extend` for every receipt, in one transaction."""
+        rows = [(m, r) for r in receipts if (m := _message_id(r)) is not None]
+        if not rows:
+            return
+        visible_at = self._clock.now_ms() + visibility_s * 1000
+        with self._db.write() as conn:
+            conn.executemany(
+                "UPDATE queue SET visible_at = ? WHERE id = ? AND receipt = ? AND queue = ?",
+                [(visible_at, m, r, self.name) for m, r in rows],
+            )
+
+    def delete_many(self, receipts: Sequence[str]) -> None:
+        """:meth:`delete` for every receipt, in one transaction."""
+        if not receipts:
+            return
+        with self._db.write() as conn:
+            self.delete_in(conn, receipts)
+
+    def delete_in(self, conn: sqlite3.Connection, receipts: Sequence[str]) -> None:
+        """Delete the messages of ``receipts`` inside the caller's write transaction (stale ones: no-op)."""
+        rows = [(m, r, self.name) for r in receipts if (m := _message_id(r)) is not None]
+        conn.executemany("DELETE FROM queue WHERE id = ? AND receipt = ? AND queue = ?", rows)
+
     def depth(self) -> int:
         """Every message of this queue: visible, delayed and in flight (exact, not approximate)."""
         row = self._db.connection().execute("SELECT count(*) FROM queue WHERE queue = ?", (self.name,)).fetchone()

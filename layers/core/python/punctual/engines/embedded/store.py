@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from itertools import islice
 from typing import Any
 
@@ -30,8 +30,12 @@ from punctual.model import Catchup, Job, JobStatus, Overlap, Run
 from punctual.port import (
     Advance,
     Alert,
+    Beat,
     DueJob,
+    Finish,
+    Hold,
     LeaseOutcome,
+    LeaseRequest,
     LeaseResult,
     Page,
     RunChange,
@@ -220,26 +224,35 @@ class EmbeddedStore(Store):
 
     def lease_run(self, job_id: str, scheduled_at: int, worker_id: str, now: int, lease_ms: int) -> LeaseResult:
         with self._db.write() as conn:
-            run = _load_run(conn, job_id, scheduled_at)
-            outcome = rules.lease_outcome(run, now)
-            if run is None or outcome is not LeaseOutcome.LEASED:
-                return LeaseResult(outcome, run)
-            leased = rules.leased(run, worker_id, now, lease_ms)
-            _save_run(conn, leased)
-        return LeaseResult(LeaseOutcome.LEASED, leased)
+            return lease_in(conn, LeaseRequest(job_id, scheduled_at, lease_ms), worker_id, now)
 
     def heartbeat_run(self, job_id: str, scheduled_at: int, worker_id: str, attempt: int, lease_expires_at: int) -> Run:
         with self._db.write() as conn:
-            run = _held_run(conn, job_id, scheduled_at, worker_id, attempt)
-            extended = run.model_copy(update={"lease_expires_at": lease_expires_at, "deadline_at": lease_expires_at})
-            _save_run(conn, extended)
-        return extended
+            return _extend_in(conn, Beat(Hold(job_id, scheduled_at, worker_id, attempt), lease_expires_at))
 
     def finish_run(self, job_id: str, scheduled_at: int, worker_id: str, attempt: int, change: RunChange) -> Run:
         with self._db.write() as conn:
-            finished = rules.apply_change(_held_run(conn, job_id, scheduled_at, worker_id, attempt), change)
-            _save_run(conn, finished)
-        return finished
+            return _finish_in(conn, Hold(job_id, scheduled_at, worker_id, attempt), change)
+
+    # Batches: one transaction for the whole batch, each item decided by the same code as a single call.
+
+    def lease_runs(self, requests: Sequence[LeaseRequest], worker_id: str, now: int) -> list[LeaseResult]:
+        if not requests:
+            return []
+        with self._db.write() as conn:
+            return [lease_in(conn, request, worker_id, now) for request in requests]
+
+    def heartbeat_runs(self, beats: Sequence[Beat]) -> list[bool]:
+        if not beats:
+            return []
+        with self._db.write() as conn:
+            return [_held(_extend_in, conn, beat) is not None for beat in beats]
+
+    def finish_runs(self, finishes: Sequence[Finish]) -> list[Run | None]:
+        if not finishes:
+            return []
+        with self._db.write() as conn:
+            return finish_all_in(conn, finishes)
 
     def transition_run(self, current: Run, change: RunChange) -> Run:
         with self._db.write() as conn:
@@ -374,6 +387,45 @@ def _load_run(conn: sqlite3.Connection, job_id: str, scheduled_at: int) -> Run |
 
 def _save_run(conn: sqlite3.Connection, run: Run) -> None:
     conn.execute(_UPDATE_RUN, _run_row(run))
+
+
+def lease_in(conn: sqlite3.Connection, request: LeaseRequest, worker_id: str, now: int) -> LeaseResult:
+    """One lease inside the caller's write transaction (``Store.lease_run``'s rules)."""
+    run = _load_run(conn, request.job_id, request.scheduled_at)
+    outcome = rules.lease_outcome(run, now)
+    if run is None or outcome is not LeaseOutcome.LEASED:
+        return LeaseResult(outcome, run)
+    leased = rules.leased(run, worker_id, now, request.lease_ms)
+    _save_run(conn, leased)
+    return LeaseResult(LeaseOutcome.LEASED, leased)
+
+
+def finish_all_in(conn: sqlite3.Connection, finishes: Sequence[Finish]) -> list[Run | None]:
+    """Each finish inside the caller's write transaction; None where the lease was lost."""
+    return [_held(_finish_in, conn, finish.hold, finish.change) for finish in finishes]
+
+
+def _finish_in(conn: sqlite3.Connection, hold: Hold, change: RunChange) -> Run:
+    finished = rules.apply_change(_held_run(conn, hold.job_id, hold.scheduled_at, hold.worker_id, hold.attempt), change)
+    _save_run(conn, finished)
+    return finished
+
+
+def _extend_in(conn: sqlite3.Connection, beat: Beat) -> Run:
+    hold = beat.hold
+    run = _held_run(conn, hold.job_id, hold.scheduled_at, hold.worker_id, hold.attempt)
+    until = beat.lease_expires_at
+    extended = run.model_copy(update={"lease_expires_at": until, "deadline_at": until})
+    _save_run(conn, extended)
+    return extended
+
+
+def _held(step: Callable[..., Run], conn: sqlite3.Connection, *args: Any) -> Run | None:
+    """``step`` under a lease, or None if the lease was lost (a batch goes on past a lost lease)."""
+    try:
+        return step(conn, *args)
+    except LeaseLost:
+        return None
 
 
 def _held_run(conn: sqlite3.Connection, job_id: str, scheduled_at: int, worker_id: str, attempt: int) -> Run:

@@ -16,6 +16,7 @@ import ipaddress
 import json
 import logging
 from concurrent.futures import ThreadPoolExecutor
+from typing import Protocol
 
 import httpx
 
@@ -26,6 +27,18 @@ from punctual.execution.targets.wire import Request, WireError, WirePool
 from punctual.model import HttpTarget, Job, Run
 
 logger = logging.getLogger(__name__)
+
+
+class AsyncTargetExecutor(Protocol):
+    """What the async worker needs from targets (:class:`AsyncTargets` or a test double)."""
+
+    async def execute(self, job: Job, run: Run, attempt: int, timeout_s: float) -> TargetResult:
+        """Deliver ``run`` to ``job.target`` within ``timeout_s``; never raises."""
+        ...
+
+    def close(self) -> None:
+        """Release connections (the worker's loop is ending)."""
+        ...
 
 
 class AsyncTargets:

@@ -1,0 +1,247 @@
+"""The blocking half of the async worker: a batch of deliveries through the port, at once.
+
+The async worker (``punctual.execution.async_worker``) calls these on its engine thread pool,
+never on its event loop. They apply the rules of ``punctual.execution.delivery`` (the per-message
+protocol) to many messages per port call:
+
+- :func:`prepare`, at the runs' instant: read each job once, cancel the runs of deleted jobs,
+  lease the rest with one :meth:`Store.lease_runs`, and settle the messages of runs that were not
+  leased (hidden while held or backing off, deleted as duplicates). This is the worker's lease
+  path: per-owner limits and similar checks belong here, in one place.
+- :func:`settle`, after the targets answered: one :meth:`Engine.finish_and_ack` (or its two steps
+  when the messages belong to a Lambda batch), then alerts, retry backoffs and log entries on
+  runs cancelled under their attempt. This is where a worker's run turns terminal.
+
+Every step is safe to repeat: a batch that raises leaves its messages to come back after their
+visibility timeout.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from punctual import ids, rules
+from punctual.clock import Clock
+from punctual.errors import RunNotFound
+from punctual.execution.delivery import (
+    ExecutionOptions,
+    Outcome,
+    alerts_owner,
+    attempt_change,
+    attempt_record,
+    bury_change,
+    hidden_until,
+    lease_length_ms,
+    log_on_cancelled_run,
+)
+from punctual.execution.targets.types import TargetResult
+from punctual.model import Job, Run, RunState
+from punctual.port import Alert, Beat, Delivery, Finish, Hold, LeaseOutcome, LeaseRequest, Queue, Store
+from punctual.runs import retry
+from punctual.runs.alerts import Alerter, alert_once
+from punctual.runs.cancel import cancel_open_run, live_job
+
+logger = logging.getLogger(__name__)
+
+Complete = Callable[[Sequence[Finish]], list[Run | None]]  # Engine.finish_and_ack, or a Lambda's variant
+
+
+@dataclass(frozen=True, slots=True)
+class Leased:
+    """A run this worker leased, with what executing it needs."""
+
+    delivery: Delivery
+    job: Job
+    run: Run
+    lease_ms: int
+
+    @property
+    def hold(self) -> Hold:
+        return Hold(self.run.job_id, self.run.scheduled_at, self.run.worker_id or "", self.run.attempt)
+
+    @property
+    def may_execute(self) -> bool:
+        """False when earlier attempts lost their workers and used up the retries (``rules.attempt_allowed``)."""
+        return rules.attempt_allowed(self.run.attempt, self.job.max_retries)
+
+
+@dataclass(frozen=True, slots=True)
+class Done:
+    """A leased attempt after its target answered (``result``), or buried unexecuted (``result`` None)."""
+
+    leased: Leased
+    result: TargetResult | None
+    started_at: int
+    finished_at: int
+
+
+@dataclass(slots=True)
+class Prepared:
+    leased: list[Leased] = field(default_factory=list)
+    settled: list[tuple[Delivery, Outcome]] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class Port:
+    """What the batch steps use: the store, the queue the messages came from, how finishes are
+    acknowledged, and the worker's identity and options."""
+
+    store: Store
+    queue: Queue
+    complete: Complete
+    clock: Clock
+    worker_id: str
+    options: ExecutionOptions
+    alerter: Alerter
+
+    def alert_if_needed(self, run: Run, now: int) -> None:
+        if alerts_owner(run.state, self.options):
+            reason = run.note or f"run ended {run.state}"
+            alert_once(self.store, self.alerter, Alert(run.owner, run.run_id, run.job_id, now, reason))
+
+
+def prepare(port: Port, deliveries: Sequence[Delivery]) -> Prepared:
+    """Lease the runs of ``deliveries`` (already parsed and due: see the async worker) in one batch.
+
+    Returns the leased runs, and the outcome of every delivery already settled here.
+    """
+    now = port.clock.now_ms()
+    prepared = Prepared()
+    jobs: dict[str, Job | None] = {}
+    requests: list[LeaseRequest] = []
+    waiting: list[tuple[Delivery, Job]] = []
+    drops: list[str] = []
+    for delivery in deliveries:
+        job_id, scheduled_at = ids.parse_run_id(delivery.run_id)
+        if job_id not in jobs:
+            jobs[job_id] = live_job(port.store, job_id)
+        job = jobs[job_id]
+        if job is None:
+            outcome = _cancel_orphan(port, job_id, scheduled_at, now)
+            if outcome is Outcome.CANCELLED:
+                drops.append(delivery.receipt)
+            prepared.settled.append((delivery, outcome))
+            continue
+        requests.append(LeaseRequest(job_id, scheduled_at, lease_length_ms(job, port.options)))
+        waiting.append((delivery, job))
+
+    hides: defaultdict[int, list[str]] = defaultdict(list)
+    results = port.store.lease_runs(requests, port.worker_id, now) if requests else []
+    for (delivery, job), request, lease in zip(waiting, requests, results, strict=True):
+        if lease.outcome is LeaseOutcome.LEASED and lease.run is not None:
+            prepared.leased.append(Leased(delivery, job, lease.run, request.lease_ms))
+            if request.lease_ms > port.options.visibility_s * 1000:  # keep the message hidden as long as the lease
+                hides[retry.visibility_s(request.lease_ms)].append(delivery.receipt)
+        elif lease.outcome in (LeaseOutcome.HELD, LeaseOutcome.NOT_READY):
+            hides[retry.visibility_s(hidden_until(lease, now, port.options) - now)].append(delivery.receipt)
+            held = lease.outcome is LeaseOutcome.HELD
+            prepared.settled.append((delivery, Outcome.HELD if held else Outcome.NOT_READY))
+        else:
+            if lease.run is not None:  # a worker that crashed between its finish and its alert: alert now
+                port.alert_if_needed(lease.run, now)
+            drops.append(delivery.receipt)
+            prepared.settled.append((delivery, Outcome.DUPLICATE))
+    for visibility, receipts in hides.items():
+        port.queue.extend_many(receipts, visibility)
+    if drops:
+        port.queue.delete_many(drops)
+    return prepared
+
+
+def settle(port: Port, done: Sequence[Done]) -> list[Outcome]:
+    """Finish every attempt of ``done`` (one batch), then settle each message. One outcome per item.
+
+    A succeeded (or cancelled) run's message is deleted with its finish; a dead or failed run's
+    only after its owner was alerted (so a crash in between alerts on redelivery); a retrying run's
+    message is hidden for the backoff and brings the next attempt.
+    """
+    now = port.clock.now_ms()
+    finishes: list[Finish] = []
+    records = []
+    for item in done:
+        leased = item.leased
+        if item.result is None:
+            change, record = bury_change(leased.job, leased.run, now), None
+        else:
+            result = item.result
+            verdict = retry.verdict(
+                ok=result.ok, retryable=result.retryable, attempt=leased.run.attempt, max_retries=leased.job.max_retries
+            )
+            record = attempt_record(result, leased.run.attempt, port.worker_id, item.started_at, item.finished_at)
+            change = attempt_change(leased.job, leased.run, verdict, record, now, options=port.options)
+        ack_now = change.state in (RunState.SUCCEEDED, RunState.CANCELLED) or (
+            change.state.is_terminal and not alerts_owner(change.state, port.options)
+        )
+        finishes.append(Finish(leased.hold, change, leased.delivery.receipt if ack_now else None))
+        records.append(record)
+
+    runs = port.complete(finishes)
+    outcomes: list[Outcome] = []
+    hides: defaultdict[int, list[str]] = defaultdict(list)
+    drops: list[str] = []
+    for item, finish, record, run in zip(done, finishes, records, runs, strict=True):
+        leased = item.leased
+        if run is None:
+            logger.warning("run %s attempt %d: finish refused (lease lost)", leased.run.run_id, leased.run.attempt)
+            if record is not None:
+                log_on_cancelled_run(port.store, leased.run, record, now)
+            outcomes.append(Outcome.LEASE_LOST)
+        elif run.state is RunState.RETRYING:
+            assert run.next_attempt_at is not None
+            hides[retry.visibility_s(run.next_attempt_at - now)].append(leased.delivery.receipt)
+            outcomes.append(Outcome.RETRYING)
+        else:
+            if finish.ack is None:
+                port.alert_if_needed(run, now)
+                drops.append(leased.delivery.receipt)
+            outcomes.append(Outcome(run.state.value))
+    for visibility, receipts in hides.items():
+        port.queue.extend_many(receipts, visibility)
+    if drops:
+        port.queue.delete_many(drops)
+    return outcomes
+
+
+def beat(port: Port, attempts: Sequence[Leased]) -> list[bool]:
+    """Extend the lease of every attempt (and its message's visibility) by its lease length from now.
+
+    One flag per attempt: False if its lease was lost (the caller abandons it).
+    """
+    now = port.clock.now_ms()
+    alive = port.store.heartbeat_runs([Beat(a.hold, now + a.lease_ms) for a in attempts])
+    hides: defaultdict[int, list[str]] = defaultdict(list)
+    for attempt, ok in zip(attempts, alive, strict=True):
+        if ok:
+            hides[retry.visibility_s(attempt.lease_ms)].append(attempt.delivery.receipt)
+    for visibility, receipts in hides.items():
+        try:
+            port.queue.extend_many(receipts, visibility)
+        except Exception:  # a redelivery meanwhile is harmless: the other worker finds the run HELD
+            logger.warning("could not extend %d messages", len(receipts), exc_info=True)
+    return alive
+
+
+def drop_or_hide(port: Port, drops: Sequence[str], hides: Sequence[tuple[str, int]]) -> None:
+    """Delete the messages ``drops`` and hide each of ``hides`` until its epoch-ms instant."""
+    now = port.clock.now_ms()
+    grouped: defaultdict[int, list[str]] = defaultdict(list)
+    for receipt, until in hides:
+        grouped[retry.visibility_s(until - now)].append(receipt)
+    for visibility, receipts in grouped.items():
+        port.queue.extend_many(receipts, visibility)
+    if drops:
+        port.queue.delete_many(list(drops))
+
+
+def _cancel_orphan(port: Port, job_id: str, scheduled_at: int, now: int) -> Outcome:
+    """The job is gone: cancel the run if still open (CANCELLED), or LEASE_LOST if it kept changing."""
+    try:
+        run = port.store.get_run(job_id, scheduled_at)
+    except RunNotFound:
+        return Outcome.CANCELLED
+    if run.is_open and cancel_open_run(port.store, run, "job deleted", now, tries=3) is None:
+        return Outcome.LEASE_LOST
+    return Outcome.CANCELLED
