@@ -13,6 +13,7 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 
 from punctual import metrics, resources
+from punctual.scheduling import invocation
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 PYPROJECT = PROJECT_ROOT / "pyproject.toml"
@@ -92,19 +93,22 @@ class FunctionSpec:
 
 # API Gateway's integration timeout is 29 s: a longer Lambda timeout would only hide a 504.
 API_FUNCTION = FunctionSpec("api", "Punctual HTTP API (API Gateway REST proxy)", 29, 1024)
-# Invoked once a minute, loops every second and stops shortly before its timeout; the next
-# minute's invocation takes over its shard leases. 1,769 MB is one full vCPU: the claim loop is
-# CPU-bound in botocore (signing, JSON) at the top of the minute.
-SCHEDULER_FUNCTION = FunctionSpec("scheduler", "Punctual scheduler: claims due jobs, dispatches runs", 75, 1769)
+# Invoked once a minute, loops every second and stops 5 s before its timeout, so consecutive
+# invocations overlap by 10 s and the next one takes the shard leases over without a gap
+# (punctual.scheduling.invocation). 1,769 MB is one full vCPU: the claim loop is CPU-bound in
+# botocore (signing, JSON) at the top of the minute.
+SCHEDULER_FUNCTION = FunctionSpec(
+    "scheduler", "Punctual scheduler: claims due jobs, dispatches runs", invocation.TIMEOUT_S, 1769
+)
 # The worker's timeout is a context parameter (worker_timeout_s): it bounds the longest job a
 # Lambda worker can run. Runs are I/O-bound (they wait on their target): little memory.
 WORKER_FUNCTION = FunctionSpec("worker", "Punctual worker: leases and executes runs", 900, 512)
 # Sweeps the open-runs index once a minute and drains the dead-letter queue.
 REAPER_FUNCTION = FunctionSpec("reaper", "Punctual reaper: requeues stuck runs, dead-letters poison runs", 60, 1024)
 
-# A scheduler invocation runs ~70 s of every 60: for a few seconds two invocations of one
-# instance overlap (the old one finishing, the new one taking over), so each instance needs two
-# concurrent executions.
+# A scheduler invocation runs ~70 s of every 60: for ~10 s two invocations of one instance
+# overlap (the old one finishing, the new one taking over), so each instance needs two concurrent
+# executions.
 SCHEDULER_CONCURRENCY_PER_INSTANCE = 2
 EVENTBRIDGE_MAX_TARGETS_PER_RULE = 5  # EventBridge quota: 5 targets per rule
 

@@ -1,9 +1,10 @@
 """Scheduler Lambda: invoked every minute by EventBridge as instance i of K; loops each second.
 
-It ticks until shortly before the next invocation takes over (or its own time runs out). Every
-invocation of instance i uses the owner name ``scheduler-i`` and keeps its shard leases when it
-returns: the next invocation renews them at once; if none comes, they expire and the other
-instances take the shards over.
+It ticks until 5 s before its own timeout, so consecutive invocations overlap and the next one
+takes the shard leases over without a gap (``punctual.scheduling.invocation``). Every invocation
+of instance i uses the owner name ``scheduler-i`` and keeps its shard leases when it returns: the
+next invocation renews them at once; if none comes, they expire and the other instances take the
+shards over.
 """
 
 from __future__ import annotations
@@ -22,14 +23,12 @@ from punctual.engines import open_engine
 from punctual.errors import InvalidInput
 from punctual.port import Engine
 from punctual.runtime.powertools import PowertoolsMetrics
+from punctual.scheduling.invocation import run_until_ms
 from punctual.scheduling.scheduler import Scheduler, options_from_settings
 
 logger = Logger()
 tracer = Tracer()
 metrics = Metrics()
-
-RUN_FOR_MS = 59_000  # the next invocation starts a minute after this one
-SAFETY_MS = 5_000  # stop this long before the function's own timeout
 
 
 class SchedulerEvent(BaseModel):
@@ -72,7 +71,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         owner=f"scheduler-{request.instance}",
         skew=getattr(engine, "service_clock", None),
     )
-    until = clock.now_ms() + min(RUN_FOR_MS, context.get_remaining_time_in_millis() - SAFETY_MS)
+    until = run_until_ms(clock.now_ms(), context.get_remaining_time_in_millis())
     stats = scheduler.run(threading.Event(), until_ms=until, after_tick=sink.flush, release_on_stop=False)
     logger.info("scheduler invocation done", extra={"instance": request.instance, "stats": stats})
     return {"instance": request.instance, "dispatched": stats.dispatched, "conflicts": stats.conflicts}

@@ -1,12 +1,13 @@
 """The scheduler fleet: K instances of the scheduler Lambda, each started every minute.
 
-EventBridge rules fire at most once a minute, so each invocation loops every second until
-shortly before its 75 s timeout, and the next minute's invocation takes over (the shard leases
-hand over; two instances on one shard still cannot dispatch a run twice). Each instance receives
-``{"instance": i, "instances": K}``. A rule holds at most 5 targets, so the K targets are spread
-over ceil(K / 5) rules. Reserved concurrency 2K covers the few seconds in which an instance's
-old and new invocations overlap, and keeps the fleet running when workers use the account's
-concurrency. A missed or failed tick is not retried: the next minute's tick replaces it.
+EventBridge rules fire at most once a minute, so each invocation loops every second until 5 s
+before its 75 s timeout: consecutive invocations of an instance overlap by 10 s and the next one
+takes the shard leases over at its first tick, even when EventBridge starts it a few seconds late
+(``punctual.scheduling.invocation``; two invocations on one shard still cannot dispatch a run
+twice). Each instance receives ``{"instance": i, "instances": K}``. A rule holds at most 5
+targets, so the K targets are spread over ceil(K / 5) rules. Reserved concurrency 2K covers the
+seconds in which an instance's old and new invocations overlap, and keeps the fleet running when
+workers use the account's concurrency. A missed or failed tick is not retried: the next minute's tick replaces it.
 """
 
 from __future__ import annotations

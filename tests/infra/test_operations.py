@@ -15,6 +15,7 @@ from infra.config import InfraConfig, InfraConfigError
 from punctual import resources
 from punctual.model import MAX_RETRIES
 from punctual.runs.retry import MAX_VISIBILITY_S
+from punctual.scheduling import invocation
 from tests.infra.synth import OPTIONS_CONTEXT, Synth
 from tests.infra.test_stack import _function_id, _logical_id, _role_actions, _table
 
@@ -111,6 +112,20 @@ def test_dashboard_graphs_shards_owned_as_the_fleet_total(default_synth: Synth) 
     shards_owned = body.split('\\"ShardsOwned\\",\\"service\\",\\"punctual\\",')[1].split("}")[0]
     assert '\\"id\\":\\"owned\\"' in shards_owned and '\\"stat\\":\\"Sum\\"' in shards_owned
     assert constants.START_LATENESS_MS in body
+
+
+# -- the scheduler's minute hand-over -------------------------------------------------------------------
+
+
+def test_scheduler_invocations_overlap_by_design(default_synth: Synth) -> None:
+    # Each invocation ticks until 5 s before its timeout, 60 s apart: they overlap by 10 s, and an
+    # instance's two overlapping invocations fit in its reserved concurrency of 2.
+    function = default_synth.template["Resources"][_function_id(default_synth, "scheduler")]["Properties"]
+    assert function["Timeout"] == invocation.TIMEOUT_S
+    assert invocation.overlap_ms(function["Timeout"]) >= 10_000
+    assert function["ReservedConcurrentExecutions"] == 2 * DEFAULTS.scheduler_instances
+    rules = [r for r in default_synth.properties("AWS::Events::Rule") if "Input" in r["Targets"][0]]
+    assert {r["ScheduleExpression"] for r in rules} == {"rate(1 minute)"}
 
 
 # -- the dispatch queue: dead-letter limit and retention ----------------------------------------------
