@@ -41,6 +41,7 @@ class PunctualStack(cdk.Stack):
             tables={name: table.table_name for name, table in storage.tables.items()},
             dispatch_queue_url=dispatch.queue.queue_url,
             dead_letter_queue_url=dispatch.dead_letter_queue.queue_url,
+            dispatch_visibility_s=dispatch.visibility_timeout_s(resources.DISPATCH_QUEUE),
             alert_topic_arn=alerts.owner_topic.topic_arn,
         )
         shared = Shared(config, environment, Layers(self, "Layers").all, storage.tables)

@@ -26,6 +26,7 @@ logger = Logger()
 tracer = Tracer()
 metrics = Metrics()
 processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
+SAFETY_MS = 10_000  # a sweep stops paging this long before the function's timeout
 
 
 @cache
@@ -57,7 +58,10 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         )
     engine, alerter = _runtime()  # the schedule
     # the dead-letter queue is this function's own event source (above): the scheduled pass leaves it alone
-    stats = Reaper(engine, SystemClock(), alerter=alerter, options=ReapOptions(drain_dead_letters=False)).tick()
+    clock = SystemClock()
+    reaper = Reaper(engine, clock, alerter=alerter, options=ReapOptions(drain_dead_letters=False))
+    # Page until caught up, or until shortly before the timeout (the next minute's sweep goes on).
+    stats = reaper.tick(until_ms=clock.now_ms() + context.get_remaining_time_in_millis() - SAFETY_MS)
     for name in ("redispatched", "requeued", "dead", "cancelled", "dead_letters", "alerts", "conflicts", "errors"):
         metrics.add_metric(name=f"Reaper_{name}", unit=MetricUnit.Count, value=getattr(stats, name))
     logger.info("reaper pass done", extra={"stats": stats})

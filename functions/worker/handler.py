@@ -40,7 +40,9 @@ def _worker() -> LambdaWorker:
     """Engine, target policy and alerter, built once per execution environment (never at import)."""
     settings = Settings.from_env()
     clock = SystemClock()
-    options = ExecutionOptions(lease_margin_s=settings.lease_margin_s, visibility_s=DISPATCH_QUEUE.visibility_timeout_s)
+    # The visibility the event source received the messages with: the deployed queue's (from the stack).
+    visibility_s = settings.dispatch_visibility_s or DISPATCH_QUEUE.visibility_timeout_s
+    options = ExecutionOptions(lease_margin_s=settings.lease_margin_s, visibility_s=visibility_s)
     alerter = alerter_for(settings.alert_topic_arn, lambda: boto3.client("sns"))
     # on AWS: public addresses only, unless configured
     engine = open_engine(settings, clock=clock)

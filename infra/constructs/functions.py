@@ -40,6 +40,7 @@ def punctual_environment(
     tables: Mapping[str, str],
     dispatch_queue_url: str,
     dead_letter_queue_url: str,
+    dispatch_visibility_s: int,
     alert_topic_arn: str,
 ) -> dict[str, str]:
     """The environment of every function: ``PUNCTUAL_<FIELD>`` of ``punctual.config.Settings``."""
@@ -53,6 +54,7 @@ def punctual_environment(
         "retention_days": str(config.retention_days),
         "dispatch_queue_url": dispatch_queue_url,
         "dead_letter_queue_url": dead_letter_queue_url,
+        "dispatch_visibility_s": str(dispatch_visibility_s),
         "alert_topic_arn": alert_topic_arn,
         **{f"{logical}_table": name for logical, name in tables.items()},
     }

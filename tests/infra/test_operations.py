@@ -140,6 +140,14 @@ def test_the_dead_letter_limit_is_well_above_the_worst_case_of_a_healthy_run(def
     assert dispatch["Properties"]["RedrivePolicy"]["maxReceiveCount"] == 1000  # the SQS maximum
 
 
+def test_workers_learn_the_deployed_visibility_from_their_environment(any_synth: Synth) -> None:
+    dispatch = any_synth.resources("AWS::SQS::Queue")[_logical_id(any_synth, "AWS::SQS::Queue", "Dispatch0")]
+    deployed = dispatch["Properties"]["VisibilityTimeout"]
+    assert deployed == 6 * 900  # 6 x the worker's timeout, AWS's advice for an SQS event source
+    worker = any_synth.template["Resources"][_function_id(any_synth, "worker")]["Properties"]
+    assert worker["Environment"]["Variables"]["PUNCTUAL_DISPATCH_VISIBILITY_S"] == str(deployed)
+
+
 def test_messages_outlive_every_retry_backoff(default_synth: Synth) -> None:
     # 20 retries with up to 12 h between them: 10 days on one message.
     assert resources.DISPATCH_QUEUE.retention_s > MAX_RETRIES * MAX_VISIBILITY_S

@@ -43,6 +43,9 @@ class Settings(BaseModel):
     leases_table: str | None = None
     dispatch_queue_url: str | None = None
     dead_letter_queue_url: str | None = None
+    # the dispatch queue's visibility timeout as deployed (the CDK app raises it to 6x the worker's
+    # timeout): how long a message a Lambda worker received stays hidden unless the worker changes it
+    dispatch_visibility_s: Annotated[int | None, Field(ge=0, le=43_200)] = None
     region: str = "us-east-1"
     alert_topic_arn: str | None = None  # SNS topic for owner alerts (aws); locally alerts are logged
     # where HTTP targets may point besides public addresses (the SSRF guard, punctual.execution.targets.policy)

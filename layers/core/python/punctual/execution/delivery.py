@@ -89,6 +89,9 @@ class ExecutionOptions:
     jitter: retry.Jitter = retry.Jitter.DETERMINISTIC
     min_heartbeat_s: float = 0.2  # the heartbeat interval is lease/3, but never below this
     alert_on_failed: bool = True  # failed (non-retryable) runs alert their owner like dead runs
+    # A message whose handling failed unexpectedly (a storage throttle, an outage) comes back after
+    # this, not after the queue's visibility (90 minutes on AWS): the run is retried while still due.
+    error_visibility_s: int = 10
 
 
 def process_delivery(

@@ -17,6 +17,7 @@ stay (retrying, held, not ready, lease lost, or whose batch step failed) are the
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,6 +33,8 @@ from punctual.metrics import Metrics
 from punctual.model import Run
 from punctual.port import Delivery, Dispatch, Engine, Finish, Queue, Store
 from punctual.runs.alerts import Alerter, LogAlerter
+
+logger = logging.getLogger(__name__)
 
 
 class KeepMessage(PunctualError):
@@ -134,9 +137,25 @@ class LambdaWorker:
 
         with runner() as loop_runner:
             settled = loop_runner.run(run_batch())
+        self._hide_briefly([d for d, s in zip(deliveries, settled, strict=True) if isinstance(s, BaseException)])
         failures = [
             str(record.get("messageId", ""))
             for record, delivery in zip(records, deliveries, strict=True)
             if delivery.receipt not in queue.deleted
         ]
         return failures, settled
+
+    def _hide_briefly(self, failed: Sequence[Delivery]) -> None:
+        """Bring back the messages of records that failed unexpectedly after ``error_visibility_s``.
+
+        Without this they would stay hidden for the queue's whole visibility (6x the function
+        timeout: 90 minutes with the defaults), and a DynamoDB throttle at the top of a minute would
+        hide its runs until the reaper finds them. Best effort: if this fails too, the visibility
+        timeout still brings them back.
+        """
+        if not failed:
+            return
+        try:
+            self.engine.queue.extend_many([d.receipt for d in failed], self.options.error_visibility_s)
+        except Exception:
+            logger.exception("could not shorten the visibility of %d failed records", len(failed))

@@ -191,10 +191,15 @@ class Reaper:
             self.tick()
             stop.wait(self.interval_s)
 
-    def tick(self) -> ReapStats:
-        """Up to ``max_passes`` passes, until one finds less than a full page."""
+    def tick(self, until_ms: int | None = None) -> ReapStats:
+        """Passes until one finds less than a full page (caught up), or changes nothing (the rest
+        conflicts or fails: the next tick retries it). Bounded by ``max_passes``, or with
+        ``until_ms`` by time instead: the reaper Lambda pages until shortly before its timeout, so a
+        backlog (a burst of runs whose messages were lost) drains in one sweep, not 500 per minute."""
         total = ReapStats()
-        for _ in range(self.max_passes):
+        passes = 0
+        while self._more(passes, until_ms):
+            passes += 1
             try:
                 stats = reap_once(
                     self.engine.store,
@@ -208,12 +213,22 @@ class Reaper:
                 logger.exception("reaper pass failed")
                 break
             total.add(stats)
-            if stats.examined < self.options.limit:
+            if stats.examined < self.options.limit or not _progress(stats):
                 break
         self.stats.add(total)
         if total.redispatched or total.requeued or total.dead or total.cancelled or total.dead_letters:
             logger.info("reaper: %s", total)
         return total
+
+    def _more(self, passes: int, until_ms: int | None) -> bool:
+        if until_ms is None:
+            return passes < self.max_passes
+        return passes == 0 or self.clock.now_ms() < until_ms
+
+
+def _progress(stats: ReapStats) -> bool:
+    """Whether a pass moved any run on (a full page of conflicts or errors would be read again)."""
+    return bool(stats.redispatched or stats.requeued or stats.dead or stats.cancelled)
 
 
 # -- step 1: past-deadline runs ------------------------------------------------------------------
