@@ -96,3 +96,23 @@ def test_a_run_is_counted_once_whichever_way_it_ends(store: Store, clock: Manual
 
     assert stats.per_minute == {base: {RunState.SUCCEEDED: 1, RunState.CANCELLED: 2}}
     assert stats.started == 1 and stats.lateness[lateness_bucket(20)] == 1
+
+
+def test_batched_finishes_are_counted_like_single_ones(store: Store, clock: ManualClock, job: Job) -> None:
+    from punctual.port import Finish, Hold
+
+    base = minute_of(clock.now_ms()) + 10 * MINUTE
+    times = [base + i * SECOND for i in range(3)]
+    store.insert_runs([make_run(job, at, clock) for at in times])
+    for at in times:
+        store.lease_run(job.id, at, "w1", at + 30, MINUTE)
+    done = base + 10 * SECOND
+    change = RunChange(state=RunState.SUCCEEDED, now=done, deadline_at=done, finished_at=done)
+    stale = Finish(Hold(job.id, times[2], "w1", 7), change)  # not the held attempt: not finished, not counted
+    finished = store.finish_runs([Finish(Hold(job.id, at, "w1", 1), change) for at in times[:2]] + [stale])
+    assert [r is not None for r in finished] == [True, True, False]
+
+    stats = store.run_stats("alice", base, base + MINUTE)
+
+    assert stats.per_minute == {base: {RunState.SUCCEEDED: 2}}
+    assert stats.lateness[lateness_bucket(30)] == 2
