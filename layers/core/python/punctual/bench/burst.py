@@ -8,6 +8,8 @@ early (SQS-style whole-second delays); a worker waits out the rest, so lateness 
 
 from __future__ import annotations
 
+import contextlib
+import os
 import signal
 import subprocess
 import sys
@@ -21,6 +23,7 @@ from punctual import metrics as m
 from punctual.bench.jobs import bench_jobs
 from punctual.clock import SystemClock
 from punctual.engines.embedded import EmbeddedEngine
+from punctual.errors import RunNotFound
 from punctual.model import Run, RunState
 from punctual.scheduling.claim import ClaimStats
 from punctual.scheduling.scheduler import Scheduler, SchedulerOptions
@@ -74,20 +77,29 @@ def _run_until_claimed(scheduler: Scheduler, count: int, *, until_ms: int) -> tu
 
 
 def bench_burst_execution(
-    count: int, *, lookahead_ms: int = 3_000, processes: int = 2, concurrency: int = 16
+    count: int,
+    *,
+    lookahead_ms: int = 3_000,
+    processes: int = 2,
+    max_in_flight: int = 10_000,
+    target_delay_ms: int = 0,
 ) -> dict[str, Any]:
     """N one-time jobs due at one second, executed by ``processes`` real ``punctual worker``
-    processes (``concurrency`` threads each) against a no-op HTTP target.
+    processes (up to ``max_in_flight`` runs each) against a no-op HTTP target that answers after
+    ``target_delay_ms``.
 
     Start lateness = the moment the target call began (the attempt's ``started_at``) minus the
-    scheduled time; throughput = runs completed per second from the first start to the last finish.
+    scheduled time; throughput = runs completed per second from the first start to the last finish;
+    worker CPU and peak RSS come from each worker process's resource usage at its exit (its whole
+    life, idle polling before the burst included).
     """
     from punctual.bench.target import noop_target
 
     clock = SystemClock()
-    with noop_target() as url, tempfile.TemporaryDirectory(prefix="punctual-burst-") as tmp:
+    with noop_target(target_delay_ms) as url, tempfile.TemporaryDirectory(prefix="punctual-burst-") as tmp:
         engine = EmbeddedEngine(Path(tmp) / "punctual.db", shards=SHARDS, clock=clock)
-        workers = [_start_worker(tmp, concurrency) for _ in range(processes)]
+        workers = [_start_worker(tmp, max_in_flight) for _ in range(processes)]
+        usage: list[Any] = []
         try:
             now = clock.now_ms()
             due_at = (now + LEAD_MS + lookahead_ms) // 1000 * 1000 + 1000
@@ -96,27 +108,58 @@ def bench_burst_execution(
             store.bulk_load_jobs(jobs)
             options = SchedulerOptions(lookahead_ms=lookahead_ms)
             scheduler = Scheduler(engine, clock, metrics=m.InMemoryMetrics(), options=options)
-            _run_until_claimed(scheduler, count, until_ms=due_at + 10_000)
+            # the scheduler shares the SQLite file's write lock with the workers: give it a minute
+            _run_until_claimed(scheduler, count, until_ms=due_at + 60_000)
             deadline = due_at + 60_000 + count * 5  # bounded: a minute plus 5 ms per run
             while engine.queue.depth() and clock.now_ms() < deadline:  # a message is deleted when its run ends
                 time.sleep(0.05)
-            runs = [engine.store.get_run(job.id, due_at) for job in jobs]
+            runs = _runs_of(engine, jobs, due_at)
         finally:
             for worker in workers:
                 worker.send_signal(signal.SIGTERM)
-            for worker in workers:
-                worker.wait(30)
+            usage = [_exit_usage(worker) for worker in workers]
             engine.close()
-    return _execution_figures(runs, count, processes, concurrency)
+    figures = _execution_figures(runs, count, processes, max_in_flight)
+    cpu_s = sum(u.ru_utime + u.ru_stime for u in usage if u is not None)
+    done = figures["runs_succeeded"]
+    figures["target_delay_ms"] = target_delay_ms
+    figures["worker_cpu_seconds"] = round(cpu_s, 2)
+    figures["worker_cpu_seconds_per_1000_runs"] = round(cpu_s * 1000 / done, 3) if done else None
+    peaks = [u.ru_maxrss / 1024 for u in usage if u is not None]  # ru_maxrss is KiB on Linux
+    figures["worker_peak_rss_mib"] = round(max(peaks), 1) if peaks else None
+    return figures
 
 
-def _start_worker(data_dir: str, concurrency: int) -> subprocess.Popen[bytes]:
+def _runs_of(engine: EmbeddedEngine, jobs: list[Any], due_at: int) -> list[Run]:
+    """The burst's runs (a run the scheduler did not create in time is missing: not executed)."""
+    runs = []
+    for job in jobs:
+        with contextlib.suppress(RunNotFound):
+            runs.append(engine.store.get_run(job.id, due_at))
+    return runs
+
+
+def _start_worker(data_dir: str, max_in_flight: int) -> subprocess.Popen[bytes]:
     command = [sys.executable, "-m", "punctual.cli", "worker", "--engine", "embedded", "--data-dir", data_dir]
-    command += ["--shards", str(SHARDS), "--max-in-flight", str(concurrency), "--allow-loopback", "--wait-s", "0.2"]
+    command += ["--shards", str(SHARDS), "--max-in-flight", str(max_in_flight), "--allow-loopback", "--wait-s", "0.2"]
     return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # noqa: S603 - our own CLI
 
 
-def _execution_figures(runs: list[Run], count: int, processes: int, concurrency: int) -> dict[str, Any]:
+def _exit_usage(worker: subprocess.Popen[bytes], timeout_s: float = 60.0) -> Any:
+    """The worker's resource usage once it exited (None if it had to be killed)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        pid, status, usage = os.wait4(worker.pid, os.WNOHANG)
+        if pid:
+            worker.returncode = os.waitstatus_to_exitcode(status)
+            return usage
+        time.sleep(0.05)
+    worker.kill()
+    worker.wait(10)
+    return None
+
+
+def _execution_figures(runs: list[Run], count: int, processes: int, max_in_flight: int) -> dict[str, Any]:
     done = [r for r in runs if r.state is RunState.SUCCEEDED and r.attempts]
     lateness = sorted(max(0, (r.attempts[0].started_at or 0) - r.scheduled_at) for r in done)
     first = min((r.attempts[0].started_at or 0) for r in done) if done else 0
@@ -126,7 +169,7 @@ def _execution_figures(runs: list[Run], count: int, processes: int, concurrency:
         "jobs": count,
         "runs_succeeded": len(done),
         "worker_processes": processes,
-        "threads_per_worker": concurrency,
+        "max_in_flight_per_worker": max_in_flight,
         "start_lateness_ms_p50": m.percentile(lateness, 50),
         "start_lateness_ms_p99": m.percentile(lateness, 99),
         "start_lateness_ms_max": lateness[-1] if lateness else None,

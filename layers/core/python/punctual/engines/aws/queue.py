@@ -68,7 +68,8 @@ class SqsQueue(Queue):
         """Up to ``max_messages`` messages, 10 per ReceiveMessage call.
 
         Only the first call long-polls (up to ``wait_s``, at most 20 s); once something arrived the
-        loop only collects what is already visible, and stops at the first empty answer.
+        loop only collects what is already visible, and stops at the first answer with fewer than 10
+        messages (no request is spent on an empty answer while the queue keeps full batches coming).
         """
         deliveries: list[Delivery] = []
         wait = int(min(max(wait_s, 0.0), _MAX_WAIT_S))
@@ -81,9 +82,9 @@ class SqsQueue(Queue):
                 MessageSystemAttributeNames=["ApproximateReceiveCount", "SentTimestamp"],
             )
             messages = response.get("Messages", [])
-            if not messages:
-                break
             deliveries.extend(delivery_from_message(message) for message in messages)
+            if len(messages) < MAX_BATCH:  # a short answer: the visible messages are used up for now
+                break
             wait = 0
         return deliveries
 

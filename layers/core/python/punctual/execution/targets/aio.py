@@ -16,6 +16,8 @@ import ipaddress
 import json
 import logging
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from functools import lru_cache
 from typing import Protocol
 
 import httpx
@@ -54,12 +56,13 @@ class AsyncTargets:
         *,
         sync: Targets | None = None,
         blocking: ThreadPoolExecutor | None = None,
-        max_idle_per_host: int = 1024,
+        max_connections_per_host: int = 1024,
     ) -> None:
         self.policy = policy or TargetPolicy()
         self._sync = sync or Targets(self.policy)
         self._blocking = blocking or ThreadPoolExecutor(max_workers=16, thread_name_prefix="punctual-targets")
-        self._pool = WirePool(tls=http.tls_context(), max_idle_per_key=max_idle_per_host)
+        pool_size = max_connections_per_host
+        self._pool = WirePool(tls=http.tls_context(), max_idle_per_key=pool_size, max_per_key=pool_size)
 
     async def execute(self, job: Job, run: Run, attempt: int, timeout_s: float) -> TargetResult:
         """Execute one attempt within ``timeout_s``. Never raises: an unexpected error becomes a
@@ -85,28 +88,29 @@ class AsyncTargets:
         self._pool.close()
 
     async def _http(self, target: HttpTarget, invocation: Invocation, timeout_s: float) -> TargetResult:
-        url = httpx.URL(target.url)
-        host = url.raw_host.decode("ascii")
-        port = url.port or (443 if url.scheme == "https" else 80)
+        url = _parse(target.url)
         loop = asyncio.get_running_loop()
         started = loop.time()
         try:
-            if _is_literal(host):
-                address = http.resolve(host, port, self.policy)  # no DNS: a literal resolves to itself
+            if url.literal:  # no DNS: the verdict on a literal address never changes, so it is kept
+                address, refusal = _literal_verdict(url.host, url.port, self.policy)
+                if refusal is not None:
+                    raise http.Refused(refusal)
             else:
-                address = await loop.run_in_executor(self._blocking, http.resolve, host, port, self.policy)
+                address = await loop.run_in_executor(self._blocking, http.resolve, url.host, url.port, self.policy)
         except http.Refused as exc:
             return failed(f"refused by the target policy: {exc}", retryable=False)
         except OSError as exc:  # DNS failure: often transient
             return failed(f"cannot resolve {url.host}: {exc}", retryable=True)
+        assert address is not None
         remaining = timeout_s - (loop.time() - started)
         if remaining <= 0:
             return timed_out(timeout_s)
         body = None
         if target.method in http.METHODS_WITH_BODY:
             body = json.dumps(invocation.payload, separators=(",", ":"), allow_nan=False).encode()
-        headers = http.request_headers(target, invocation, url.netloc.decode("ascii"))
-        request = Request(target.method, url.scheme, host, address, port, url.raw_path.decode("ascii"), headers, body)
+        headers = http.request_headers(target, invocation, url.netloc)
+        request = Request(target.method, url.scheme, url.host, address, url.port, url.path, headers, body)
         try:
             answer = await self._pool.send(request, timeout_s=remaining, excerpt_bytes=http.EXCERPT_BYTES)
         except TimeoutError:
@@ -116,9 +120,38 @@ class AsyncTargets:
         return http.result_of(answer.status, http.excerpt_text(answer.body), answer.headers.get("location"))
 
 
+@dataclass(frozen=True, slots=True)
+class _Url:
+    scheme: str
+    host: str  # IDNA-encoded name or literal address (no brackets)
+    port: int
+    netloc: str  # the Host header
+    path: str  # path and query as sent
+    literal: bool
+
+
+@lru_cache(maxsize=4096)
+def _parse(url: str) -> _Url:
+    """A target URL's parts (parsing costs more than a no-op call: most jobs reuse a few URLs)."""
+    parsed = httpx.URL(url)
+    host = parsed.raw_host.decode("ascii")
+    port = parsed.port or (443 if parsed.scheme == "https" else 80)
+    netloc = parsed.netloc.decode("ascii")
+    return _Url(parsed.scheme, host, port, netloc, parsed.raw_path.decode("ascii"), _is_literal(host))
+
+
+@lru_cache(maxsize=4096)
+def _literal_verdict(host: str, port: int, policy: TargetPolicy) -> tuple[str | None, str | None]:
+    """(address, None) if the policy allows the literal address ``host``, else (None, why not)."""
+    try:
+        return http.resolve(host, port, policy), None
+    except http.Refused as exc:
+        return None, str(exc)
+
+
 def _is_literal(host: str) -> bool:
     try:
-        ipaddress.ip_address(host.strip("[]"))
+        ipaddress.ip_address(host)
     except ValueError:
         return False
     return True

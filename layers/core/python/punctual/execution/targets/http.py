@@ -73,6 +73,10 @@ def resolve(host: str, port: int, policy: TargetPolicy) -> str:
     reason = host_refusal(host.rstrip(".").lower(), policy)
     if reason is not None:
         raise Refused(f"{host} is {reason}")
+    try:
+        return str(ipaddress.ip_address(host))  # a literal address, judged just above: nothing to look up
+    except ValueError:
+        pass
     infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     addresses = [str(info[4][0]).split("%", 1)[0] for info in infos]  # drop an IPv6 zone id
     if not addresses:

@@ -17,6 +17,8 @@ What it guarantees (the rest of the HTTP target's rules live in ``punctual.execu
 - **Bounded.** The response head is at most 64 KiB; at most ``excerpt_bytes`` of the body are
   read. A body that is longer (or whose end is unknown) costs its connection, which is closed
   rather than drained.
+- **At most ``max_per_key`` connections per key** at once: a burst of thousands of runs to one
+  webhook queues for connections instead of opening thousands of them.
 - **Timeouts.** The whole exchange (connect, TLS, request, answer) is cut at ``timeout_s``; the
   connection is then closed.
 - A reused connection that the server closed while idle is retried once on a new connection if
@@ -82,10 +84,14 @@ class WirePool:
     ``tls`` is the context for https (certificates verified; the server name is the request's host).
     """
 
-    def __init__(self, *, tls: ssl.SSLContext | None = None, max_idle_per_key: int = 256) -> None:
+    def __init__(
+        self, *, tls: ssl.SSLContext | None = None, max_idle_per_key: int = 256, max_per_key: int = 1024
+    ) -> None:
         self._tls = tls
         self._max_idle = max_idle_per_key
+        self._max_per_key = max_per_key
         self._idle: defaultdict[tuple[str, str, str, int], list[_Connection]] = defaultdict(list)
+        self._slots: dict[tuple[str, str, str, int], asyncio.Semaphore] = {}
 
     def idle_connections(self) -> int:
         return sum(len(idle) for idle in self._idle.values())
@@ -95,7 +101,10 @@ class WirePool:
 
         Raises ``TimeoutError`` (the deadline passed), :class:`WireError` or ``OSError``.
         """
-        async with asyncio.timeout(timeout_s):
+        slots = self._slots.get(request.pool_key)
+        if slots is None:
+            slots = self._slots[request.pool_key] = asyncio.Semaphore(self._max_per_key)
+        async with asyncio.timeout(timeout_s), slots:
             connection, reused = await self._connection(request)
             try:
                 return await self._exchange(connection, request, excerpt_bytes)
