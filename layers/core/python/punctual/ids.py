@@ -19,7 +19,11 @@ from typing import Any
 
 from punctual.errors import InvalidCursor, InvalidId
 
-_JOB_ID = re.compile(r"^job_[0-9a-f]{32}$")
+# The same patterns are declared in the OpenAPI document (path parameters), so a client can tell a
+# malformed id (422 invalid_id) from one that does not exist (404) before it asks.
+JOB_ID_PATTERN = r"^job_[0-9a-f]{32}$"
+RUN_ID_PATTERN = r"^run_[0-9a-f]{32}_[0-9]{1,15}$"
+_JOB_ID = re.compile(JOB_ID_PATTERN)
 _RUN_ID = re.compile(r"^run_([0-9a-f]{32})_([0-9]{1,15})$")
 
 

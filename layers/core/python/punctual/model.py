@@ -7,12 +7,22 @@ Bounds on every field are part of the contract and documented in ``docs/decision
 from __future__ import annotations
 
 import json
+import re
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_validator, model_validator
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    field_serializer,
+    field_validator,
+    model_validator,
+)
 
 from punctual import ids, numbers
 from punctual.errors import InvalidInput
@@ -34,6 +44,26 @@ MAX_JOB_BYTES = 10 * 1024
 MAX_ERROR_CHARS = 1_000  # one attempt's error text
 MAX_EXCERPT_CHARS = 512  # one attempt's response excerpt
 MAX_ATTEMPTS_KEPT = 25  # attempts[] on a run (max_retries + 1 plus takeovers), oldest dropped
+
+
+# -- times --------------------------------------------------------------------------------------
+
+_RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$")
+
+
+def _rfc3339_only(value: Any) -> Any:
+    """A time given as text must be an RFC 3339 date-time (what the API documents as
+    ``format: date-time``); pydantic alone also reads ``0.5`` or ``1800000000`` as epoch seconds."""
+    if isinstance(value, str) and not _RFC3339.match(value):
+        raise ValueError("must be an RFC 3339 date-time with a UTC offset, e.g. 2026-12-01T09:00:00+01:00")
+    if isinstance(value, int | float):  # bool included
+        raise ValueError("must be an RFC 3339 date-time string, not a number")
+    return value
+
+
+# A datetime from Python code, or RFC 3339 text from a request (never a number).
+Rfc3339 = Annotated[datetime, BeforeValidator(_rfc3339_only)]
+AwareRfc3339 = Annotated[AwareDatetime, BeforeValidator(_rfc3339_only)]
 
 
 # -- enums --------------------------------------------------------------------------------------
@@ -220,7 +250,7 @@ class JobSpec(BaseModel):
     name: JobName
     schedule: Annotated[str, Field(min_length=1, max_length=256)] | None = None
     timezone: Annotated[str, Field(min_length=1, max_length=64)] = "UTC"
-    run_at: datetime | None = None
+    run_at: Rfc3339 | None = None
     payload: Any = None
     target: Target
     timeout_s: Annotated[int, Field(strict=True, ge=1, le=MAX_TIMEOUT_S)] = 60

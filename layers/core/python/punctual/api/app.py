@@ -26,25 +26,31 @@ from typing import Annotated, Any
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
 from aws_lambda_powertools.event_handler.openapi.models import Server
 from aws_lambda_powertools.event_handler.openapi.params import Header, Path, Query
-from pydantic import AwareDatetime
 
-from punctual import __version__
+from punctual import __version__, ids
 from punctual.api import alerts, edges, errors, openapi, stats
 from punctual.api.schemas import JobCreate, JobPage, JobPatch, JobResponse, RunPage, RunResponse
 from punctual.clock import Clock, from_datetime
 from punctual.config import Settings
 from punctual.errors import ConfigError, PunctualError, Unauthorized
 from punctual.jobs import service as jobs
-from punctual.model import JobStatus, RunState
+from punctual.model import AwareRfc3339, JobStatus, RunState
 from punctual.port import Engine, Queue, RunQuery, Store
 from punctual.scheduling.scheduler import SkewSource
 
 _LOCK = threading.Lock()
 
+# Ids carry their patterns: a malformed id is 422 invalid_id, a well-formed one that does not
+# exist (or is another owner's) is 404 (docs/decisions.md, issue 10 "API document").
 JobId = Annotated[
-    str, Path(description="job_ followed by 32 hex digits", examples=["job_0123456789abcdef0123456789abcdef"])
+    str,
+    Path(
+        description="job_ followed by 32 hex digits",
+        pattern=ids.JOB_ID_PATTERN,
+        examples=["job_0123456789abcdef0123456789abcdef"],
+    ),
 ]
-RunId = Annotated[str, Path(description="run_<32 hex>_<scheduled epoch ms>")]
+RunId = Annotated[str, Path(description="run_<32 hex>_<scheduled epoch ms>", pattern=ids.RUN_ID_PATTERN)]
 Limit = Annotated[int, Query(ge=1, le=jobs.MAX_PAGE, description="page size")]
 Cursor = Annotated[str | None, Query(max_length=2048, description="next_cursor of the previous page")]
 
@@ -107,6 +113,7 @@ app.enable_swagger(
     responses=openapi.responses(
         {201: ("Created", JobResponse), 200: ("Replayed: this Idempotency-Key already created it", JobResponse)},
         openapi.CREATE_ERRORS,
+        links=openapi.JOB_LINKS,
     ),
 )
 def create_job(
@@ -154,7 +161,10 @@ def list_jobs(
     operation_id="getJob",
     tags=["jobs"],
     summary="Get a job",
-    responses=openapi.responses({200: ("The job", JobResponse)}, openapi.READ_ERRORS),
+    responses=openapi.responses(
+        {200: ("The job; a deleted job too (status deleted) until its retention ends, then 404", JobResponse)},
+        openapi.READ_ERRORS,
+    ),
 )
 def get_job(job_id: JobId) -> JobResponse:
     services, owner = _caller()
@@ -218,7 +228,9 @@ def resume_job(job_id: JobId) -> JobResponse:
     operation_id="triggerJob",
     tags=["jobs"],
     summary="Run a job now, outside its schedule",
-    responses=openapi.responses({202: ("The manual run, queued", RunResponse)}, openapi.ACTION_ERRORS),
+    responses=openapi.responses(
+        {202: ("The manual run, queued", RunResponse)}, openapi.ACTION_ERRORS, links=openapi.RUN_LINKS
+    ),
 )
 def trigger_job(job_id: JobId) -> Response[RunResponse]:
     services, owner = _caller()
@@ -247,8 +259,8 @@ def list_runs(
     job_id: JobId,
     *,
     state: Annotated[list[RunState] | None, Query(description="only runs in these states (repeatable)")] = None,
-    since: Annotated[AwareDatetime | None, Query(description="scheduled at or after (ISO 8601 with offset)")] = None,
-    until: Annotated[AwareDatetime | None, Query(description="scheduled at or before (ISO 8601 with offset)")] = None,
+    since: Annotated[AwareRfc3339 | None, Query(description="scheduled at or after (RFC 3339 with offset)")] = None,
+    until: Annotated[AwareRfc3339 | None, Query(description="scheduled at or before (RFC 3339 with offset)")] = None,
     limit: Limit = 50,
     cursor: Cursor = None,
 ) -> RunPage:

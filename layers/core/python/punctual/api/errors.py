@@ -37,9 +37,11 @@ from aws_lambda_powertools.event_handler.openapi.exceptions import (
     RequestValidationError,
 )
 
+from punctual import ids
 from punctual.errors import (
     Conflict,
     InvalidCursor,
+    InvalidId,
     InvalidInput,
     InvalidSchedule,
     InvalidTimezone,
@@ -168,7 +170,19 @@ def from_request_validation(exc: RequestValidationError) -> PunctualError:
     if malformed is not None:
         reason = (malformed.get("ctx") or {}).get("error", "unreadable")
         return MalformedJson(f"request body is not valid JSON: {reason}", field="body")
+    bad_id = next((e for e in errors if _loc(e)[:2] in _ID_PARAMETERS), None)
+    if bad_id is not None:  # the id patterns are declared in the document; keep the id's own message
+        try:
+            _ID_PARAMETERS[_loc(bad_id)[:2]](str(bad_id.get("input", "")))
+        except InvalidId as invalid:
+            return invalid
     return validation.from_errors(errors, "invalid request")
+
+
+_ID_PARAMETERS: dict[tuple[Any, ...], Callable[[str], object]] = {
+    ("path", "job_id"): ids.check_job_id,
+    ("path", "run_id"): ids.parse_run_id,
+}
 
 
 def register(app: APIGatewayRestResolver) -> None:

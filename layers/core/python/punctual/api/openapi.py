@@ -66,13 +66,37 @@ SECURITY_SCHEMES: dict[str, SecurityScheme] = {
 SECURITY: list[dict[str, list[str]]] = [{"sigv4": []}, {"bearer": []}]
 
 
-def responses(success: dict[int, tuple[str, type[BaseModel] | None]], errors: tuple[int, ...]) -> dict[int, Any]:
-    """The ``responses=`` of a route: its successes (status -> description, model) and its errors."""
+# OpenAPI links: where the id in a response can be used next (clients and schemathesis's stateful
+# phase follow them from a created job to every operation on it).
+JOB_LINKS: dict[str, Any] = {
+    name: {"operationId": operation, "parameters": {"job_id": "$response.body#/id"}}
+    for name, operation in (
+        ("GetJob", "getJob"),
+        ("UpdateJob", "updateJob"),
+        ("DeleteJob", "deleteJob"),
+        ("PauseJob", "pauseJob"),
+        ("ResumeJob", "resumeJob"),
+        ("TriggerJob", "triggerJob"),
+        ("ListRuns", "listRuns"),
+    )
+}
+RUN_LINKS: dict[str, Any] = {"GetRun": {"operationId": "getRun", "parameters": {"run_id": "$response.body#/run_id"}}}
+
+
+def responses(
+    success: dict[int, tuple[str, type[BaseModel] | None]],
+    errors: tuple[int, ...],
+    links: dict[str, Any] | None = None,
+) -> dict[int, Any]:
+    """The ``responses=`` of a route: its successes (status -> description, model) and its errors;
+    ``links`` are attached to every success that has a body."""
     documented: dict[int, Any] = {}
     for status, (description, model) in success.items():
         # No model: no body (204). An explicit empty content keeps Powertools from inventing one.
         content = {"application/json": {"model": model}} if model is not None else {}
         documented[status] = {"description": description, "content": content}
+        if links and model is not None:
+            documented[status]["links"] = links
     for status in errors:
         documented[status] = {
             "description": _ERRORS.get(status, HTTPStatus(status).phrase),

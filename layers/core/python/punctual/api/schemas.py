@@ -8,7 +8,6 @@ is implied by the caller.
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -28,6 +27,7 @@ from punctual.model import (
     JobStatus,
     Overlap,
     RetryPolicy,
+    Rfc3339,
     Run,
     RunState,
     Target,
@@ -57,7 +57,7 @@ class JobPatch(BaseModel):
     name: JobName | None = None
     schedule: Annotated[str, Field(min_length=1, max_length=256)] | None = None
     timezone: Annotated[str, Field(min_length=1, max_length=64)] | None = None
-    run_at: datetime | None = None
+    run_at: Rfc3339 | None = None
     payload: Any = None
     target: Target | None = None
     timeout_s: Annotated[int, Field(ge=1, le=MAX_TIMEOUT_S)] | None = None

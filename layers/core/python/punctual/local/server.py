@@ -132,8 +132,17 @@ def asgi_app(services: Services, keys: ApiKeys) -> Starlette:
         result = await run_in_threadpool(handle, event, None, services)
         return to_response(result)
 
-    # the console's static page under /console (it calls this API like any client)
-    return Starlette(routes=[*console.routes(), Route("/{path:path}", endpoint, methods=_METHODS)])
+    async def unrouted(request: Request, exc: Exception) -> Response:
+        # Starlette's own 404/405 are text/plain: a path its router cannot match (a decoded
+        # newline) or a method outside _METHODS goes to the API too, which answers in its
+        # error shape (route_not_found, method_not_allowed) like API Gateway's proxy resource.
+        return await endpoint(request)
+
+    return Starlette(
+        # the console's static page under /console (it calls this API like any client)
+        routes=[*console.routes(), Route("/{path:path}", endpoint, methods=_METHODS)],
+        exception_handlers={404: unrouted, 405: unrouted},
+    )
 
 
 def to_event(request: Request, body: bytes, owner: str | None) -> dict[str, Any]:
