@@ -25,9 +25,10 @@ def _job(engine: Engine, clock: ManualClock, **fields: object) -> Job:
 
 
 def test_overlap_forbid_keeps_forbidding_while_the_first_run_is_still_open(engine: Engine, clock: ManualClock) -> None:
-    """claim.py:_apply_overlap compares against job.last_run_at, but planning.plan advances
-    last_run_at to the *skipped* (cancelled) run. The next tick then finds a cancelled "previous"
-    run and dispatches a new run although the original one is still running."""
+    """claim.py:_apply_overlap compared against job.last_run_at, but planning.plan advanced
+    last_run_at to the *skipped* (cancelled) run, so the next tick dispatched a new run although
+    the original one was still running. The decision now happens at each run's lease, which looks
+    past skipped runs to the one still open."""
     due = _next_minute(clock.now_ms())
     job = _job(engine, clock, schedule="* * * * *", next_run_at=due, overlap=Overlap.FORBID)
     scheduler = Scheduler(engine, clock, metrics=m.InMemoryMetrics())
@@ -36,10 +37,12 @@ def test_overlap_forbid_keeps_forbidding_while_the_first_run_is_still_open(engin
     lease = engine.store.lease_run(job.id, due, "worker-1", clock.now_ms(), 60 * MINUTE)  # a long run
     assert lease.outcome is LeaseOutcome.LEASED
 
-    clock.set(due + MINUTE)
-    assert scheduler.tick().skipped == 1  # the first overlapping time is skipped: correct
-    clock.set(due + 2 * MINUTE)
-    scheduler.tick()
+    for k in (1, 2):
+        clock.set(due + k * MINUTE)
+        scheduler.tick()
+        at = due + k * MINUTE
+        skipped = engine.store.lease_run(job.id, at, f"worker-{k}", at, MINUTE, overlap=Overlap.FORBID)
+        assert skipped.outcome is LeaseOutcome.SKIPPED
 
     assert engine.store.get_run(job.id, due).state is RunState.RUNNING  # still running
     open_runs = [

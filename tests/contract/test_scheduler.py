@@ -82,41 +82,33 @@ def test_backfill_catch_up_is_bounded(engine: Engine, clock: ManualClock) -> Non
     assert times == [latest - 2 * MINUTE, latest - MINUTE, latest]
 
 
-def test_overlap_forbid_records_a_skipped_run(engine: Engine, clock: ManualClock) -> None:
-    # Given a job whose previous run is still running
+@pytest.mark.parametrize("overlap", [Overlap.FORBID, Overlap.REPLACE])
+def test_the_claim_leaves_overlap_to_the_lease(engine: Engine, clock: ManualClock, overlap: Overlap) -> None:
+    # Given a job whose previous run is still running when its next time is claimed
     due = _next_minute(clock.now_ms())
-    job = _job(engine, clock, next_run_at=due, overlap=Overlap.FORBID)
+    job = _job(engine, clock, next_run_at=due, overlap=overlap)
     scheduler = _scheduler(engine, clock)
     clock.set(due)
     scheduler.tick()
-    lease = engine.store.lease_run(job.id, due, "worker-1", clock.now_ms(), 10 * MINUTE)
-    assert lease.outcome is LeaseOutcome.LEASED
-    # When the next time comes
-    clock.set(due + MINUTE)
+    assert engine.store.lease_run(job.id, due, "worker-1", due, 10 * MINUTE).outcome is LeaseOutcome.LEASED
+    # When the next time is claimed (a lookahead before it), the claim decides nothing:
+    # the previous run may still finish before the new run's instant (tests/contract/test_overlap.py)
+    clock.set(due + MINUTE - 2_000)
     stats = scheduler.tick()
-    # Then it is recorded as cancelled with the reason, and nothing is dispatched for it
-    assert stats.skipped == 1
-    assert stats.dispatched == 0
-    skipped = engine.store.get_run(job.id, due + MINUTE)
-    assert skipped.state is RunState.CANCELLED
-    assert "overlap=forbid" in (skipped.note or "")
-    assert engine.store.get_run(job.id, due).state is RunState.RUNNING
-
-
-def test_overlap_replace_cancels_the_open_run(engine: Engine, clock: ManualClock) -> None:
-    due = _next_minute(clock.now_ms())
-    job = _job(engine, clock, next_run_at=due, overlap=Overlap.REPLACE)
-    scheduler = _scheduler(engine, clock)
-    clock.set(due)
-    scheduler.tick()
-    engine.store.lease_run(job.id, due, "worker-1", clock.now_ms(), 10 * MINUTE)
-    clock.set(due + MINUTE)
-    stats = scheduler.tick()
-    assert stats.replaced == 1
-    previous = engine.store.get_run(job.id, due)
-    assert previous.state is RunState.CANCELLED
-    assert "overlap=replace" in (previous.note or "")
+    assert (stats.inserted, stats.dispatched) == (1, 1)
     assert engine.store.get_run(job.id, due + MINUTE).state is RunState.SCHEDULED
+    assert engine.store.get_run(job.id, due).state is RunState.RUNNING
+    # Then the new run's first lease, at its instant, applies the policy
+    clock.set(due + MINUTE)
+    lease = engine.store.lease_run(job.id, due + MINUTE, "worker-2", clock.now_ms(), 10 * MINUTE, overlap=overlap)
+    if overlap is Overlap.FORBID:
+        assert lease.outcome is LeaseOutcome.SKIPPED
+        assert "overlap=forbid" in (engine.store.get_run(job.id, due + MINUTE).note or "")
+        assert engine.store.get_run(job.id, due).state is RunState.RUNNING
+    else:
+        assert lease.outcome is LeaseOutcome.LEASED
+        assert "overlap=replace" in (engine.store.get_run(job.id, due).note or "")
+        assert engine.store.get_run(job.id, due).state is RunState.CANCELLED
 
 
 def test_instances_balance_shards_and_take_over_a_stopped_one(engine: Engine, clock: ManualClock) -> None:

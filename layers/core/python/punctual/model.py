@@ -124,9 +124,10 @@ RUN_TRANSITIONS: dict[RunState, frozenset[RunState]] = {
 
 
 class Overlap(StrEnum):
+    # Decided at the new run's instant (its first lease), never earlier.
     ALLOW = "allow"  # start the new run even if the previous one is still open
-    FORBID = "forbid"  # skip this time (recorded as a cancelled run) while the previous run is open
-    REPLACE = "replace"  # cancel the open previous run, then start the new one
+    FORBID = "forbid"  # skip this time (recorded as a cancelled run) if an earlier run is still open then
+    REPLACE = "replace"  # at the new run's instant, cancel the earlier runs still open, then start it
 
 
 class Catchup(StrEnum):

@@ -82,6 +82,7 @@ class LeaseOutcome(StrEnum):
     NOT_READY = "not_ready"  # retrying and its backoff has not elapsed: hide the message until then
     FINISHED = "finished"  # terminal: a duplicate delivery; delete the message
     NOT_FOUND = "not_found"  # no such run: delete the message
+    SKIPPED = "skipped"  # overlap=forbid and an earlier run is still open: run cancelled, delete the message
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,11 +112,13 @@ class RunChange:
 
 @dataclass(frozen=True, slots=True)
 class LeaseRequest:
-    """One run a worker asks to lease in a batch (:meth:`Store.lease_runs`), for ``lease_ms``."""
+    """One run a worker asks to lease in a batch (:meth:`Store.lease_runs`), for ``lease_ms``;
+    ``overlap`` is its job's policy, decided at the run's first lease (see :meth:`Store.lease_run`)."""
 
     job_id: str
     scheduled_at: int
     lease_ms: int
+    overlap: Overlap = Overlap.ALLOW
 
 
 @dataclass(frozen=True, slots=True)
@@ -242,7 +245,16 @@ class Store(ABC):
         """The job's runs matching ``query``, newest scheduled_at first. Raises :class:`InvalidCursor`."""
 
     @abstractmethod
-    def lease_run(self, job_id: str, scheduled_at: int, worker_id: str, now: int, lease_ms: int) -> LeaseResult:
+    def lease_run(
+        self,
+        job_id: str,
+        scheduled_at: int,
+        worker_id: str,
+        now: int,
+        lease_ms: int,
+        *,
+        overlap: Overlap = Overlap.ALLOW,
+    ) -> LeaseResult:
         """Take the run for ``worker_id`` until ``now + lease_ms``.
 
         Qualifies: state scheduled; state retrying with ``next_attempt_at <= now``; or state
@@ -250,6 +262,10 @@ class Store(ABC):
         ``lease_expired``). On success the state is running, ``attempt`` is incremented,
         ``started_at`` (first lease only) and ``deadline_at`` (= the lease end) are set.
         Otherwise the outcome says why (HELD, NOT_READY, FINISHED, NOT_FOUND) with the run as found.
+
+        ``overlap`` is the job's policy, decided here, at the run's first lease (its instant), by
+        the rules of ``punctual.rules`` (``overlap_*``): forbid with an earlier run still open ends
+        the run cancelled (SKIPPED, never executed); replace cancels the open earlier runs first.
         """
 
     @abstractmethod

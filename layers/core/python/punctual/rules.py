@@ -14,8 +14,21 @@ Run lease timeline (one attempt)::
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from enum import StrEnum
+
 from punctual.errors import InvalidTransition
-from punctual.model import MAX_ATTEMPTS_KEPT, RUN_TRANSITIONS, Attempt, AttemptOutcome, Run, RunState
+from punctual.model import (
+    MAX_ATTEMPTS_KEPT,
+    MAX_ERROR_CHARS,
+    RUN_TRANSITIONS,
+    Attempt,
+    AttemptOutcome,
+    Overlap,
+    Run,
+    RunState,
+    truncate,
+)
 from punctual.port import LeaseOutcome, RunChange, ShardLease
 
 
@@ -134,6 +147,77 @@ def apply_change(run: Run, change: RunChange) -> Run:
 def bounded(attempts: list[Attempt]) -> list[Attempt]:
     """Keep the newest ``MAX_ATTEMPTS_KEPT`` attempt records."""
     return attempts[-MAX_ATTEMPTS_KEPT:]
+
+
+# -- overlap: decided at the new run's instant -------------------------------------------------
+#
+# A job's overlap policy is decided when its new run is first leased (a worker holds its message
+# at its not_before), never when the scheduler claims it up to a lookahead earlier: by then the
+# previous run may finish (forbid would skip a run that overlaps nothing) or not have started.
+#
+#   earlier runs, newest first:  ...  P(open?)  S(skipped)  S(skipped)  N(scheduled, being leased)
+#   forbid:  some earlier run still open  -> N ends cancelled, never executed (SKIP)
+#   replace: cancel every earlier open run, then lease N                       (REPLACE)
+#   allow, or nothing open, or not N's first lease                           -> lease (LEASE)
+#
+# Both engines' lease paths apply these functions (``Store.lease_run(..., overlap=...)``).
+
+OVERLAP_SCAN = 500  # earlier runs examined at most (skipped runs behind one long run)
+
+
+class OverlapAction(StrEnum):
+    LEASE = "lease"  # lease the run as usual
+    SKIP = "skip"  # overlap=forbid and an earlier run is open: the run ends cancelled, never executed
+    REPLACE = "replace"  # overlap=replace and earlier runs are open: cancel them, then lease the run
+
+
+def overlap_applies(run: Run | None, overlap: Overlap) -> bool:
+    """The policy is decided once per run: at its first lease (state scheduled), unless allow."""
+    return overlap is not Overlap.ALLOW and run is not None and run.state is RunState.SCHEDULED
+
+
+def overlap_blockers(overlap: Overlap, earlier: Iterable[Run]) -> list[Run]:
+    """The open runs among ``earlier`` (the job's runs scheduled before the new one, newest first)
+    that the policy acts on.
+
+    The scan stops at the first run that *started* and ended: when that run was first leased, the
+    same rule had settled every run before it (closed, skipped or cancelled), and a terminal run
+    never reopens. Runs that never started (skipped, cancelled, lost) are stepped over. forbid needs
+    one open run; replace collects them all. At most :data:`OVERLAP_SCAN` runs are read.
+    """
+    blockers: list[Run] = []
+    for seen, run in enumerate(earlier):
+        if seen >= OVERLAP_SCAN:
+            break
+        if run.is_open:
+            blockers.append(run)
+            if overlap is Overlap.FORBID:
+                break
+        elif run.started_at is not None:
+            break
+    return blockers
+
+
+def overlap_action(overlap: Overlap, blockers: list[Run]) -> OverlapAction:
+    if not blockers or overlap is Overlap.ALLOW:
+        return OverlapAction.LEASE
+    return OverlapAction.SKIP if overlap is Overlap.FORBID else OverlapAction.REPLACE
+
+
+def overlap_skip(blocker: Run, now: int) -> RunChange:
+    """The change that skips the new run (forbid): cancelled at its instant, never executed."""
+    note = f"skipped: previous run {blocker.run_id} was still {blocker.state.value} (overlap=forbid)"
+    return RunChange(state=RunState.CANCELLED, now=now, deadline_at=now, finished_at=now, note=_bounded_note(note))
+
+
+def overlap_replacement(new_run: Run, now: int) -> RunChange:
+    """The change that cancels an open earlier run replaced by ``new_run`` (replace)."""
+    note = f"replaced by run {new_run.run_id} (overlap=replace)"
+    return RunChange(state=RunState.CANCELLED, now=now, deadline_at=now, finished_at=now, note=_bounded_note(note))
+
+
+def _bounded_note(text: str) -> str:
+    return truncate(text, MAX_ERROR_CHARS) or text
 
 
 def may_acquire_shard(current: ShardLease | None, owner: str, now: int) -> bool:

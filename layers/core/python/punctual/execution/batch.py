@@ -125,7 +125,7 @@ def prepare(port: Port, deliveries: Sequence[Delivery]) -> Prepared:
                 drops.append(delivery.receipt)
             prepared.settled.append((delivery, outcome))
             continue
-        requests.append(LeaseRequest(job_id, scheduled_at, lease_length_ms(job, port.options)))
+        requests.append(LeaseRequest(job_id, scheduled_at, lease_length_ms(job, port.options), job.overlap))
         waiting.append((delivery, job))
 
     hides: defaultdict[int, list[str]] = defaultdict(list)
@@ -139,6 +139,9 @@ def prepare(port: Port, deliveries: Sequence[Delivery]) -> Prepared:
             hides[retry.visibility_s(hidden_until(lease, now, port.options) - now)].append(delivery.receipt)
             held = lease.outcome is LeaseOutcome.HELD
             prepared.settled.append((delivery, Outcome.HELD if held else Outcome.NOT_READY))
+        elif lease.outcome is LeaseOutcome.SKIPPED:  # overlap=forbid: an earlier run was still open
+            drops.append(delivery.receipt)
+            prepared.settled.append((delivery, Outcome.SKIPPED))
         else:
             if lease.run is not None:  # a worker that crashed between its finish and its alert: alert now
                 port.alert_if_needed(lease.run, now)

@@ -3,10 +3,13 @@
 Every worker (threads of ``punctual worker``, the worker Lambda on its SQS event source, the
 workers of ``punctual dev``) runs :func:`process_delivery` on each message it receives::
 
-    message ──parse run id──> read job ──lease run──> wait for not_before ──> target (heartbeat) ──> finish
-                 │ bad: delete    │ gone: cancel       │ HELD:       hide until the lease ends
-                 │                │ run, delete        │ NOT_READY:  hide until the backoff ends
-                 │                                     │ FINISHED / NOT_FOUND: delete (duplicate)
+    message ──parse run id──> wait for not_before ──> read job ──lease run──> target (heartbeat) ──> finish
+                 │ bad: delete                            │ gone: cancel  │ HELD:       hide until the lease ends
+                 │                                        │ run, delete   │ NOT_READY:  hide until the backoff ends
+                 │                                                        │ FINISHED / NOT_FOUND: delete (duplicate)
+                 │                                                        │ SKIPPED (overlap=forbid): delete
+
+The job's overlap policy is decided by the lease, at the run's instant (``rules.overlap_*``).
 
 The message is the run's lease clock on the queue side, so every open run keeps a live message:
 
@@ -66,6 +69,7 @@ class Outcome(StrEnum):
     DEAD = "dead"  # attempt failed and retries are exhausted; owner alerted; message deleted
     CANCELLED = "cancelled"  # the job is gone (deleted): run cancelled; message deleted
     DUPLICATE = "duplicate"  # run already terminal or unknown: a duplicate delivery; message deleted
+    SKIPPED = "skipped"  # overlap=forbid and an earlier run was still open at its instant: cancelled; deleted
     HELD = "held"  # another worker holds a live lease: message hidden until the lease ends
     NOT_READY = "not_ready"  # backoff not elapsed or message far too early: hidden until then
     LEASE_LOST = "lease_lost"  # lost a race (taken over or cancelled meanwhile): nothing written; message untouched
@@ -138,7 +142,7 @@ def process_delivery(
 
     now = clock.now_ms()
     lease_ms = lease_length_ms(job, ctx.options)
-    lease = store.lease_run(job_id, scheduled_at, worker_id, now, lease_ms)
+    lease = store.lease_run(job_id, scheduled_at, worker_id, now, lease_ms, overlap=job.overlap)
     if lease.outcome is not LeaseOutcome.LEASED or lease.run is None:
         return _not_leased(ctx, lease)
     if metrics is not None and lease.run.attempt == 1:  # a retry starts at its backoff, not its instant
@@ -197,6 +201,9 @@ def _not_leased(ctx: _Context, lease: LeaseResult) -> Outcome:
     if lease.outcome in (LeaseOutcome.HELD, LeaseOutcome.NOT_READY):
         ctx.hide(hidden_until(lease, ctx.clock.now_ms(), ctx.options))
         return Outcome.HELD if lease.outcome is LeaseOutcome.HELD else Outcome.NOT_READY
+    if lease.outcome is LeaseOutcome.SKIPPED:
+        ctx.drop()
+        return Outcome.SKIPPED
     if lease.run is not None:
         # A worker that crashed between its finish and its alert left the message: alert now (idempotent).
         ctx.alert_if_needed(lease.run, ctx.clock.now_ms())

@@ -13,18 +13,20 @@ worker's conditional lease), step 3 advances. Sending *before* advancing closes 
 gap without an outbox: a run can never be inserted, advanced past, and unsent.
 Two schedulers on one shard race harmlessly the same way: one row per time, at worst a duplicate
 message, and one of the two advances fails (a counted conflict).
+
+The claim never applies a job's overlap policy: it runs up to the lookahead before a run's time,
+when nobody can know whether the previous run will still be open at that time. The policy is
+decided by the run's first lease, at its instant (``rules.overlap_*``, ``Store.lease_run``).
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, fields
 
-from punctual.errors import PunctualError, RunNotFound
-from punctual.model import Overlap, Run, RunState
+from punctual.errors import PunctualError
 from punctual.port import DueJob, Queue, Store
-from punctual.runs.cancel import cancel_open_run
 from punctual.scheduling.planning import Plan, PlanOptions, plan
 
 logger = logging.getLogger(__name__)
@@ -38,8 +40,6 @@ class ClaimStats:
     dispatched: int = 0  # messages sent
     advanced: int = 0  # jobs moved to their next time
     conflicts: int = 0  # advances refused: another scheduler or an edit moved the job first
-    skipped: int = 0  # runs recorded as cancelled by overlap=forbid
-    replaced: int = 0  # open runs cancelled by overlap=replace
     errors: int = 0  # jobs that could not be planned (logged; they stay due)
 
     def add(self, other: ClaimStats) -> None:
@@ -70,7 +70,6 @@ def claim_page(
     plans = _plan_all(due, now, options, stats)
     if not plans:
         return stats
-    plans = [_apply_overlap(store, p, now, stats) for p in plans]
     if on_plans is not None:
         on_plans(plans)
 
@@ -98,35 +97,3 @@ def _plan_all(due: list[DueJob], now: int, options: PlanOptions, stats: ClaimSta
             stats.errors += 1
             logger.error("cannot plan job %s: %s", job.job_id, exc)
     return plans
-
-
-def _apply_overlap(store: Store, p: Plan, now: int, stats: ClaimStats) -> Plan:
-    """Apply the job's overlap policy against its previous run (only read when the policy needs it)."""
-    job = p.job
-    if job.overlap is Overlap.ALLOW or job.last_run_at is None or not p.runs:
-        return p
-    previous = _open_run(store, job.job_id, job.last_run_at)
-    if previous is None or previous.scheduled_at >= p.runs[0].scheduled_at:
-        return p
-    if job.overlap is Overlap.FORBID:
-        stats.skipped += len(p.runs)
-        note = f"skipped: previous run {previous.run_id} was still {previous.state} (overlap=forbid)"
-        skipped = [_as_skipped(run, note, now) for run in p.runs]
-        # last_run_at keeps pointing at the open run, so the next time is checked against it too
-        return Plan(job, skipped, p.dispatches, replace(p.advance, last_run_at=previous.scheduled_at))
-    cancel_open_run(store, previous, f"replaced by run {p.runs[0].run_id} (overlap=replace)", now, tries=2)
-    stats.replaced += 1
-    return p
-
-
-def _open_run(store: Store, job_id: str, scheduled_at: int) -> Run | None:
-    try:
-        run = store.get_run(job_id, scheduled_at)
-    except RunNotFound:
-        return None
-    return run if run.is_open else None
-
-
-def _as_skipped(run: Run, note: str, now: int) -> Run:
-    # "finished" at its own time: a precomputed skip is decided a few seconds before it
-    return run.model_copy(update={"state": RunState.CANCELLED, "note": note, "finished_at": max(now, run.scheduled_at)})

@@ -22,6 +22,7 @@ from typing import Any
 from punctual import ids, rules
 from punctual.engines.aws import conditions as c
 from punctual.engines.aws import items as it
+from punctual.engines.aws import overlap as ov
 from punctual.engines.aws import stats
 from punctual.engines.aws import updates as u
 from punctual.engines.aws.items import Item, Key, n, s
@@ -33,7 +34,7 @@ from punctual.errors import (
     LeaseLost,
     RunNotFound,
 )
-from punctual.model import Job, JobStatus, Run, RunState
+from punctual.model import Job, JobStatus, Overlap, Run, RunState
 from punctual.port import (
     Advance,
     Alert,
@@ -242,14 +243,39 @@ class DynamoStore(Store):
             next_cursor = ids.encode_cursor("runs", {"j": job_id, "s": int(after["scheduled_at"]["N"])})
         return Page([it.item_to_run(item) for item in found], next_cursor)
 
-    def lease_run(self, job_id: str, scheduled_at: int, worker_id: str, now: int, lease_ms: int) -> LeaseResult:
+    def lease_run(
+        self,
+        job_id: str,
+        scheduled_at: int,
+        worker_id: str,
+        now: int,
+        lease_ms: int,
+        *,
+        overlap: Overlap = Overlap.ALLOW,
+    ) -> LeaseResult:
         """One conditional write in the common case (scheduled, or retrying past its backoff).
+
+        A job with overlap forbid or replace first reads the run and its predecessors
+        (``engines.aws.overlap``): the policy is decided here, at the run's first lease.
 
         If that fails, the run as it was decides (``rules.lease_outcome``). A running run whose lease
         expired is taken over by a second, compare-and-set write on the attempt and lease end that
         were seen, which also appends the lost attempt to the log. Losing that race re-evaluates the
         run as the failed write found it, a bounded number of times.
         """
+        if overlap is not Overlap.ALLOW:
+            skipped = ov.decide(
+                self._tables,
+                self.runs_table,
+                job_id,
+                scheduled_at,
+                overlap=overlap,
+                now=now,
+                transition=self.transition_run,
+                reread=self.get_run,
+            )
+            if skipped is not None:
+                return skipped
         key = it.run_key(job_id, scheduled_at)
         until = now + lease_ms
         seen: Run | None = None
@@ -284,7 +310,7 @@ class DynamoStore(Store):
 
     def lease_runs(self, requests: Sequence[LeaseRequest], worker_id: str, now: int) -> list[LeaseResult]:
         def one(r: LeaseRequest) -> LeaseResult:
-            return self.lease_run(r.job_id, r.scheduled_at, worker_id, now, r.lease_ms)
+            return self.lease_run(r.job_id, r.scheduled_at, worker_id, now, r.lease_ms, overlap=r.overlap)
 
         return self._tables.each(one, requests)
 

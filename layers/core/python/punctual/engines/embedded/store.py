@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import islice
 from typing import Any
 
@@ -82,6 +82,7 @@ _UPDATE_RUN = (
     " next_attempt_at = ?8, deadline_at = ?9, created_at = ?10, doc = ?11 WHERE job_id = ?1 AND scheduled_at = ?2"
 )
 _SELECT_RUN = "SELECT doc FROM runs WHERE job_id = ? AND scheduled_at = ?"
+_SELECT_EARLIER_RUNS = "SELECT doc FROM runs WHERE job_id = ? AND scheduled_at < ? ORDER BY scheduled_at DESC LIMIT ?"
 _PURGE_RUNS = (
     "DELETE FROM runs WHERE (job_id, scheduled_at) IN (SELECT job_id, scheduled_at FROM runs"
     f" WHERE state IN {TERMINAL_STATES_SQL} AND {RUN_EXPIRY_SQL} < ? LIMIT ?)"
@@ -222,9 +223,18 @@ class EmbeddedStore(Store):
             return Page(runs)
         return Page(runs, ids.encode_cursor("runs", {"for": job_id, "scheduled_at": runs[-1].scheduled_at}))
 
-    def lease_run(self, job_id: str, scheduled_at: int, worker_id: str, now: int, lease_ms: int) -> LeaseResult:
+    def lease_run(
+        self,
+        job_id: str,
+        scheduled_at: int,
+        worker_id: str,
+        now: int,
+        lease_ms: int,
+        *,
+        overlap: Overlap = Overlap.ALLOW,
+    ) -> LeaseResult:
         with self._db.write() as conn:
-            return lease_in(conn, LeaseRequest(job_id, scheduled_at, lease_ms), worker_id, now)
+            return lease_in(conn, LeaseRequest(job_id, scheduled_at, lease_ms, overlap), worker_id, now)
 
     def heartbeat_run(self, job_id: str, scheduled_at: int, worker_id: str, attempt: int, lease_expires_at: int) -> Run:
         with self._db.write() as conn:
@@ -385,16 +395,32 @@ def _load_run(conn: sqlite3.Connection, job_id: str, scheduled_at: int) -> Run |
     return None if row is None else Run.model_validate_json(row[0])
 
 
+def _earlier_runs(conn: sqlite3.Connection, job_id: str, scheduled_at: int) -> Iterator[Run]:
+    """The job's runs scheduled before ``scheduled_at``, newest first, read lazily."""
+    for (doc,) in conn.execute(_SELECT_EARLIER_RUNS, (job_id, scheduled_at, rules.OVERLAP_SCAN)):
+        yield Run.model_validate_json(doc)
+
+
 def _save_run(conn: sqlite3.Connection, run: Run) -> None:
     conn.execute(_UPDATE_RUN, _run_row(run))
 
 
 def lease_in(conn: sqlite3.Connection, request: LeaseRequest, worker_id: str, now: int) -> LeaseResult:
-    """One lease inside the caller's write transaction (``Store.lease_run``'s rules)."""
+    """One lease inside the caller's write transaction (``Store.lease_run``'s rules): the overlap
+    decision and the lease are atomic."""
     run = _load_run(conn, request.job_id, request.scheduled_at)
     outcome = rules.lease_outcome(run, now)
     if run is None or outcome is not LeaseOutcome.LEASED:
         return LeaseResult(outcome, run)
+    if rules.overlap_applies(run, request.overlap):
+        blockers = rules.overlap_blockers(request.overlap, _earlier_runs(conn, run.job_id, run.scheduled_at))
+        action = rules.overlap_action(request.overlap, blockers)
+        if action is rules.OverlapAction.SKIP:
+            skipped = rules.apply_change(run, rules.overlap_skip(blockers[0], now))
+            _save_run(conn, skipped)
+            return LeaseResult(LeaseOutcome.SKIPPED, skipped)
+        for blocker in blockers:  # REPLACE (LEASE: none)
+            _save_run(conn, rules.apply_change(blocker, rules.overlap_replacement(run, now)))
     leased = rules.leased(run, worker_id, now, request.lease_ms)
     _save_run(conn, leased)
     return LeaseResult(LeaseOutcome.LEASED, leased)
