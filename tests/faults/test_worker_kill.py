@@ -1,4 +1,5 @@
-"""A worker killed with SIGKILL in the middle of a run: another worker takes the run over (attempt + 1)
+"""A worker killed with SIGKILL in the middle of a run (or of batches: some executing, some waiting for
+their instant): another worker takes the runs over (attempt + 1)
 and completes it; the run ends succeeded with both attempts in its log (real worker processes, on both
 engines: SQLite under tmp_path, and DynamoDB + SQS on a moto server bound to 127.0.0.1).
 """
@@ -127,7 +128,7 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.
         moto.stop()
 
 
-def start_worker(backend: Backend, worker_id: str) -> subprocess.Popen[bytes]:
+def start_worker(backend: Backend, worker_id: str, max_in_flight: int = 1) -> subprocess.Popen[bytes]:
     # Nothing AWS_* or PUNCTUAL_* leaks in from the developer's shell. On aws, the endpoint reaches the
     # worker only through --endpoint-url: AWS_ENDPOINT_URL is a dead loopback port the flag must override,
     # so even a broken flag sends nothing beyond 127.0.0.1.
@@ -135,7 +136,7 @@ def start_worker(backend: Backend, worker_id: str) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         [
             *(sys.executable, "-m", "punctual.cli", "worker", *backend.worker_args),
-            *("--max-in-flight", "1", "--visibility-s", "1", "--allow-loopback"),
+            *("--max-in-flight", str(max_in_flight), "--visibility-s", "1", "--allow-loopback"),
             *("--worker-id", worker_id),
         ],
         stdout=subprocess.DEVNULL,
@@ -214,3 +215,109 @@ def test_a_run_whose_worker_is_killed_is_completed_by_another_worker(backend: Ba
     ]
     assert engine.queue.depth() == 0
     assert engine.dead_letters.depth() == 0  # the takeover's redeliveries did not redrive the message
+
+
+class BlockWhileA(BaseHTTPRequestHandler):
+    """Every request hangs until ``release`` is set (worker A is killed meanwhile); then 200."""
+
+    server: Any
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        with self.server.lock:
+            self.server.requests.append(dict(self.headers))
+        self.server.release.wait(30)
+        self.send_response(200)
+        self.send_header("Content-Length", "2")
+        self.end_headers()
+        self.wfile.write(b"ok")
+
+
+@pytest.fixture
+def blocking_target() -> Iterator[Any]:
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), BlockWhileA)
+    srv.daemon_threads = True
+    srv.requests, srv.lock, srv.release = [], threading.Lock(), threading.Event()
+    thread = threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    yield srv
+    srv.release.set()
+    srv.shutdown()
+    srv.server_close()
+
+
+def test_a_worker_killed_with_batches_in_flight_and_waiting_loses_no_run_and_repeats_none(
+    backend: Backend, blocking_target: Any
+) -> None:
+    # Given 10 runs due now and 10 due 3 s from now (their messages arrive ~1 s early and wait in the worker)
+    engine = backend.engine
+    url = f"http://127.0.0.1:{blocking_target.server_address[1]}/hook"
+    now = SystemClock().now_ms()
+    runs: list[Run] = []
+    for i in range(20):
+        at = now if i < 10 else now + 3_000
+        job = Job(
+            id=ids.new_job_id(),
+            owner="owner-kill",
+            name=f"batch-{i}",
+            schedule="0 0 1 1 *",
+            target=HttpTarget(url=url),
+            timeout_s=TIMEOUT_S,
+            max_retries=1,
+            created_at=now,
+            updated_at=now,
+            next_run_at=now + 86_400_000,
+        )
+        engine.store.create_job(job)
+        runs.append(Run(job_id=job.id, scheduled_at=at, owner=job.owner, deadline_at=at + 120_000, created_at=now))
+    engine.store.insert_runs(runs)
+    engine.queue.send(
+        [Dispatch(r.run_id, not_before=r.scheduled_at, delay_s=2 if r.scheduled_at > now else 0) for r in runs]
+    )
+    current = lambda r: engine.store.get_run(r.job_id, r.scheduled_at)  # noqa: E731
+
+    # When worker A (hundreds in flight) is killed while its first batch is executing and the second waits
+    a = start_worker(backend, "worker-a", max_in_flight=500)
+    b: subprocess.Popen[bytes] | None = None
+    try:
+        assert wait_for(lambda: len(blocking_target.requests) >= 10, timeout_s=30), "worker A never called the targets"
+        wait_for(lambda: SystemClock().now_ms() >= now + 2_300, timeout_s=5)
+        a.send_signal(signal.SIGKILL)
+        a.wait(timeout=10)
+        blocking_target.release.set()
+
+        # Then worker B completes every run: A's executing runs by takeover once their leases expired
+        b = start_worker(backend, "worker-b", max_in_flight=500)
+        done = lambda: all(current(r).state is RunState.SUCCEEDED for r in runs)  # noqa: E731
+        assert wait_for(done, timeout_s=60), [current(r).state for r in runs]
+        b.send_signal(signal.SIGTERM)
+        assert b.wait(timeout=15) == 0
+    finally:
+        for proc in (a, b):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+                proc.wait(timeout=10)
+
+    calls: dict[str, list[str]] = {}
+    for headers in blocking_target.requests:
+        calls.setdefault(headers["Idempotency-Key"], []).append(headers["X-Punctual-Attempt"])
+    taken_over = 0
+    for run in runs:
+        final = current(run)
+        attempts = [(a.number, a.worker_id, a.outcome) for a in final.attempts]
+        # no run lost: each ended succeeded by B; an earlier attempt exists only as A's expired lease
+        assert attempts[-1][1:] == ("worker-b", AttemptOutcome.SUCCEEDED), attempts
+        assert all(w == "worker-a" and o is AttemptOutcome.LEASE_EXPIRED for _, w, o in attempts[:-1]), attempts
+        assert [n for n, _, _ in attempts] == list(range(1, len(attempts) + 1))
+        # none executed twice except by that takeover: the target saw each attempt at most once (A may have
+        # died between a lease and its call), and B's attempt exactly once
+        seen = calls.get(run.run_id, [])
+        assert len(seen) == len(set(seen)) and set(seen) <= {str(n) for n, _, _ in attempts}, (run.run_id, seen)
+        assert str(attempts[-1][0]) in seen
+        taken_over += len(attempts) == 2
+    assert taken_over >= 10  # A had called the target 10 times: those runs were taken over after their leases
+    assert engine.queue.depth() == 0
+    assert engine.dead_letters.depth() == 0
