@@ -66,6 +66,10 @@ class InfraConfig(BaseModel):
     # -- scheduling (see the module docstring for the sizing) ----------------------------------
     shards: Annotated[int, Field(ge=1, le=4096, description="due-index shards (PUNCTUAL_SHARDS)")] = 128
     open_shards: Annotated[int, Field(ge=1, le=4096, description="open-runs index shards")] = 128
+    # The runs table's sparse open index costs 2 write units per run (8 instead of 6); without it
+    # the reaper sweeps the runs table, sweep_pages Scan pages (<= 1 MB) a minute (docs/capacity.md)
+    open_index: bool = True
+    sweep_pages: Annotated[int, Field(ge=1, le=10_000, description="reaper Scan pages per pass")] = 8
     scheduler_instances: Annotated[int, Field(ge=1, le=100, description="K scheduler Lambdas per minute")] = 16
     scheduler_memory_mb: Annotated[int, Field(ge=128, le=10_240, description="1,769 MB = one vCPU")] = (
         constants.SCHEDULER_FUNCTION.memory_mb

@@ -5,7 +5,9 @@ ARN and on the ARNs of the named indexes (indexes only serve ``Query``). DynamoD
 would be authorized through the same per-item actions, so no action here is broader than the
 calls the aws engine makes; none uses ``ConditionCheckItem`` (no transaction checks an item it
 does not write), so nobody is granted it. Nothing may Scan, DeleteItem (history leaves through
-TTL, shard leases are released by an update and expire), or touch a table's configuration.
+TTL, shard leases are released by an update and expire), or touch a table's configuration — except
+the reaper of a stack deployed without the runs ``open`` index, which sweeps the runs table with
+Scan instead (``-c open_index=false``).
 """
 
 from __future__ import annotations
@@ -74,9 +76,18 @@ TABLE_ACCESS: Mapping[str, Mapping[str, TableAccess]] = {
 }
 
 
-def grant_tables(role: iam.IRole, component: str, tables: Mapping[str, dynamodb.ITable]) -> None:
+# The reaper of a stack without the open index: it sweeps the runs table instead of querying it.
+REAPER_WITHOUT_OPEN_INDEX = TableAccess((*READ, "dynamodb:Scan", UPDATE))
+
+
+def grant_tables(
+    role: iam.IRole, component: str, tables: Mapping[str, dynamodb.ITable], *, open_index: bool = True
+) -> None:
     """Grant ``role`` the ``TABLE_ACCESS`` rows of ``component`` on ``tables`` (logical name -> table)."""
-    for logical_name, access in TABLE_ACCESS[component].items():
+    rows = dict(TABLE_ACCESS[component])
+    if component == REAPER and not open_index:
+        rows["runs"] = REAPER_WITHOUT_OPEN_INDEX
+    for logical_name, access in rows.items():
         table = tables[logical_name]
         role.add_to_principal_policy(iam.PolicyStatement(actions=list(access.actions), resources=[table.table_arn]))
         if access.indexes:

@@ -50,6 +50,8 @@ def punctual_environment(
         "region": cdk.Aws.REGION,
         "shards": str(config.shards),
         "open_shards": str(config.open_shards),
+        "open_index": str(config.open_index).lower(),
+        "sweep_pages": str(config.sweep_pages),
         "lookahead_ms": str(config.lookahead_ms),
         "retention_days": str(config.retention_days),
         "dispatch_queue_url": dispatch_queue_url,

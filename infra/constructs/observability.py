@@ -194,7 +194,7 @@ class Observability(Construct):
     def _table_throttles(self, name: str, period: cdk.Duration) -> cw.MathExpression:
         """Read + write throttle events of the table and of each of its indexes, summed."""
         table = self._tables[name]
-        definition = next(t for t in resources.TABLES if t.logical_name == name)
+        definition = next(t for t in resources.tables(open_index=self._config.open_index) if t.logical_name == name)
         scopes: list[dict[str, str]] = [{"TableName": table.table_name}]
         scopes += [{"TableName": table.table_name, "GlobalSecondaryIndexName": i.name} for i in definition.indexes]
         using: dict[str, cw.IMetric] = {}

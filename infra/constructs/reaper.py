@@ -43,7 +43,7 @@ class Reaper(Construct):
             reserved_concurrency=constants.REAPER_RESERVED_CONCURRENCY,
         )
         role = self.handler.role
-        access.grant_tables(role, access.REAPER, shared.tables)
+        access.grant_tables(role, access.REAPER, shared.tables, open_index=shared.config.open_index)
         dispatch_queue.grant_send_messages(role)  # requeue
         alerts.grant_publish_owner_alerts(role)
         self.rule = events.Rule(

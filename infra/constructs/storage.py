@@ -35,7 +35,8 @@ class Storage(Construct):
     def __init__(self, scope: Construct, construct_id: str, *, config: InfraConfig) -> None:
         super().__init__(scope, construct_id)
         self._config = config
-        self.tables: dict[str, dynamodb.Table] = {d.logical_name: self._build_table(d) for d in resources.TABLES}
+        definitions = resources.tables(open_index=config.open_index)
+        self.tables: dict[str, dynamodb.Table] = {d.logical_name: self._build_table(d) for d in definitions}
 
     @property
     def jobs(self) -> dynamodb.Table:

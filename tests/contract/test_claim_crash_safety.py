@@ -21,7 +21,6 @@ from typing import Any
 
 import pytest
 
-from punctual import ids
 from punctual.clock import ManualClock, to_datetime
 from punctual.model import Catchup, Job, JobStatus, Overlap, RunState
 from punctual.port import Engine, RunQuery
@@ -200,21 +199,43 @@ def test_repeated_crashes_then_recovery(engine: Engine, clock: ManualClock, mode
     world.check()
 
 
-def test_a_run_orphaned_by_a_long_outage_is_found_by_the_reaper(engine: Engine, clock: ManualClock) -> None:
+@pytest.mark.parametrize("catchup", [Catchup.LATEST, Catchup.SKIP, Catchup.BACKFILL])
+def test_a_run_orphaned_by_a_long_outage_is_resent_by_the_catch_up(
+    engine: Engine, clock: ManualClock, catchup: Catchup
+) -> None:
     # Given a claim that inserted a run and died before sending it
     t0 = clock.now_ms()
-    job = make_job("alice", clock, shards=engine.store.shards, shard=SHARD)
+    job = make_job("alice", clock, shards=engine.store.shards, shard=SHARD, catchup=catchup, max_backfill=2)
     engine.store.create_job(job)
     with pytest.raises(Crash):
         _tick(engine, engine.store, CrashAt(engine.queue, "send", 1, "before"), t0)
 
-    # When no scheduler claims the shard for longer than late_after (catch-up takes over)
+    # When no scheduler claims the shard for longer than late_after (catch-up plans other times)
     clock.advance(3 * MINUTE)
     _tick(engine, engine.store, engine.queue, clock.now_ms())
 
-    # Then the orphan is still not lost: its deadline passed, so the reaper's query returns it
+    # Then the catch-up claim sent the orphan too: it does not wait for the reaper
     orphan = engine.store.get_run(job.id, t0)
     assert orphan.state is RunState.SCHEDULED
-    assert ids.run_id_for(job.id, t0) not in {m.run_id for m in drain(engine.queue)}
+    assert orphan.run_id in {m.run_id for m in drain(engine.queue)}
+    # and, were it lost again, its deadline passed: the reaper's query returns it
     overdue = engine.store.past_deadline_runs(clock.now_ms(), clock.now_ms(), 100)
     assert orphan.run_id in {r.run_id for r in overdue}
+
+
+def test_catch_up_reads_nothing_extra_on_time(engine: Engine, clock: ManualClock) -> None:
+    # an on-time claim plans the stored time itself: no read of a passed-over run
+    job = make_job("alice", clock, shards=engine.store.shards, shard=SHARD)
+    engine.store.create_job(job)
+    reads: list[Any] = []
+
+    class CountingStore:
+        def __getattr__(self, name: str) -> Any:
+            attr = getattr(engine.store, name)
+            if name != "get_run":
+                return attr
+            return lambda *args, **kwargs: reads.append(args) or attr(*args, **kwargs)
+
+    _tick(engine, CountingStore(), engine.queue, clock.now_ms())
+    assert reads == []
+    assert engine.store.get_job(job.id).next_run_at == job.next_run_at + MINUTE  # it was claimed

@@ -4,7 +4,7 @@ Two variants cover every branch of the app:
 - ``default``: the shipped defaults (sized for 10 million jobs, 20,000 runs/s);
 - ``options``: every optional feature on (Fargate workers, API keys + usage plan, worker target
   ARNs including a wildcard, alarm e-mail, disposable tables, API Gateway's account logging role,
-  warm throughput, a raised Lambda quota) at a small size.
+  warm throughput, a raised Lambda quota, no open index) at a small size.
 
 Synthesis never contacts AWS: the stack is environment-agnostic and nothing looks anything up.
 The dependency layer is pip-installed once into the layer cache (``infra.layer_build``), so only
@@ -41,6 +41,8 @@ OPTIONS_CONTEXT: dict[str, Any] = {
     "warm_throughput": "true",
     "warm_write_units": '{"jobs.due": 12000, "runs": 8000}',  # JSON, as `-c warm_write_units=...` gives it
     "lambda_concurrency_quota": "5000",
+    "open_index": "false",  # 6 write units per run: the reaper sweeps the runs table
+    "sweep_pages": "4",
 }
 
 

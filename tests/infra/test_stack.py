@@ -124,6 +124,18 @@ def test_jobs_due_index_is_sharded_and_carries_the_claim_projection(default_synt
     assert runs["GlobalSecondaryIndexes"][0]["Projection"] == {"ProjectionType": "KEYS_ONLY"}
 
 
+def test_without_the_open_index_the_reaper_sweeps_the_runs_table(options_synth: Synth) -> None:
+    _table(options_synth, resources.RUNS_WITHOUT_OPEN_INDEX)  # the runs keys, and no index
+    granted = _role_actions(options_synth, "reaper")
+    runs_id = _logical_id(options_synth, "AWS::DynamoDB::Table", "StorageRuns")
+    assert json.dumps({"Fn::GetAtt": [runs_id, "Arn"]}) in granted["dynamodb:Scan"]
+    assert not any("/index/open" in arn for arns in granted.values() for arn in arns)
+    for function in options_synth.properties("AWS::Lambda::Function"):
+        variables = function.get("Environment", {}).get("Variables", {})
+        if "PUNCTUAL_ENGINE" in variables:
+            assert (variables["PUNCTUAL_OPEN_INDEX"], variables["PUNCTUAL_SWEEP_PAGES"]) == ("false", "4")
+
+
 def test_disposable_tables_are_destroyed_with_the_stack(options_synth: Synth) -> None:
     for table in options_synth.resources("AWS::DynamoDB::Table").values():
         assert table["DeletionPolicy"] == "Delete"

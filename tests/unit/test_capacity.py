@@ -222,3 +222,17 @@ def test_cli_prints_readable_sections(capsys: pytest.CaptureFixture[str]) -> Non
 def test_cli_refuses_bad_loads(args: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["capacity", *args]) == 2
     assert "invalid load" in capsys.readouterr().err
+
+
+def test_without_the_open_index_the_plan_sizes_the_reaper_sweep() -> None:
+    lean = plan(variant(MISSION, open_index=False))
+    st = lean.storage
+    # 523 GB of history: a daily sweep needs 372 pages a minute, more than the 200 one pass reads
+    assert (st.sweep_pages, st.sweep_period_hours) == (200, 44.6)
+    assert "sweep_period" in {w.code for w in lean.warnings}
+    assert (lean.context["open_index"], lean.context["sweep_pages"]) == (False, 200)
+    # a full sweep reads the table once in 4 KB units at 0.5 RRU; 730 / 44.6 sweeps a month
+    assert st.sweep_rru_per_month == pytest.approx(523.03 * 1024 * 1024 / 4 * 0.5 * 730 / 44.6, rel=0.01)
+    lean_cost, full_cost = monthly_cost(variant(MISSION, open_index=False), lean), monthly_cost(MISSION, plan(MISSION))
+    writes_saved = 2 * MISSION.runs_per_month * 0.625 / 1e6  # 1,095 USD of open-index writes
+    assert full_cost.monthly_usd - lean_cost.monthly_usd == pytest.approx(writes_saved - 140.16 - 0.0, abs=40)

@@ -36,6 +36,9 @@ class Settings(BaseModel):
     data_dir: str = ".punctual"
     shards: Annotated[int, Field(ge=1, le=4096)] = 16
     open_shards: Annotated[int, Field(ge=1, le=4096)] = 16
+    # the runs table's sparse open index (2 write units per run); without it the reaper sweeps
+    open_index: bool = True
+    sweep_pages: Annotated[int, Field(ge=1, le=10_000)] = 8  # runs-table Scan pages per reaper pass without it
     # aws engine: physical names (the CDK app sets them; local bootstrap derives them from prefix)
     name_prefix: Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]{1,64}$")] = "punctual"
     jobs_table: str | None = None

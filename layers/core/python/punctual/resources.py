@@ -115,6 +115,21 @@ LEASES = TableDef(
 )
 
 TABLES: tuple[TableDef, ...] = (JOBS, RUNS, LEASES)
+# A deployment may drop the open index (Settings.open_index, -c open_index=false): 6 write units per
+# run instead of 8; the reaper then sweeps the runs table instead (docs/decisions.md, issue 14).
+RUNS_WITHOUT_OPEN_INDEX = TableDef(
+    logical_name=RUNS.logical_name,
+    partition=RUNS.partition,
+    sort=RUNS.sort,
+    indexes=(),
+    ttl_attribute=RUNS.ttl_attribute,
+)
+
+
+def tables(*, open_index: bool = True) -> tuple[TableDef, ...]:
+    """The three table definitions, the runs table with or without its ``open`` index."""
+    return TABLES if open_index else (JOBS, RUNS_WITHOUT_OPEN_INDEX, LEASES)
+
 
 # -- queues -------------------------------------------------------------------------------------
 # Every receive of a message counts towards the redrive's maxReceiveCount, not only the receives

@@ -129,7 +129,19 @@ def _dynamodb(load: Load, plan: CapacityPlan, runs: int) -> list[CostLine]:
     per_run = plan.per_run
     due_queries = plan.scheduling.due_shards * 0.5 * SECONDS_PER_MONTH  # each shard queried every second
     storage_gb = plan.storage.total_gb
+    sweep = (
+        [
+            CostLine(
+                "DynamoDB",
+                f"reaper sweep of the runs table every {plan.storage.sweep_period_hours:g} h (no open index)",
+                plan.storage.sweep_rru_per_month * value("ddb_rru_usd") / MILLION,
+            )
+        ]
+        if plan.storage.sweep_pages
+        else []
+    )
     return [
+        *sweep,
         CostLine(
             "DynamoDB",
             f"writes: {per_run['write_units_total']} WRU per run",

@@ -63,6 +63,10 @@ class Storage:
     runs_retained: int
     runs_gb: float
     total_gb: float
+    # without the open index: the reaper's sweep of the runs table
+    sweep_pages: int = 0  # Scan pages (1 MB) per one-minute reaper pass
+    sweep_period_hours: float = 0.0  # one full sweep: how late a lost run can be found
+    sweep_rru_per_month: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)

@@ -42,7 +42,8 @@ def plan_capacity(load: Load) -> CapacityPlan:
     tables = _tables(load, scheduling, counts, warnings)
     workers = size_workers(load, scheduling, tables, warnings)
     lateness = _lateness(load, scheduling, workers, tables, warnings)
-    context = _context(load, scheduling, workers, tables)
+    storage = _storage(load, warnings)
+    context = _context(load, scheduling, workers, tables, storage)
     return CapacityPlan(
         load=load.model_dump(mode="json"),
         per_run={
@@ -56,7 +57,7 @@ def plan_capacity(load: Load) -> CapacityPlan:
         scheduling=scheduling,
         tables=tables,
         workers=workers,
-        storage=_storage(load),
+        storage=storage,
         lateness=lateness,
         context=context,
         warnings=warnings,
@@ -209,16 +210,44 @@ def _lateness(
     return Storage(round(jobs_gb, 2), runs_retained, round(runs_gb, 2), round(jobs_gb + runs_gb, 2))
 
 
-def _storage(load: Load) -> Storage:
+SWEEP_TARGET_HOURS = 24  # without the open index, sweep the whole runs table once a day ...
+MAX_SWEEP_PAGES = 200  # ... unless that needs more Scan pages than one reaper pass reads in a minute
+
+
+def _storage(load: Load, warnings: list[QuotaWarning]) -> Storage:
     gib = 1024**3
     overhead = value("ddb_item_overhead_bytes")
     jobs_gb = load.jobs * (value("job_item_bytes") + overhead) / gib
     runs_retained = int(load.runs_per_month / (SECONDS_PER_MONTH / 86_400) * load.retention_days)
     runs_gb = runs_retained * (value("run_item_bytes") + overhead * (1 if load.open_index else 0.5)) / gib
-    return Storage(round(jobs_gb, 2), runs_retained, round(runs_gb, 2), round(jobs_gb + runs_gb, 2))
+    storage = Storage(round(jobs_gb, 2), runs_retained, round(runs_gb, 2), round(jobs_gb + runs_gb, 2))
+    if load.open_index:
+        return storage
+    table_mb = max(runs_gb * 1024, 1.0)
+    pages = min(MAX_SWEEP_PAGES, max(1, math.ceil(table_mb / (SWEEP_TARGET_HOURS * 60))))
+    period_h = table_mb / pages / 60
+    if period_h > SWEEP_TARGET_HOURS:
+        warnings.append(
+            QuotaWarning(
+                "sweep_period",
+                f"without the open index a full sweep of the {runs_gb:,.0f} GB runs table takes {period_h:,.0f} h"
+                f" at {MAX_SWEEP_PAGES} pages a minute: a lost run may be found that late",
+            )
+        )
+    sweeps_per_month = SECONDS_PER_MONTH / 3600 / period_h
+    rru_per_sweep = table_mb * 1024 / 4 * 0.5  # eventually consistent Scan: 0.5 RRU per 4 KB read
+    return Storage(
+        storage.jobs_gb,
+        runs_retained,
+        storage.runs_gb,
+        storage.total_gb,
+        sweep_pages=pages,
+        sweep_period_hours=round(period_h, 1),
+        sweep_rru_per_month=round(rru_per_sweep * sweeps_per_month),
+    )
 
 
-def _context(load: Load, s: Scheduling, w: Workers, tables: list[Throughput]) -> dict[str, Any]:
+def _context(load: Load, s: Scheduling, w: Workers, tables: list[Throughput], storage: Storage) -> dict[str, Any]:
     """CDK context parameters (``infra.config.InfraConfig`` names) for ``npx cdk deploy -c ...``."""
     context: dict[str, Any] = {
         "shards": s.due_shards,
@@ -236,6 +265,8 @@ def _context(load: Load, s: Scheduling, w: Workers, tables: list[Throughput]) ->
         }
     else:
         context["worker_max_concurrency"] = min(w.max_concurrency, int(value("lambda_sqs_max_concurrency")))
+    if not load.open_index:
+        context |= {"open_index": False, "sweep_pages": storage.sweep_pages}
     warm = {t.name: t.warm_writes for t in tables if t.warm_writes}
     if warm:
         context |= {"warm_throughput": True, "warm_write_units": warm}

@@ -67,7 +67,12 @@ def render(report: dict[str, Any]) -> str:
         f"  steady (every minute): {_pct(late['steady'])}",
         "",
         f"Storage: jobs {st['jobs_gb']:,} GB, {st['runs_retained']:,} runs kept {load['retention_days']} days"
-        f" = {st['runs_gb']:,} GB",
+        f" = {st['runs_gb']:,} GB"
+        + (
+            f"; reaper sweep {st['sweep_pages']} pages a minute, a full sweep every {st['sweep_period_hours']:g} h"
+            if st["sweep_pages"]
+            else ""
+        ),
         "",
         f"Monthly cost ({cost['region_note']})",
     ]

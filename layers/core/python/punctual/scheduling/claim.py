@@ -10,7 +10,10 @@ Written once against the port, it runs unchanged on both engines. Per page of du
 A crash between any two steps leaves the job un-advanced, so the next tick repeats the page:
 step 1 finds the rows (no second row), step 2 resends (a duplicate message, dropped by the
 worker's conditional lease), step 3 advances. Sending *before* advancing closes the dual-write
-gap without an outbox: a run can never be inserted, advanced past, and unsent.
+gap without an outbox: a run can never be inserted, advanced past, and unsent. When the next
+tick comes so late that the catch-up policy plans another time than the job's stored one, step 2
+also resends the run at the stored time if one is there and still ``scheduled`` (one read, on the
+catch-up path only): so no run depends on the reaper's open-runs index to get its message.
 Two schedulers on one shard race harmlessly the same way: one row per time, at worst a duplicate
 message, and one of the two advances fails (a counted conflict).
 
@@ -25,9 +28,10 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 
-from punctual.errors import PunctualError
-from punctual.port import DueJob, Queue, Store
-from punctual.scheduling.planning import Plan, PlanOptions, plan
+from punctual.errors import PunctualError, RunNotFound
+from punctual.model import Run, RunState
+from punctual.port import Dispatch, DueJob, Queue, Store
+from punctual.scheduling.planning import Plan, PlanOptions, dispatch_for, plan
 
 logger = logging.getLogger(__name__)
 
@@ -79,6 +83,7 @@ def claim_page(
     stats.existed = len(inserted) - stats.inserted
 
     dispatches = [d for p in plans for run, d in zip(p.runs, p.dispatches, strict=True) if run.is_open]
+    dispatches += _passed_over(store, plans, now)
     queue.send(dispatches)  # step 2
     stats.dispatched = len(dispatches)
 
@@ -97,3 +102,27 @@ def _plan_all(due: list[DueJob], now: int, options: PlanOptions, stats: ClaimSta
             stats.errors += 1
             logger.error("cannot plan job %s: %s", job.job_id, exc)
     return plans
+
+
+def _passed_over(store: Store, plans: list[Plan], now: int) -> list[Dispatch]:
+    """Dispatches for runs at a job's stored time that its plan moved past and that were never sent.
+
+    Such a run exists only if a claim inserted it and died before sending, and no claim came back
+    before the time counted as missed. It is still ``scheduled``; resending is harmless otherwise.
+    """
+    found = []
+    for p in plans:
+        if any(run.scheduled_at == p.job.next_run_at for run in p.runs):
+            continue  # the plan covers the stored time itself
+        run = _open_run(store, p.job.job_id, p.job.next_run_at)
+        if run is not None and run.state is RunState.SCHEDULED:
+            found.append(dispatch_for(run, p.job.jitter_s, now))
+    return found
+
+
+def _open_run(store: Store, job_id: str, scheduled_at: int) -> Run | None:
+    try:
+        run = store.get_run(job_id, scheduled_at)
+    except RunNotFound:
+        return None
+    return run if run.is_open else None

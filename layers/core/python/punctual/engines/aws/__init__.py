@@ -51,6 +51,8 @@ class AwsEngine(Engine):
             leases_table=settings.table_name("leases"),
             shards=settings.shards,
             open_shards=settings.open_shards,
+            open_index=settings.open_index,
+            sweep_pages=settings.sweep_pages,
             retention_days=settings.retention_days,
         )
         dispatch_url = settings.dispatch_queue_url or self._queue_url(DISPATCH_QUEUE.logical_name, "dispatch_queue_url")

@@ -19,11 +19,11 @@ from punctual.engines.aws.clients import AwsClients
 from punctual.resources import (
     DEAD_LETTER_QUEUE,
     DISPATCH_QUEUE,
-    TABLES,
     QueueDef,
     TableDef,
     create_table_request,
     physical_name,
+    tables,
 )
 
 MISSING_QUEUE = frozenset({"AWS.SimpleQueueService.NonExistentQueue", "QueueDoesNotExist"})
@@ -36,9 +36,10 @@ def ensure_resources(
     """Create whatever is missing and return ``settings`` with physical table names and queue URLs."""
     clients = clients or AwsClients(session, region=settings.region)
     dynamodb, sqs = clients.dynamodb, clients.sqs
-    tables = {table.logical_name: settings.table_name(table.logical_name) for table in TABLES}
-    for table in TABLES:
-        ensure_table(dynamodb, table, tables[table.logical_name])
+    definitions = tables(open_index=settings.open_index)
+    names = {table.logical_name: settings.table_name(table.logical_name) for table in definitions}
+    for table in definitions:
+        ensure_table(dynamodb, table, names[table.logical_name])
     dlq_name = _queue_name(settings.dead_letter_queue_url, settings, DEAD_LETTER_QUEUE)
     dlq_url = ensure_queue(sqs, dlq_name, DEAD_LETTER_QUEUE)
     dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
@@ -47,9 +48,9 @@ def ensure_resources(
     )
     return settings.model_copy(
         update={
-            "jobs_table": tables["jobs"],
-            "runs_table": tables["runs"],
-            "leases_table": tables["leases"],
+            "jobs_table": names["jobs"],
+            "runs_table": names["runs"],
+            "leases_table": names["leases"],
             "dispatch_queue_url": dispatch_url,
             "dead_letter_queue_url": dlq_url,
         }

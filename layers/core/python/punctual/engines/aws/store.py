@@ -56,6 +56,9 @@ _MAX_ALERT_PAGES = 10
 _LEASE_ROUNDS = 4  # fresh lease / takeover attempts before conceding that others keep winning
 _OPEN_PAGE = 500  # keys per Query of the open index (KEYS_ONLY rows are tiny)
 _MAX_QUERY_LIMIT = 1000
+# Scan pages (<= 1 MB each) per reaper pass without the open index: 8 MB a minute sweeps ~11 GB
+# a day; punctual capacity --no-open-index sizes it for a table (Settings.sweep_pages).
+SWEEP_PAGES = 8
 
 
 class DynamoStore(Store):
@@ -70,6 +73,8 @@ class DynamoStore(Store):
         leases_table: str,
         shards: int = 16,
         open_shards: int = 16,
+        open_index: bool = True,
+        sweep_pages: int = SWEEP_PAGES,
         retention_days: int = 30,
         max_workers: int = 8,
     ) -> None:
@@ -79,8 +84,11 @@ class DynamoStore(Store):
         self.leases_table = leases_table
         self.shards = shards
         self.open_shards = open_shards
+        self.open_index = open_index
+        self.sweep_pages = sweep_pages
         self.retention_days = retention_days
         self._reap_start = 0  # rotates the first open shard past_deadline_runs reads (fairness)
+        self._sweep_from: Key | None = None  # where the next sweep of the runs table continues
 
     def close(self) -> None:
         self._tables.close()
@@ -368,7 +376,10 @@ class DynamoStore(Store):
 
         Stops reading once ``limit`` runs qualify, starting each call at the next shard so that no
         shard waits behind another's backlog; the result is sorted most overdue first.
+        Without the index (``open_index=False``) it sweeps the runs table instead (:meth:`_sweep`).
         """
+        if not self.open_index:
+            return self._sweep(now, scheduled_before, limit)
         found: list[Run] = []
         start, self._reap_start = self._reap_start, (self._reap_start + 1) % self.open_shards
         for offset in range(self.open_shards):
@@ -381,6 +392,41 @@ class DynamoStore(Store):
                 break
         found.sort(key=lambda r: (r.deadline_at, r.scheduled_at, r.job_id))  # most overdue first
         return found[:limit]
+
+    def _sweep(self, now: int, scheduled_before: int, limit: int) -> list[Run]:
+        """Scan at most ``sweep_pages`` pages of the runs table for open runs past their deadline.
+
+        Each call continues where the previous one stopped and wraps around at the end, so repeated
+        reaper passes sweep the whole table; a full sweep costs the table's size in eventually
+        consistent read units (docs/capacity.md sizes the pages per pass for a sweep period). The
+        runs found are read again with consistent reads, as from the index.
+        """
+        request: dict[str, Any] = {
+            "TableName": self.runs_table,
+            "FilterExpression": "#state IN (:scheduled, :running, :retrying) AND scheduled_at <= :before"
+            " AND deadline_at < :now",
+            "ExpressionAttributeNames": {"#state": "state"},
+            "ExpressionAttributeValues": {
+                ":scheduled": s(RunState.SCHEDULED.value),
+                ":running": s(RunState.RUNNING.value),
+                ":retrying": s(RunState.RETRYING.value),
+                ":before": n(scheduled_before),
+                ":now": n(now),
+            },
+            "ProjectionExpression": "job_id, scheduled_at",
+        }
+        keys: list[Key] = []
+        for _ in range(self.sweep_pages):
+            if self._sweep_from is not None:
+                request["ExclusiveStartKey"] = self._sweep_from
+            page = self._tables.client.scan(**request)
+            keys += [it.run_position(item) for item in page.get("Items", [])]
+            self._sweep_from = page.get("LastEvaluatedKey")
+            if self._sweep_from is None or len(keys) >= limit:
+                break  # wrapped around (the next call starts at the beginning), or enough found
+        found = [r for r in self._get_runs(keys[:limit]) if r.is_open and r.deadline_at < now] if keys else []
+        found.sort(key=lambda r: (r.deadline_at, r.scheduled_at, r.job_id))
+        return found
 
     def _open_keys(self, shard: int, scheduled_before: int) -> Iterator[list[Key]]:
         request: dict[str, Any] = {

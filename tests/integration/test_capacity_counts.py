@@ -1,0 +1,139 @@
+"""The capacity model's per-run counts are the measured ones (punctual.capacity.counts).
+
+Twenty runs of twenty jobs, due at the same second in one shard, go through the real claim
+(``claim_page``) and the worker Lambda's per-record path (``LambdaWorker``) on the aws engine
+against moto, with and without the ``open`` index. Requests are counted on the wire (botocore
+events) and write units computed from the items before and after each write (``wire.WriteMeter``).
+The test asserts the model's figures equal what was counted: change the engine, and it says which
+figure in the model to change.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from moto import mock_aws
+
+from punctual import resources
+from punctual.capacity.counts import SQS_EVENT_SOURCE, SQS_LAMBDA_WORKER, SQS_SCHEDULER, per_run
+from punctual.clock import ManualClock
+from punctual.config import EngineKind, Settings
+from punctual.engines.aws import AwsEngine, ensure_resources
+from punctual.execution.delivery import ExecutionOptions, Outcome
+from punctual.execution.sqs_events import LambdaWorker
+from punctual.execution.targets import TargetResult
+from punctual.model import Job, Run, RunState
+from punctual.scheduling.claim import claim_page
+from tests.contract.factories import make_job
+from tests.integration.wire import RequestCounter, WriteMeter
+
+pytestmark = pytest.mark.integration
+
+RUNS = 20  # two full SQS batches
+SHARD = 1
+T0 = 1_800_000_000_000  # on a minute boundary
+
+
+class NoOpTargets:
+    def execute(self, job: Job, run: Run, attempt: int, deadline: float) -> TargetResult:
+        return TargetResult(ok=True, status_code=204)
+
+
+@pytest.fixture(params=[True, False], ids=["open-index", "no-open-index"])
+def engine(request: pytest.FixtureRequest, clock: ManualClock) -> Iterator[AwsEngine]:
+    with mock_aws():
+        settings = Settings(engine=EngineKind.AWS, shards=4, open_shards=2, name_prefix="cap", open_index=request.param)
+        engine = AwsEngine(ensure_resources(settings), clock=clock)
+        yield engine
+        engine.close()
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock(T0)
+
+
+def test_model_counts_equal_the_measured_ones(engine: AwsEngine, clock: ManualClock) -> None:
+    open_index = engine.settings.open_index
+    model = per_run(open_index=open_index, worker="lambda")
+    store, queue = engine.store, engine.queue
+    for _ in range(RUNS):
+        store.create_job(make_job("owner-cap", clock, shards=store.shards, shard=SHARD, payload={"n": 1}))
+    meter = WriteMeter(engine, resources.tables(open_index=open_index))
+    wire = RequestCounter(engine.clients.dynamodb, engine.clients.sqs)
+
+    # the scheduler: one page of the shard
+    with meter.phase("claim"):
+        stats = claim_page(store, queue, SHARD, clock.now_ms(), lookahead_ms=3_000, limit=500)
+    assert (stats.inserted, stats.dispatched, stats.advanced) == (RUNS, RUNS, RUNS)
+    scheduler = dict(wire.counts)
+    wire.counts.clear()
+
+    # the Lambda event source receives batches of 10 (its requests, not ours: counted apart)
+    events = [_event(engine) for _ in range(RUNS // 10)]
+    event_source = dict(wire.counts)
+    wire.counts.clear()
+
+    # the worker Lambda, record by record
+    worker = LambdaWorker(engine, NoOpTargets(), clock, ExecutionOptions())
+    with meter.phase("execute"):
+        outcomes = [worker.process(record, "lambda:test") for event in events for record in event["Records"]]
+    assert outcomes == [Outcome.SUCCEEDED] * RUNS
+    executing = dict(wire.counts)
+    meter.close()
+    wire.close()
+    assert all(r.state is RunState.SUCCEEDED for r in _runs(engine))
+
+    # DynamoDB write units: the model's per-step units, per run
+    steps = model.writes.by_step
+    assert meter.units["claim"] == RUNS * (steps["claim"] + steps["insert"])
+    assert meter.units["execute"] == RUNS * (steps["lease"] + steps["finish"])
+    assert model.writes.total == (8 if open_index else 6)
+    # requests: one PutItem and one advance per run at claim; a job read, a lease and a finish to execute
+    # requests: the claim queries the shard once, inserts, sends in batches, advances
+    assert scheduler == {
+        "dynamodb:Query": 1,
+        "dynamodb:PutItem": RUNS,
+        "dynamodb:UpdateItem": RUNS,
+        "sqs:SendMessageBatch": RUNS // 10,
+    }
+    # the worker reads each run's job, leases and finishes it, and sets its message's visibility
+    assert {k: v / RUNS for k, v in executing.items()} == {
+        "dynamodb:GetItem": model.dynamodb_reads,
+        "dynamodb:UpdateItem": 2.0,
+        **{f"sqs:{k}": v for k, v in SQS_LAMBDA_WORKER.items()},
+    }
+    assert {k: v / RUNS for k, v in scheduler.items() if k.startswith("sqs:")} == {
+        f"sqs:{k}": v for k, v in SQS_SCHEDULER.items()
+    }
+    assert event_source == {"sqs:ReceiveMessage": RUNS // 10}
+    assert event_source["sqs:ReceiveMessage"] / RUNS == SQS_EVENT_SOURCE["ReceiveMessage"]
+    assert model.sqs_detail == SQS_SCHEDULER | SQS_LAMBDA_WORKER | SQS_EVENT_SOURCE
+    assert model.sqs_requests == pytest.approx(sum(model.sqs_detail.values()))
+
+
+def _event(engine: AwsEngine) -> dict[str, Any]:
+    """Receive a batch of 10 as the Lambda SQS event source does (it deletes the processed ones)."""
+    messages = engine.clients.sqs.receive_message(
+        QueueUrl=engine.queue.url, MaxNumberOfMessages=10, MessageSystemAttributeNames=["All"], VisibilityTimeout=60
+    )["Messages"]
+    assert len(messages) == 10
+    return {
+        "Records": [
+            {
+                "messageId": m["MessageId"],
+                "receiptHandle": m["ReceiptHandle"],
+                "body": m["Body"],
+                "attributes": m["Attributes"],
+                "eventSource": "aws:sqs",
+            }
+            for m in messages
+        ]
+    }
+
+
+def _runs(engine: AwsEngine) -> list[Run]:
+    items = engine.clients.dynamodb.scan(TableName=engine.store.runs_table)["Items"]
+    return [engine.store.get_run(i["job_id"]["S"], int(i["scheduled_at"]["N"])) for i in items]
