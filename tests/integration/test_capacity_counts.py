@@ -89,8 +89,8 @@ def test_model_counts_equal_the_measured_ones(engine: AwsEngine, clock: ManualCl
     # DynamoDB write units: the model's per-step units, per run
     steps = model.writes.by_step
     assert meter.units["claim"] == RUNS * (steps["claim"] + steps["insert"])
-    assert meter.units["execute"] == RUNS * (steps["lease"] + steps["finish"])
-    assert model.writes.total == (8 if open_index else 6)
+    assert meter.units["execute"] == RUNS * (steps["lease"] + steps["finish"] + steps["stats"])
+    assert model.writes.total == (9 if open_index else 7)
     # requests: one PutItem and one advance per run at claim; a job read, a lease and a finish to execute
     # requests: the claim queries the shard once, inserts, sends in batches, advances
     assert scheduler == {
@@ -99,10 +99,11 @@ def test_model_counts_equal_the_measured_ones(engine: AwsEngine, clock: ManualCl
         "dynamodb:UpdateItem": RUNS,
         "sqs:SendMessageBatch": RUNS // 10,
     }
-    # the worker reads each run's job, leases and finishes it, and sets its message's visibility
+    # the worker reads each run's job, leases and finishes it (and adds to the owner's stats
+    # counter), and sets its message's visibility
     assert {k: v / RUNS for k, v in executing.items()} == {
         "dynamodb:GetItem": model.dynamodb_reads,
-        "dynamodb:UpdateItem": 2.0,
+        "dynamodb:UpdateItem": 3.0,
         **{f"sqs:{k}": v for k, v in SQS_LAMBDA_WORKER.items()},
     }
     assert {k: v / RUNS for k, v in scheduler.items() if k.startswith("sqs:")} == {

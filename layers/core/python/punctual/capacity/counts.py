@@ -13,9 +13,10 @@ claim      UpdateItem jobs (advance)             table 1 + ``due`` key moved 2 =
 insert     PutItem runs                          table 1 + ``open`` entry put 1 = 2
 lease      UpdateItem runs                       1
 finish     UpdateItem runs                       table 1 + ``open`` entry deleted 1 = 2
+stats      UpdateItem leases (ADD)               1 (the per-owner minute counters of GET /stats)
 =========  ====================================  =====================================
 
-Without the ``open`` index (``open_index=False``) insert and finish cost 1 each: 6 in all.
+9 in all; without the ``open`` index (``open_index=False``) insert and finish cost 1 each: 7.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ class WriteUnits:
     lease_runs: int = 1
     finish_runs: int = 1
     finish_open: int = 1  # the entry deleted at the terminal write (0 without it)
+    finish_stats: int = 1  # GET /stats: the owner's minute counter in the leases table (issue 13)
 
     @property
     def by_step(self) -> dict[str, int]:
@@ -42,6 +44,7 @@ class WriteUnits:
             "insert": self.insert_runs + self.insert_open,
             "lease": self.lease_runs,
             "finish": self.finish_runs + self.finish_open,
+            "stats": self.finish_stats,
         }
 
     @property

@@ -131,6 +131,7 @@ def _shards(needed: float, *, at_least: int, warnings: list[QuotaWarning], name:
 
 # -- tables ----------------------------------------------------------------------------------------
 
+STATS_ITEM_LIMIT = 8 * 1_000  # GET /stats: 8 counter items per owner and minute, 1,000 writes/s each
 DUE_ROW_BYTES = 250  # a due-index row: keys plus the projection a claim reads
 
 
@@ -147,7 +148,16 @@ def _tables(load: Load, s: Scheduling, counts: PerRun, warnings: list[QuotaWarni
     ]
     if load.open_index:
         rows.append(("runs.open", c * w.insert_open + r * w.finish_open, s.open_shards * 0.5 / 60))
-    rows.append(("leases", s.due_shards / 3, 0.0))  # shard leases renewed every 3 s
+    # shard leases renewed every 3 s, and the owners' GET /stats counters, one ADD per finished run
+    rows.append(("leases", s.due_shards / 3 + r * w.finish_stats, 0.0))
+    if w.finish_stats and r > STATS_ITEM_LIMIT:
+        warnings.append(
+            QuotaWarning(
+                "stats_counters",
+                f"an owner finishing more than {STATS_ITEM_LIMIT:,} runs/s (8 counter items x 1,000 writes/s)"
+                " throttles its GET /stats counters: those runs go uncounted (the runs themselves are unaffected)",
+            )
+        )
     return [_throughput(name, wru, rru, warnings) for name, wru, rru in rows]
 
 
