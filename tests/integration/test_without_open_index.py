@@ -54,7 +54,7 @@ def test_the_sweep_finds_open_runs_past_their_deadline(engine: AwsEngine, clock:
     store.insert_runs(runs)
     fresh = make_run(job, T0, clock, deadline_at=T0 + MINUTE)  # not overdue
     store.insert_runs([fresh])
-    store.transition_run(runs[0], RunChange(state=RunState.SUCCEEDED, now=T0, deadline_at=T0))  # terminal
+    store.transition_run(runs[0], RunChange(state=RunState.CANCELLED, now=T0, deadline_at=T0))  # terminal
 
     found = store.past_deadline_runs(T0, T0, 100)
     assert [r.scheduled_at for r in found] == [r.scheduled_at for r in runs[1:]]  # most overdue first
