@@ -9,10 +9,6 @@ from punctual.capacity import Load, plan_capacity
 
 pytestmark = pytest.mark.infra
 
-# Parameters of the concurrency-isolation and warm-throughput work (issue 15), named as agreed;
-# until that lands, the CDK app does not know them yet.
-PENDING = {"warm_throughput", "warm_write_units", "lambda_concurrency_quota"}
-
 
 @pytest.mark.parametrize(
     "load",
@@ -26,8 +22,10 @@ PENDING = {"warm_throughput", "warm_write_units", "lambda_concurrency_quota"}
 )
 def test_the_deploy_context_is_valid(load: Load) -> None:
     context = plan_capacity(load).context
-    known = {k: v for k, v in context.items() if k in InfraConfig.model_fields}
-    assert set(context) - set(known) <= PENDING
-    config = InfraConfig.from_values(known)
+    config = InfraConfig.from_values(context)  # every name known, every value valid
     assert config.shards == context["shards"] and config.scheduler_instances == context["scheduler_instances"]
     assert config.open_index is context.get("open_index", True)
+    assert config.warm_throughput is context.get("warm_throughput", False)
+    if config.warm_throughput:
+        assert config.warm_write_units == context["warm_write_units"]
+    assert config.lambda_concurrency_quota == context.get("lambda_concurrency_quota", 1_000)

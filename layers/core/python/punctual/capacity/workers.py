@@ -76,6 +76,16 @@ def size_workers(load: Load, s: Scheduling, tables: list[Throughput], warnings: 
                     " kept: the rest scales at +1,000/min (see the first-burst lateness)",
                 )
             )
+    if reserved > value("lambda_sqs_max_concurrency"):
+        warnings.append(
+            QuotaWarning(
+                "stack_worker_cap",
+                f"the CDK app caps worker concurrency at {int(value('lambda_sqs_max_concurrency')):,}"
+                f" (worker_max_concurrency, standard mode): this load needs {reserved:,} with provisioned pollers"
+                f" ({min_pollers}-{max_pollers}); set them and the worker's reserved concurrency on the event source"
+                " mapping after deploying",
+            )
+        )
     if concurrency >= value("lambda_poller_max_concurrency"):
         warnings.append(
             QuotaWarning(
@@ -119,7 +129,10 @@ def _lambda_concurrency(load: Load, s: Scheduling, tables: list[Throughput], est
     return concurrency
 
 
-OTHER_FUNCTIONS_CONCURRENCY = 110  # API (~100 at its default throttle), reaper, dead-letter handler
+# What the account quota must hold besides workers and schedulers, as the CDK app reserves it
+# (infra.config.InfraConfig.worker_reserved_concurrency): 100 Lambda keeps unreserved, the API's
+# 100 (api_reserved_concurrency) and the reaper's 4.
+OTHER_FUNCTIONS_CONCURRENCY = 100 + 100 + 4
 
 
 def _account(reserved: int, warnings: list[QuotaWarning]) -> int:
