@@ -37,8 +37,11 @@ T0 = 1_800_000_000_000  # on a minute boundary
 
 
 class NoOpTargets:
-    def execute(self, job: Job, run: Run, attempt: int, deadline: float) -> TargetResult:
+    async def execute(self, job: Job, run: Run, attempt: int, timeout_s: float) -> TargetResult:
         return TargetResult(ok=True, status_code=204)
+
+    def close(self) -> None:
+        pass
 
 
 @pytest.fixture(params=[True, False], ids=["open-index", "no-open-index"])
@@ -76,10 +79,14 @@ def test_model_counts_equal_the_measured_ones(engine: AwsEngine, clock: ManualCl
     event_source = dict(wire.counts)
     wire.counts.clear()
 
-    # the worker Lambda, record by record
-    worker = LambdaWorker(engine, NoOpTargets(), clock, ExecutionOptions())
+    # the worker Lambda, one invocation per batch
+    worker = LambdaWorker(engine, clock, options=ExecutionOptions(), targets=NoOpTargets)
+    outcomes: list[object] = []
     with meter.phase("execute"):
-        outcomes = [worker.process(record, "lambda:test") for event in events for record in event["Records"]]
+        for event in events:
+            failures, settled = worker.handle(event["Records"], "lambda:test")
+            assert failures == []
+            outcomes += settled
     assert outcomes == [Outcome.SUCCEEDED] * RUNS
     executing = dict(wire.counts)
     meter.close()

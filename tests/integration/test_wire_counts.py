@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from punctual import ids
+from punctual.capacity.counts import SQS_PROCESS_WORKER
 from punctual.clock import SystemClock
 from punctual.config import EngineKind, Settings
 from punctual.execution.delivery import ExecutionOptions, Outcome
@@ -144,6 +145,10 @@ def test_the_worker_spends_at_most_0_3_sqs_requests_per_run(moto_server: str, ca
             f" DynamoDB {dynamodb:.3f}"
         )
     assert worker_sqs <= 0.3, (per_run, work)
+    # the capacity model prices the worker at what this test measured (punctual.capacity.counts);
+    # receives vary with timing (at best 0.1 per run at full batches), hence the tolerance
+    model = sum(SQS_PROCESS_WORKER.values())
+    assert abs(worker_sqs - model) <= 0.07, (worker_sqs, model)
     assert work["sqs.ChangeMessageVisibility"] == 0 and work["sqs.DeleteMessage"] == 0  # only batch requests
     # GetItem (the job) + UpdateItem (lease, finish, the owner's run statistics) per run
     assert dynamodb <= 4.0, per_run
