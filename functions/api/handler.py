@@ -15,9 +15,8 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from punctual.api.app import Services, handle
-from punctual.clock import SystemClock
 from punctual.config import EngineKind, Settings
-from punctual.engines import open_engine
+from punctual.runtime.assembly import Runtime
 
 logger = Logger(service="punctual-api")
 tracer = Tracer(service="punctual-api")
@@ -27,9 +26,7 @@ metrics = Metrics(namespace="Punctual", service="punctual-api")
 @cache
 def services() -> Services:
     """Settings from the environment the CDK app sets; always the aws engine in Lambda."""
-    settings = Settings.from_env(engine=EngineKind.AWS)
-    clock = SystemClock()
-    return Services.of(open_engine(settings, clock=clock), settings, clock)
+    return Runtime.open(Settings.from_env(engine=EngineKind.AWS)).services()
 
 
 @logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST)

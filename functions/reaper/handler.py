@@ -7,20 +7,16 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
-import boto3
 from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from punctual.clock import SystemClock
 from punctual.config import Settings
-from punctual.engines import open_engine
 from punctual.execution.sqs_events import KeepMessage, delivery_of
-from punctual.port import Engine
-from punctual.reaping.reaper import DeadLetterResult, Reaper, ReapOptions, handle_dead_letter
-from punctual.runs.alerts import Alerter, alerter_for
+from punctual.reaping.reaper import DeadLetterResult, handle_dead_letter
+from punctual.runtime.assembly import Runtime
 
 logger = Logger()
 tracer = Tracer()
@@ -30,16 +26,16 @@ SAFETY_MS = 10_000  # a sweep stops paging this long before the function's timeo
 
 
 @cache
-def _runtime() -> tuple[Engine, Alerter]:
+def _runtime() -> Runtime:
     """Engine and alerter, built once per execution environment (never at import)."""
-    settings = Settings.from_env()
-    alerter = alerter_for(settings.alert_topic_arn, lambda: boto3.client("sns"))
-    return open_engine(settings, clock=SystemClock()), alerter
+    return Runtime.open(Settings.from_env())
 
 
 def dead_letter_handler(record: SQSRecord) -> str:
-    engine, alerter = _runtime()
-    result = handle_dead_letter(engine.store, alerter, delivery_of(record.raw_event), SystemClock().now_ms())
+    runtime = _runtime()
+    result = handle_dead_letter(
+        runtime.engine.store, runtime.alerter, delivery_of(record.raw_event), runtime.clock.now_ms()
+    )
     metrics.add_metric(name=f"DeadLetter_{result.value}", unit=MetricUnit.Count, value=1)
     if result is DeadLetterResult.CONFLICT:
         raise KeepMessage("the run kept changing; the dead-letter message is kept for a later try")
@@ -56,10 +52,10 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
                 event=event, record_handler=dead_letter_handler, processor=processor, context=context
             )
         )
-    engine, alerter = _runtime()  # the schedule
+    runtime = _runtime()  # the schedule
     # the dead-letter queue is this function's own event source (above): the scheduled pass leaves it alone
-    clock = SystemClock()
-    reaper = Reaper(engine, clock, alerter=alerter, options=ReapOptions(drain_dead_letters=False))
+    clock = runtime.clock
+    reaper = runtime.reaper(drain_dead_letters=False)
     # Page until caught up, or until shortly before the timeout (the next minute's sweep goes on).
     stats = reaper.tick(until_ms=clock.now_ms() + context.get_remaining_time_in_millis() - SAFETY_MS)
     for name in ("redispatched", "requeued", "dead", "cancelled", "dead_letters", "alerts", "conflicts", "errors"):

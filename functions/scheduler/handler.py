@@ -17,14 +17,11 @@ from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from punctual.clock import SystemClock
 from punctual.config import Settings
-from punctual.engines import open_engine
 from punctual.errors import InvalidInput
-from punctual.port import Engine
+from punctual.runtime.assembly import Runtime
 from punctual.runtime.powertools import PowertoolsMetrics
 from punctual.scheduling.invocation import run_until_ms
-from punctual.scheduling.scheduler import Scheduler, options_from_settings
 
 logger = Logger()
 tracer = Tracer()
@@ -44,9 +41,8 @@ class SchedulerEvent(BaseModel):
 
 
 @cache
-def _runtime() -> tuple[Settings, Engine]:
-    settings = Settings.from_env()
-    return settings, open_engine(settings, clock=SystemClock())
+def _runtime() -> Runtime:
+    return Runtime.open(Settings.from_env())
 
 
 @logger.inject_lambda_context
@@ -56,22 +52,17 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         request = SchedulerEvent.model_validate(event or {})
     except ValidationError as exc:
         raise InvalidInput(f"invalid scheduler event: {exc.errors(include_url=False)}") from exc
-    settings, engine = _runtime()
-    clock = SystemClock()
+    runtime = _runtime()
     sink = PowertoolsMetrics(metrics)
-    scheduler = Scheduler(
-        engine,
-        clock,
+    scheduler = runtime.scheduler(
         metrics=sink,
-        options=options_from_settings(settings),
         instance=request.instance,
         instances=request.instances,
         # The same owner in every invocation of instance i: the next minute's invocation renews
         # this one's leases at once (they are kept, not released), so shards stay balanced.
         owner=f"scheduler-{request.instance}",
-        skew=getattr(engine, "service_clock", None),
     )
-    until = run_until_ms(clock.now_ms(), context.get_remaining_time_in_millis())
+    until = run_until_ms(runtime.clock.now_ms(), context.get_remaining_time_in_millis())
     stats = scheduler.run(threading.Event(), until_ms=until, after_tick=sink.flush, release_on_stop=False)
     logger.info("scheduler invocation done", extra={"instance": request.instance, "stats": stats})
     return {"instance": request.instance, "dispatched": stats.dispatched, "conflicts": stats.conflicts}

@@ -15,18 +15,14 @@ from collections import Counter
 from functools import cache
 from typing import Any
 
-import boto3
 from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from punctual.clock import SystemClock
 from punctual.config import Settings
-from punctual.engines import open_engine
-from punctual.execution.delivery import RUN_METRICS, ExecutionOptions, Outcome
+from punctual.execution.delivery import RUN_METRICS, Outcome
 from punctual.execution.sqs_events import LambdaWorker
-from punctual.resources import DISPATCH_QUEUE
-from punctual.runs.alerts import alerter_for
+from punctual.runtime.assembly import Runtime
 from punctual.runtime.powertools import PowertoolsMetrics
 
 logger = Logger()
@@ -37,16 +33,9 @@ sink = PowertoolsMetrics(metrics)  # start lateness samples; @metrics.log_metric
 
 @cache
 def _worker() -> LambdaWorker:
-    """Engine, target policy and alerter, built once per execution environment (never at import)."""
-    settings = Settings.from_env()
-    clock = SystemClock()
-    # The visibility the event source received the messages with: the deployed queue's (from the stack).
-    visibility_s = settings.dispatch_visibility_s or DISPATCH_QUEUE.visibility_timeout_s
-    options = ExecutionOptions(lease_margin_s=settings.lease_margin_s, visibility_s=visibility_s)
-    alerter = alerter_for(settings.alert_topic_arn, lambda: boto3.client("sns"))
-    # on AWS: public addresses only, unless configured
-    engine = open_engine(settings, clock=clock)
-    return LambdaWorker(engine, clock, settings.target_policy(), options, alerter, metrics=sink)
+    """Built once per execution environment (never at import): engine, target policy (on AWS: public
+    addresses only, unless configured), the deployed queue's visibility and the SNS alerter."""
+    return Runtime.open(Settings.from_env()).lambda_worker(metrics=sink)
 
 
 @logger.inject_lambda_context

@@ -19,7 +19,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Generic, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 from punctual.model import Attempt, Catchup, Job, JobStatus, Overlap, Run, RunState
 from punctual.runs.stats import RunStats
@@ -436,12 +436,26 @@ class Queue(ABC):
         """Approximate number of messages (visible, delayed and in flight)."""
 
 
+class SkewSource(Protocol):
+    @property
+    def skew_ms(self) -> int | None:
+        """Service clock minus local clock, as last measured (None before the first response)."""
+        ...
+
+
 class Engine(ABC):
     """A store and its two queues, created from configuration."""
 
     store: Store
     queue: Queue  # dispatch queue
     dead_letters: Queue  # where the dispatch queue moves poison messages
+
+    @property
+    def clock_skew(self) -> SkewSource | None:
+        """The storage service's clock relative to ours, where the engine measures it (the aws
+        engine, from response ``Date`` headers); None where storage shares our clock (embedded).
+        The scheduler corrects its clock by it."""
+        return None
 
     def close(self) -> None:  # noqa: B027 - engines without resources need not override it
         """Release connections; the engine is not used afterwards."""

@@ -35,8 +35,7 @@ from punctual.config import Settings
 from punctual.errors import ConfigError, PunctualError, Unauthorized
 from punctual.jobs import service as jobs
 from punctual.model import AwareRfc3339, JobStatus, RunState
-from punctual.port import Engine, Queue, RunQuery, Store
-from punctual.scheduling.scheduler import SkewSource
+from punctual.port import Engine, Queue, RunQuery, SkewSource, Store
 
 _LOCK = threading.Lock()
 
@@ -75,7 +74,7 @@ class Services:
             clock=clock,
             settings=settings,
             dead_letters=engine.dead_letters,
-            skew=getattr(engine, "service_clock", None),
+            skew=engine.clock_skew,
         )
 
 

@@ -13,9 +13,9 @@ from punctual.cli.common import (
     settings_from_args,
     stop_event_on_signals,
 )
-from punctual.clock import SystemClock
 from punctual.metrics import InMemoryMetrics
-from punctual.scheduling.scheduler import Scheduler, options_from_settings
+from punctual.runtime.assembly import Runtime
+from punctual.scheduling.scheduler import options_from_settings
 from punctual.scheduling.shards import OwnershipOptions
 
 
@@ -34,22 +34,16 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     configure_logging()
-    settings, engine = engine_from_settings(settings_from_args(args, lookahead_ms=args.lookahead_ms))
+    runtime = Runtime(*engine_from_settings(settings_from_args(args, lookahead_ms=args.lookahead_ms)))
+    engine = runtime.engine
     stop = stop_event_on_signals()
-    options = options_from_settings(settings)
+    options = options_from_settings(runtime.settings)
     if args.lease_ttl_ms:
         ttl = args.lease_ttl_ms
         ownership = OwnershipOptions(ttl_ms=ttl, renew_every_ms=max(100, ttl // 3))
         options = dataclasses.replace(options, ownership=ownership)
-    scheduler = Scheduler(
-        engine,
-        SystemClock(),
-        metrics=InMemoryMetrics(),
-        options=options,
-        owner=args.owner,
-        instance=args.instance,
-        instances=args.instances,
-        skew=getattr(engine, "service_clock", None),
+    scheduler = runtime.scheduler(
+        metrics=InMemoryMetrics(), options=options, owner=args.owner, instance=args.instance, instances=args.instances
     )
     try:
         scheduler.run(stop)

@@ -16,11 +16,8 @@ from punctual.cli.common import (
     settings_from_args,
     stop_event_on_signals,
 )
-from punctual.clock import SystemClock
-from punctual.execution.delivery import ExecutionOptions
-from punctual.execution.worker import Tuning, Worker
-from punctual.reaping.reaper import Reaper, ReapOptions
-from punctual.runs.alerts import alerter_for
+from punctual.execution.worker import Tuning
+from punctual.runtime.assembly import Runtime
 
 
 def register(subparsers: Any) -> None:
@@ -74,46 +71,29 @@ def run_worker(args: argparse.Namespace) -> int:
         "target_allow_loopback": args.allow_loopback or None,
         "target_allow_private": args.allow_private or None,
     }
-    settings, engine = engine_from_settings(settings_from_args(args, **overrides))
+    runtime = Runtime(*engine_from_settings(settings_from_args(args, **overrides)))
     stop = stop_event_on_signals()
-    policy = settings.target_policy()
-    local = settings.engine == "embedded"
+    local = runtime.settings.engine == "embedded"
     tuning = Tuning(
         max_in_flight=args.max_in_flight,
         receive_batch=args.receive_batch or (250 if local else 100),
         receivers=args.receivers or (2 if local else 8),
         wait_s=args.wait_s if args.wait_s is not None else (1.0 if local else 20.0),
     )
-    worker = Worker(
-        engine,
-        SystemClock(),
-        policy=policy,
-        options=ExecutionOptions(lease_margin_s=settings.lease_margin_s, visibility_s=args.visibility_s),
-        tuning=tuning,
-        worker_id=args.worker_id,
-        alerter=alerter_for(settings.alert_topic_arn, _sns_client),
-    )
+    worker = runtime.worker(tuning=tuning, visibility_s=args.visibility_s, worker_id=args.worker_id)
     try:
         worker.run(stop)
     finally:
-        engine.close()
+        runtime.close()
     return 0
 
 
 def run_reaper(args: argparse.Namespace) -> int:
     configure_logging()
-    settings, engine = engine_from_settings(settings_from_args(args))
+    runtime = Runtime(*engine_from_settings(settings_from_args(args)))
     stop = stop_event_on_signals()
-    options = ReapOptions(retention_s=settings.retention_s)
-    reaper = Reaper(engine, SystemClock(), options=options, interval_s=args.interval_s)
     try:
-        reaper.run(stop)
+        runtime.reaper(interval_s=args.interval_s).run(stop)
     finally:
-        engine.close()
+        runtime.close()
     return 0
-
-
-def _sns_client() -> Any:
-    import boto3
-
-    return boto3.client("sns")

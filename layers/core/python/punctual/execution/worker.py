@@ -39,7 +39,6 @@ from typing import Any, TypeVar
 from punctual import ids
 from punctual import metrics as m
 from punctual.clock import Clock
-from punctual.config import DEFAULT_RETENTION_S
 from punctual.errors import InvalidId
 from punctual.execution import batch
 from punctual.execution.delivery import RUN_METRICS, ExecutionOptions, Outcome
@@ -47,7 +46,6 @@ from punctual.execution.targets.aio import AsyncTargetExecutor, AsyncTargets
 from punctual.execution.targets.policy import TargetPolicy
 from punctual.metrics import Metrics
 from punctual.port import Delivery, Engine, Queue
-from punctual.reaping.reaper import Reaper, ReapOptions
 from punctual.runs.alerts import Alerter, LogAlerter
 
 logger = logging.getLogger(__name__)
@@ -377,33 +375,3 @@ def runner() -> Any:
         factory = None
     with asyncio.Runner(loop_factory=factory) as loop_runner:
         yield loop_runner
-
-
-def execution_components(
-    engine: Engine,
-    clock: Clock,
-    *,
-    lease_margin_s: int = 30,
-    max_in_flight: int = 1_000,
-    allow_loopback: bool = True,
-    allow_private: bool = False,
-    reap_interval_s: float = 10.0,
-    metrics: Metrics | None = None,
-    retention_s: int = DEFAULT_RETENTION_S,
-) -> list[Worker | Reaper]:
-    """The worker and the reaper as components of ``punctual dev`` (each has ``name`` and ``run(stop)``).
-
-    Local defaults: HTTP targets may reach loopback (a service on the same laptop), and the reaper
-    looks every 10 s rather than every minute.
-    """
-    policy = TargetPolicy(allow_private=allow_private, allow_loopback=allow_loopback)
-    worker = Worker(
-        engine,
-        clock,
-        policy=policy,
-        options=ExecutionOptions(lease_margin_s=lease_margin_s),
-        tuning=Tuning(max_in_flight=max_in_flight),
-        metrics=metrics,
-    )
-    reaper = Reaper(engine, clock, options=ReapOptions(retention_s=retention_s), interval_s=reap_interval_s)
-    return [worker, reaper]

@@ -12,12 +12,11 @@ import threading
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
 
 from punctual import metrics as m
 from punctual.clock import Clock
 from punctual.config import Settings
-from punctual.port import Engine
+from punctual.port import Engine, SkewSource
 from punctual.scheduling.claim import ClaimStats, claim_page
 from punctual.scheduling.planning import Plan, PlanOptions
 from punctual.scheduling.shards import OwnershipOptions, ShardOwnership
@@ -40,13 +39,6 @@ def options_from_settings(settings: Settings) -> SchedulerOptions:
         lookahead_ms=settings.lookahead_ms,
         plan=PlanOptions(retention_s=settings.retention_s),
     )
-
-
-class SkewSource(Protocol):
-    @property
-    def skew_ms(self) -> int | None:
-        """Service clock minus local clock, as last measured (None before the first response)."""
-        ...
 
 
 class SkewCorrectedClock:

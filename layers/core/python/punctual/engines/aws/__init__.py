@@ -78,6 +78,10 @@ class AwsEngine(Engine):
             settings = ensure_resources(settings, clients=clients)
         return cls(settings, clock=clock, clients=clients)
 
+    @property
+    def clock_skew(self) -> ServiceClock:
+        return self.service_clock
+
     def close(self) -> None:
         self.store.close()
         self.queue.close()
