@@ -244,6 +244,81 @@ def test_markup_in_a_job_name_and_a_response_renders_as_text(
     assert not [e for e in browser.console_errors if e.startswith("dialog")]
 
 
+def _answer_with(page: Any, pattern: str, body: Any) -> None:
+    page.route(pattern, lambda route: route.fulfill(status=200, json=body))
+
+
+def _offer(page: Any, *templates: str) -> None:
+    """The served OpenAPI document, plus optional routes this API does not have (yet)."""
+
+    def extend(route: Any) -> None:
+        response = route.fetch()
+        document = response.json()
+        for template in templates:
+            document["paths"].setdefault(template, {"get": {"responses": {"200": {"description": "ok"}}}})
+        route.fulfill(response=response, json=document)
+
+    page.route("**/openapi.json", extend)
+
+
+def test_dependency_graph_shows_upstream_and_dependents_when_the_api_offers_it(
+    dev: Dev, browser: Browser, jobs: dict[str, dict[str, Any]]
+) -> None:
+    # GET /jobs/{id}/graph comes with job dependencies (issue 11); its answer, as that API shapes it
+    job = jobs["report"]
+    node = {"status": "active", "last_run_id": None, "last_run_at": None}
+    graph = {
+        "job": {**node, "id": job["id"], "name": job["name"], "last_run_state": "succeeded"},
+        "upstream": [{**node, "id": jobs["failing"]["id"], "name": "nightly-export", "last_run_state": "dead"}],
+        "downstream": [{**node, "id": jobs["markup"]["id"], "name": "markup-echo", "last_run_state": None}],
+        "edges": [
+            {"upstream": jobs["failing"]["id"], "dependent": job["id"], "when": "finished"},
+            {"upstream": job["id"], "dependent": jobs["markup"]["id"], "when": "succeeded"},
+        ],
+        "truncated": False,
+    }
+    page = browser.page
+    _offer(page, "/jobs/{job_id}/graph")
+    _answer_with(page, f"**/jobs/{job['id']}/graph", graph)
+    try:
+        page.goto(f"{dev.api_url}/console/jobs/{job['id']}#key={dev.key}")
+        expect(page.locator("#graph canvas")).to_be_visible()
+        option = chart_option(page, "#graph")["series"][0]
+        assert sorted(n["name"] for n in option["data"]) == ["markup-echo", "nightly-export", "nightly-report"]
+        assert [n["x"] for n in sorted(option["data"], key=lambda n: n["x"])] == [-260, 0, 260]  # up, job, down
+        assert [(link["value"]) for link in option["links"]] == ["finished", "succeeded"]
+        browser.shot("job-graph")
+    finally:
+        page.unroute("**/openapi.json")
+        page.unroute(f"**/jobs/{job['id']}/graph")
+    page.reload()  # not offered: no section, no request
+    expect(page.locator("#timeline canvas")).to_be_visible()
+    assert page.locator("#graph").count() == 0
+
+
+def test_limits_and_usage_when_the_api_offers_them(dev: Dev, browser: Browser) -> None:
+    # GET /limits comes with tenants (issue 12); its answer, as that API shapes it
+    limits = {
+        "owner": "local",
+        "limits": {"max_jobs": 100, "max_runs_per_minute": None, "max_concurrency": 8,
+                   "api_requests_per_second": 50, "weight": 1},
+        "usage": {"live_jobs": 7, "running": 2, "runs_this_minute": None},
+    }  # fmt: skip
+    page = browser.page
+    _offer(page, "/limits")
+    _answer_with(page, "**/limits", limits)
+    try:
+        page.goto(f"{dev.api_url}/console/ops#key={dev.key}")
+        expect(page.locator("#limits")).to_be_visible()
+        expect(page.locator('#limits tr[data-limit="max_jobs"]')).to_contain_text("7")
+        expect(page.locator('#limits tr[data-limit="max_runs_per_minute"]')).to_contain_text("none")
+        usage = chart_option(page, "#limits-chart")["series"][0]["data"]
+        assert usage == [7, 25]  # 7 of 100 jobs, 2 of 8 concurrent runs
+    finally:
+        page.unroute("**/openapi.json")
+        page.unroute("**/limits")
+
+
 def test_no_script_errors_no_csp_violations_and_the_key_never_in_a_url(dev: Dev, browser: Browser) -> None:
     # runs last in this module: every view above was loaded in this browser
     assert browser.requests, "the browser made no requests"

@@ -1,16 +1,21 @@
 // A job: its facts and actions (pause, resume, trigger, delete: each confirmed first), the run
 // timeline, the start-lateness histogram and the calendar of outcomes, then the newest runs.
-import { api, get, pages } from "../api.js";
+import { api, get, offers, pages } from "../api.js";
 import { calendar, chart, histogram, histogramFromRuns, timeline } from "../charts.js";
 import { card, confirmAction, errorBox, h, link, show, state } from "../dom.js";
 import { duration, scheduleInWords, when } from "../format.js";
+import { dependencyGraph } from "../graph.js";
 
 const MAX_RUNS = 300; // newest runs read for the charts (3 pages)
 const TIMELINE_RUNS = 100;
 
 export async function jobView(ctx, jobId) {
   const path = `/jobs/${encodeURIComponent(jobId)}`;
-  const [job, runs] = await Promise.all([get(path), pages(`${path}/runs`, MAX_RUNS)]);
+  const [job, runs, graph] = await Promise.all([
+    get(path),
+    pages(`${path}/runs`, MAX_RUNS),
+    offers("/jobs/{job_id}/graph").then((offered) => (offered ? get(`${path}/graph`) : null)),
+  ]);
   if (!ctx.current()) return;
   const now = Date.now();
   const finished = runs.filter((r) => ["succeeded", "failed", "dead"].includes(r.state));
@@ -38,6 +43,8 @@ export async function jobView(ctx, jobId) {
   const timelineEl = h("div", { class: "chart tall", id: "timeline" });
   const latenessEl = h("div", { class: "chart", id: "lateness" });
   const calendarEl = h("div", { class: "chart cal", id: "calendar" });
+  const linked = graph && graph.upstream.length + graph.downstream.length > 0;
+  const graphEl = h("div", { class: "chart", id: "graph" });
   const shown = runs.slice(0, TIMELINE_RUNS);
   show(ctx.view,
     h("p", {}, link("/console/", "← Jobs")),
@@ -57,6 +64,7 @@ export async function jobView(ctx, jobId) {
     h("div", { class: "grid2" },
       h("div", {}, h("h2", {}, "Start lateness"), h("div", { class: "panel" }, latenessEl)),
       h("div", {}, h("h2", {}, "Outcomes by day"), h("div", { class: "panel" }, calendarEl))),
+    linked ? [h("h2", {}, `Dependencies${graph.truncated ? " (more than shown)" : ""}`), h("div", { class: "panel" }, graphEl)] : null,
     h("h2", {}, "Newest runs"),
     runsTable(runs.slice(0, 20)));
   const ordered = [...shown].sort((a, b) => Date.parse(a.scheduled_at) - Date.parse(b.scheduled_at));
@@ -66,6 +74,14 @@ export async function jobView(ctx, jobId) {
   });
   chart(latenessEl, histogram(hist.counts, `${hist.n} started runs · p50 ${duration(hist.p50)} · p99 ${duration(hist.p99)}`));
   chart(calendarEl, calendar(runs, now));
+  if (linked) {
+    const ids = [graph.job, ...graph.upstream, ...graph.downstream].map((j) => j.id);
+    chart(graphEl, dependencyGraph(graph), (p) => {
+      if (p.dataType === "node" && ids.includes(p.data.id) && p.data.id !== job.id) {
+        ctx.navigate(`/console/jobs/${encodeURIComponent(p.data.id)}`);
+      }
+    });
+  }
 }
 
 function targetText(target) {

@@ -1,46 +1,65 @@
 // Jobs: name, schedule in words, status, next run, last run state, the last 50 runs as a sparkline.
-import { get, pages } from "../api.js";
+// Pages of 100 jobs (newest first) with "Load more"; search filters the loaded jobs by name.
+import { get } from "../api.js";
 import { chart, sparkline } from "../charts.js";
 import { h, link, show, state } from "../dom.js";
 import { scheduleInWords, when } from "../format.js";
 
-const MAX_JOBS = 500;
+const PAGE = 100;
 const SPARK_RUNS = 50;
 const PARALLEL = 6;
 
 export async function jobsView(ctx) {
   const status = ctx.params.get("status") || "";
-  const jobs = await pages(`/jobs${status ? `?status=${encodeURIComponent(status)}` : ""}`, MAX_JOBS);
-  if (!ctx.current()) return;
   const search = h("input", { type: "search", placeholder: "Search by name", "aria-label": "Search by name",
     value: ctx.params.get("q") || "" });
   const filter = h("select", { "aria-label": "Filter by status" },
     ["", "active", "paused", "completed", "deleted"].map((s) =>
       h("option", { value: s, selected: s === status }, s || "all but deleted")));
   filter.addEventListener("change", () => ctx.navigate(`/console/${filter.value ? `?status=${filter.value}` : ""}`));
-  const rows = jobs.map((job) => row(job));
-  const body = h("tbody", {}, rows.map((r) => r.tr));
-  const count = h("span", { class: "muted" });
+  const rows = [];
+  const body = h("tbody", {});
+  const count = h("span", { class: "muted", id: "jobs-count" });
+  const more = h("button", { type: "button", id: "load-more", hidden: true }, "Load more");
+  const empty = h("p", { class: "muted", hidden: true }, "No jobs yet: create one with POST /jobs or `punctual jobs create`.");
+  let cursor = null;
   const applySearch = () => {
     const needle = search.value.trim().toLowerCase();
     let shown = 0;
     rows.forEach((r) => {
-      const visible = !needle || r.job.name.toLowerCase().includes(needle);
-      r.tr.hidden = !visible;
-      shown += visible ? 1 : 0;
+      r.tr.hidden = Boolean(needle) && !r.job.name.toLowerCase().includes(needle);
+      shown += r.tr.hidden ? 0 : 1;
     });
-    count.textContent = `${shown} of ${jobs.length} jobs${jobs.length >= MAX_JOBS ? " (first 500)" : ""}`;
+    count.textContent = `${shown} of ${rows.length} jobs${cursor ? " loaded" : ""}`;
+  };
+  const loadPage = async () => {
+    more.disabled = true;
+    const query = new URLSearchParams({ limit: String(PAGE) });
+    if (status) query.set("status", status);
+    if (cursor) query.set("cursor", cursor);
+    const page = await get(`/jobs?${query}`);
+    if (!ctx.current()) return;
+    cursor = page.next_cursor;
+    const added = page.items.map(row);
+    rows.push(...added);
+    body.append(...added.map((r) => r.tr));
+    more.hidden = !cursor;
+    more.disabled = false;
+    empty.hidden = rows.length > 0;
+    applySearch();
+    await fillRuns(ctx, added);
   };
   search.addEventListener("input", applySearch);
+  more.addEventListener("click", () => loadPage());
   show(ctx.view,
     h("h1", {}, "Jobs"),
     h("div", { class: "toolbar" }, search, filter, count),
     h("table", { id: "jobs" },
       h("thead", {}, h("tr", {}, ["Name", "Schedule", "Status", "Next run", "Last run", "Last 50 runs"].map((t) => h("th", {}, t)))),
       body),
-    jobs.length ? null : h("p", { class: "muted" }, "No jobs yet: create one with POST /jobs or `punctual jobs create`."));
-  applySearch();
-  await fillRuns(ctx, rows);
+    h("div", { class: "toolbar" }, more),
+    empty);
+  await loadPage();
 }
 
 function row(job) {

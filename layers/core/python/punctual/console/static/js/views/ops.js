@@ -5,11 +5,12 @@ import { get, offers } from "../api.js";
 import { chart, histogram, perMinute } from "../charts.js";
 import { card, h, show } from "../dom.js";
 import { duration } from "../format.js";
+import { limitsSection } from "../limits.js";
 
 export async function opsView(ctx) {
   const minutes = Number(ctx.params.get("minutes")) || 60;
   const stats = await get(`/stats?minutes=${minutes}`);
-  const limits = (await offers("/limits")) ? await get("/limits") : null;
+  const limits = (await offers("/limits")) ? limitsSection(await get("/limits")) : null;
   if (!ctx.current()) return;
   const finished = Object.values(stats.totals).reduce((a, b) => a + b, 0);
   const minuteEl = h("div", { class: "chart", id: "per-minute" });
@@ -29,14 +30,8 @@ export async function opsView(ctx) {
     h("div", { class: "grid2" },
       h("div", {}, h("h2", {}, "Runs per minute by outcome"), h("div", { class: "panel" }, minuteEl)),
       h("div", {}, h("h2", {}, "Start lateness"), h("div", { class: "panel" }, latenessEl))),
-    limits ? limitsSection(limits) : null);
+    limits ? limits.section : null);
   chart(minuteEl, perMinute(stats));
   chart(latenessEl, histogram(stats.lateness.buckets.map((b) => b.count), `${stats.lateness.count} started runs`));
-}
-
-function limitsSection(limits) {
-  const rows = Object.entries(limits).filter(([, v]) => v === null || ["number", "string"].includes(typeof v) || typeof v === "object");
-  return [h("h2", {}, "Limits and usage"),
-    h("table", { id: "limits" }, h("tbody", {}, rows.map(([name, value]) =>
-      h("tr", {}, h("td", {}, name), h("td", {}, value === null ? "none" : typeof value === "object" ? JSON.stringify(value) : String(value))))))];
+  if (limits) limits.draw();
 }
