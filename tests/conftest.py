@@ -31,6 +31,16 @@ os.environ.update(
     }
 )
 
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--soak",
+        action="store_true",
+        default=False,
+        help="run the randomized fault tier (tests/faults/test_randomized.py) 10x longer",
+    )
+
+
 START_MS = 1_800_000_000_000  # 2027-01-15T08:00:00Z, a fixed instant for ManualClock
 
 
