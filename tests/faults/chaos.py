@@ -4,14 +4,14 @@ a manual clock, over any engine, with faults injected at random steps.
 Components run in turns on simulated time (no real waiting): two schedulers (each owning half the
 shards), three workers (each turn either the per-message protocol, ``process_delivery``, or the
 async worker's batched one, ``batch.prepare``/``settle`` with ``Engine.finish_and_ack``) and a
-reaper, each with its own clock skew of up to ±30 s. Every store write and queue operation goes through a proxy that, at
-random, injects one of:
+reaper, each with its own clock skew of up to ±30 s. Every store read and write and every queue
+operation goes through a proxy (``injection``) that, at random, injects one of:
 
 - ``crash_before`` / ``crash_after``: the process dies (kill -9) just before or just after the
   write; nothing after it runs. A crashed worker's message stays hidden until its visibility ends.
-- ``throttle``: the write is refused with :class:`Throttled` (nothing written);
+- ``throttle``: the read or write is refused with :class:`Throttled` (nothing written);
 - ``lose``: a sent message, a received message, or a message being hidden again disappears;
-- ``duplicate``: a message is sent twice (at-least-once delivery);
+- ``duplicate``: a message is sent twice, or received twice (at-least-once delivery);
 - ``slow``: the target runs past its lease; while it runs another worker takes the run over;
 - ``skew``: a component's clock jumps to a new offset in [-30 s, +30 s].
 
@@ -24,10 +24,10 @@ from __future__ import annotations
 import contextlib
 import logging
 import random
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC
 from typing import Any
 
@@ -39,7 +39,7 @@ from punctual.execution.delivery import ExecutionOptions, process_delivery
 from punctual.execution.targets import TargetResult
 from punctual.jobs.service import pause_job
 from punctual.model import AttemptOutcome, Catchup, Job, JobStatus, Overlap, RetryPolicy, Run, RunState
-from punctual.port import Delivery, Dispatch, Engine, Finish, Queue, RunQuery, Store
+from punctual.port import Engine, Finish, RunQuery
 from punctual.reaping.reaper import ReapOptions, reap_once
 from punctual.runs.alerts import LogAlerter
 from punctual.runs.retry import Jitter
@@ -47,209 +47,15 @@ from punctual.scheduling import cron
 from punctual.scheduling.scheduler import Scheduler, SchedulerOptions
 from punctual.scheduling.shards import OwnershipOptions
 from tests.contract.factories import make_job
+from tests.faults.injection import WRITE_FAULTS, Crash, Faults, FaultyEngine, FaultyQueue, FaultyStore, SkewedClock
 
 SECOND, MINUTE = 1_000, 60_000
 MAX_SKEW_MS = 30_000
 OWNER = "owner-chaos"
 TIMEOUT_S = 10
-STORE_WRITES = frozenset(
-    {
-        "insert_runs",
-        "advance_jobs",
-        "lease_run",
-        "heartbeat_run",
-        "finish_run",
-        "transition_run",
-        "lease_runs",
-        "heartbeat_runs",
-        "finish_runs",
-        "acquire_shard",
-        "renew_shard",
-        "release_shard",
-        "record_alert",
-    }
-)
-STORE_READS = frozenset({"get_job", "get_run", "due_jobs", "past_deadline_runs", "shard_leases"})
-WRITE_FAULTS = ("crash_before", "crash_after", "throttle")
-
-
 _ATTEMPTED = frozenset(
     {AttemptOutcome.SUCCEEDED, AttemptOutcome.FAILED, AttemptOutcome.TIMEOUT, AttemptOutcome.LEASE_EXPIRED}
 )
-
-
-class Crash(BaseException):
-    """The process was killed at this point (a BaseException: no handler of the code under test catches it)."""
-
-
-@dataclass
-class Faults:
-    """Decides, at each step offered to it, whether to inject a fault, and counts what it injected."""
-
-    rng: random.Random
-    rate: float
-    enabled: bool = True
-    injected: Counter[str] = field(default_factory=Counter)
-    log: list[str] = field(default_factory=list)
-    paused: int = 0  # > 0 while a nested worker runs inside a target (its faults are its own turn's)
-
-    def roll(self, site: str, menu: Sequence[str]) -> str | None:
-        if not self.enabled or self.paused or self.rng.random() >= self.rate:
-            return None
-        return self.rng.choice(menu)
-
-    def count(self, kind: str, site: str) -> None:
-        self.injected[kind] += 1
-        self.log.append(f"{kind}@{site}")
-
-    @property
-    def points(self) -> int:
-        return sum(self.injected.values())
-
-
-class FaultyStore:
-    """The engine's store with faults around every write; reads pass through."""
-
-    def __init__(self, inner: Store, faults: Faults) -> None:
-        self._inner, self._faults = inner, faults
-
-    def __getattr__(self, name: str) -> Any:
-        attr = getattr(self._inner, name)
-        if name in STORE_READS:
-            return self._read(name, attr)
-        if name not in STORE_WRITES:
-            return attr
-
-        def write(*args: Any, **kwargs: Any) -> Any:
-            kind = self._faults.roll(name, WRITE_FAULTS)
-            if kind is not None:
-                self._faults.count(kind, name)
-            if kind == "crash_before":
-                raise Crash(f"before {name}")
-            if kind == "throttle":
-                raise Throttled(f"{name} throttled (injected)")
-            result = attr(*args, **kwargs)
-            if kind == "crash_after":
-                raise Crash(f"after {name}")
-            return result
-
-        return write
-
-    def _read(self, name: str, attr: Any) -> Any:
-        def read(*args: Any, **kwargs: Any) -> Any:
-            if self._faults.roll(name, ("throttle", "none")) == "throttle":  # reads: half the rate
-                self._faults.count("throttle", name)
-                raise Throttled(f"{name} throttled (injected)")
-            return attr(*args, **kwargs)
-
-        return read
-
-
-class FaultyQueue:
-    """The dispatch queue with crashes, lost and duplicated messages."""
-
-    def __init__(self, inner: Queue, faults: Faults) -> None:
-        self._inner, self._faults = inner, faults
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
-
-    def send(self, dispatches: Sequence[Dispatch]) -> None:
-        out = list(dispatches)
-        kind = self._faults.roll("send", (*WRITE_FAULTS, "lose", "duplicate")) if out else None
-        if kind is not None:
-            self._faults.count(kind, "send")
-        if kind == "crash_before":
-            raise Crash("before send")
-        if kind == "throttle":
-            raise Throttled("send throttled (injected)")
-        if kind == "lose":
-            out.pop(self._faults.rng.randrange(len(out)))  # "sent", never delivered
-        elif kind == "duplicate":
-            out.append(self._faults.rng.choice(out))
-        self._inner.send(out)
-        if kind == "crash_after":
-            raise Crash("after send")
-
-    def receive(self, max_messages: int, visibility_s: int, wait_s: float = 0.0) -> list[Delivery]:
-        got = self._inner.receive(max_messages, visibility_s, 0.0)
-        kind = self._faults.roll("receive", ("lose", "duplicate")) if got else None
-        if kind is not None:
-            self._faults.count(kind, "receive")
-        if kind == "lose":
-            lost = got.pop(self._faults.rng.randrange(len(got)))
-            self._inner.delete(lost.receipt)
-        elif kind == "duplicate":  # delivered twice (SQS is at-least-once): a second consumer gets it too
-            got.insert(self._faults.rng.randrange(len(got) + 1), self._faults.rng.choice(got))
-        return got
-
-    def extend(self, receipt: str, visibility_s: int) -> None:
-        kind = self._faults.roll("extend", ("crash_before", "crash_after", "lose"))
-        if kind is not None:
-            self._faults.count(kind, "extend")
-        if kind == "crash_before":
-            raise Crash("before extend")
-        if kind == "lose":
-            self._inner.delete(receipt)
-            return
-        self._inner.extend(receipt, visibility_s)
-        if kind == "crash_after":
-            raise Crash("after extend")
-
-    def extend_many(self, receipts: Sequence[str], visibility_s: int) -> None:
-        kind = self._faults.roll("extend_many", ("crash_before", "crash_after", "lose")) if receipts else None
-        if kind is not None:
-            self._faults.count(kind, "extend_many")
-        if kind == "crash_before":
-            raise Crash("before extend_many")
-        if kind == "lose":
-            lost = self._faults.rng.choice(list(receipts))
-            self._inner.delete(lost)
-            receipts = [r for r in receipts if r != lost]
-        self._inner.extend_many(receipts, visibility_s)
-        if kind == "crash_after":
-            raise Crash("after extend_many")
-
-    def delete_many(self, receipts: Sequence[str]) -> None:
-        kind = self._faults.roll("delete_many", ("crash_before", "crash_after")) if receipts else None
-        if kind is not None:
-            self._faults.count(kind, "delete_many")
-        if kind == "crash_before":
-            raise Crash("before delete_many")
-        self._inner.delete_many(receipts)
-        if kind == "crash_after":
-            raise Crash("after delete_many")
-
-    def delete(self, receipt: str) -> None:
-        kind = self._faults.roll("delete", ("crash_before", "crash_after"))
-        if kind is not None:
-            self._faults.count(kind, "delete")
-        if kind == "crash_before":
-            raise Crash("before delete")
-        self._inner.delete(receipt)
-        if kind == "crash_after":
-            raise Crash("after delete")
-
-
-@dataclass
-class FaultyEngine:
-    store: Any
-    queue: Any
-    dead_letters: Queue
-    shards: int
-
-
-class SkewedClock:
-    """A component's clock: the simulation's time plus its own offset. Sleeping lets time pass."""
-
-    def __init__(self, base: ManualClock, offset_ms: int) -> None:
-        self.base, self.offset_ms = base, offset_ms
-
-    def now_ms(self) -> int:
-        return self.base.now_ms() + self.offset_ms
-
-    def sleep(self, seconds: float) -> None:
-        self.base.advance(int(seconds * 1000))
 
 
 @dataclass(frozen=True)

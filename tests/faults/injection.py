@@ -1,0 +1,208 @@
+"""Fault injection for the randomized tier: proxies around an engine's store and queue that crash,
+throttle, lose or duplicate at random, and per-component skewed clocks (see ``chaos``)."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from punctual.clock import ManualClock
+from punctual.errors import Throttled
+from punctual.port import Delivery, Dispatch, Queue, Store
+
+STORE_WRITES = frozenset(
+    {
+        "insert_runs",
+        "advance_jobs",
+        "lease_run",
+        "heartbeat_run",
+        "finish_run",
+        "transition_run",
+        "lease_runs",
+        "heartbeat_runs",
+        "finish_runs",
+        "acquire_shard",
+        "renew_shard",
+        "release_shard",
+        "record_alert",
+    }
+)
+STORE_READS = frozenset({"get_job", "get_run", "due_jobs", "past_deadline_runs", "shard_leases"})
+WRITE_FAULTS = ("crash_before", "crash_after", "throttle")
+
+
+class Crash(BaseException):
+    """The process was killed at this point (a BaseException: no handler of the code under test catches it)."""
+
+
+@dataclass
+class Faults:
+    """Decides, at each step offered to it, whether to inject a fault, and counts what it injected."""
+
+    rng: random.Random
+    rate: float
+    enabled: bool = True
+    injected: Counter[str] = field(default_factory=Counter)
+    log: list[str] = field(default_factory=list)
+    paused: int = 0  # > 0 while a nested worker runs inside a target (its faults are its own turn's)
+
+    def roll(self, site: str, menu: Sequence[str]) -> str | None:
+        if not self.enabled or self.paused or self.rng.random() >= self.rate:
+            return None
+        return self.rng.choice(menu)
+
+    def count(self, kind: str, site: str) -> None:
+        self.injected[kind] += 1
+        self.log.append(f"{kind}@{site}")
+
+    @property
+    def points(self) -> int:
+        return sum(self.injected.values())
+
+
+class FaultyStore:
+    """The engine's store with faults around every write; reads pass through."""
+
+    def __init__(self, inner: Store, faults: Faults) -> None:
+        self._inner, self._faults = inner, faults
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._inner, name)
+        if name in STORE_READS:
+            return self._read(name, attr)
+        if name not in STORE_WRITES:
+            return attr
+
+        def write(*args: Any, **kwargs: Any) -> Any:
+            kind = self._faults.roll(name, WRITE_FAULTS)
+            if kind is not None:
+                self._faults.count(kind, name)
+            if kind == "crash_before":
+                raise Crash(f"before {name}")
+            if kind == "throttle":
+                raise Throttled(f"{name} throttled (injected)")
+            result = attr(*args, **kwargs)
+            if kind == "crash_after":
+                raise Crash(f"after {name}")
+            return result
+
+        return write
+
+    def _read(self, name: str, attr: Any) -> Any:
+        def read(*args: Any, **kwargs: Any) -> Any:
+            if self._faults.roll(name, ("throttle", "none")) == "throttle":  # reads: half the rate
+                self._faults.count("throttle", name)
+                raise Throttled(f"{name} throttled (injected)")
+            return attr(*args, **kwargs)
+
+        return read
+
+
+class FaultyQueue:
+    """The dispatch queue with crashes, lost and duplicated messages."""
+
+    def __init__(self, inner: Queue, faults: Faults) -> None:
+        self._inner, self._faults = inner, faults
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def send(self, dispatches: Sequence[Dispatch]) -> None:
+        out = list(dispatches)
+        kind = self._faults.roll("send", (*WRITE_FAULTS, "lose", "duplicate")) if out else None
+        if kind is not None:
+            self._faults.count(kind, "send")
+        if kind == "crash_before":
+            raise Crash("before send")
+        if kind == "throttle":
+            raise Throttled("send throttled (injected)")
+        if kind == "lose":
+            out.pop(self._faults.rng.randrange(len(out)))  # "sent", never delivered
+        elif kind == "duplicate":
+            out.append(self._faults.rng.choice(out))
+        self._inner.send(out)
+        if kind == "crash_after":
+            raise Crash("after send")
+
+    def receive(self, max_messages: int, visibility_s: int, wait_s: float = 0.0) -> list[Delivery]:
+        got = self._inner.receive(max_messages, visibility_s, 0.0)
+        kind = self._faults.roll("receive", ("lose", "duplicate")) if got else None
+        if kind is not None:
+            self._faults.count(kind, "receive")
+        if kind == "lose":
+            lost = got.pop(self._faults.rng.randrange(len(got)))
+            self._inner.delete(lost.receipt)
+        elif kind == "duplicate":  # delivered twice (SQS is at-least-once): a second consumer gets it too
+            got.insert(self._faults.rng.randrange(len(got) + 1), self._faults.rng.choice(got))
+        return got
+
+    def extend(self, receipt: str, visibility_s: int) -> None:
+        kind = self._faults.roll("extend", ("crash_before", "crash_after", "lose"))
+        if kind is not None:
+            self._faults.count(kind, "extend")
+        if kind == "crash_before":
+            raise Crash("before extend")
+        if kind == "lose":
+            self._inner.delete(receipt)
+            return
+        self._inner.extend(receipt, visibility_s)
+        if kind == "crash_after":
+            raise Crash("after extend")
+
+    def extend_many(self, receipts: Sequence[str], visibility_s: int) -> None:
+        kind = self._faults.roll("extend_many", ("crash_before", "crash_after", "lose")) if receipts else None
+        if kind is not None:
+            self._faults.count(kind, "extend_many")
+        if kind == "crash_before":
+            raise Crash("before extend_many")
+        if kind == "lose":
+            lost = self._faults.rng.choice(list(receipts))
+            self._inner.delete(lost)
+            receipts = [r for r in receipts if r != lost]
+        self._inner.extend_many(receipts, visibility_s)
+        if kind == "crash_after":
+            raise Crash("after extend_many")
+
+    def delete_many(self, receipts: Sequence[str]) -> None:
+        kind = self._faults.roll("delete_many", ("crash_before", "crash_after")) if receipts else None
+        if kind is not None:
+            self._faults.count(kind, "delete_many")
+        if kind == "crash_before":
+            raise Crash("before delete_many")
+        self._inner.delete_many(receipts)
+        if kind == "crash_after":
+            raise Crash("after delete_many")
+
+    def delete(self, receipt: str) -> None:
+        kind = self._faults.roll("delete", ("crash_before", "crash_after"))
+        if kind is not None:
+            self._faults.count(kind, "delete")
+        if kind == "crash_before":
+            raise Crash("before delete")
+        self._inner.delete(receipt)
+        if kind == "crash_after":
+            raise Crash("after delete")
+
+
+@dataclass
+class FaultyEngine:
+    store: Any
+    queue: Any
+    dead_letters: Queue
+    shards: int
+
+
+class SkewedClock:
+    """A component's clock: the simulation's time plus its own offset. Sleeping lets time pass."""
+
+    def __init__(self, base: ManualClock, offset_ms: int) -> None:
+        self.base, self.offset_ms = base, offset_ms
+
+    def now_ms(self) -> int:
+        return self.base.now_ms() + self.offset_ms
+
+    def sleep(self, seconds: float) -> None:
+        self.base.advance(int(seconds * 1000))
