@@ -30,7 +30,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC
 from typing import Any
+from unittest import mock
 
+from punctual import ids
 from punctual import metrics as m
 from punctual.clock import ManualClock, to_datetime
 from punctual.errors import PunctualError, Throttled
@@ -152,6 +154,12 @@ class Simulation:
         )
 
     def _create_jobs(self, count: int) -> None:
+        # job ids from the seed, so that a seed replays the same scenario (shards follow the ids)
+        seeded_ids = iter(f"job_{self.rng.getrandbits(128):032x}" for _ in range(count))
+        with mock.patch.object(ids, "new_job_id", lambda: next(seeded_ids)):
+            self._create_seeded_jobs(count)
+
+    def _create_seeded_jobs(self, count: int) -> None:
         now = self.clock.now_ms()
         for i in range(count):
             kind = ("cron", "once", "retrying")[i % 3]
