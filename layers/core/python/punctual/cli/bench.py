@@ -4,14 +4,21 @@ from __future__ import annotations
 
 import argparse
 import json
+import time
 from typing import Any
 
 
 def register(subparsers: Any) -> None:
     parser: argparse.ArgumentParser = subparsers.add_parser("bench", help="measure throughput and latency")
     kinds = parser.add_subparsers(dest="bench", required=True, metavar="BENCH")
-    core = kinds.add_parser("core", help="claims/s at 10k and 1M stored jobs; cached vs plain croniter")
-    core.add_argument("--sizes", default="10000,1000000", help="stored job counts (comma separated)")
+    core = kinds.add_parser(
+        "core", help="claims/s, listing and run history at 10k and 1M stored jobs; cached vs plain croniter"
+    )
+    core.add_argument(
+        "--sizes",
+        default="10000,1000000",
+        help="stored job counts (comma separated); 10000000 takes minutes and ~6 GB of disk (never in CI)",
+    )
     core.add_argument("--due", type=int, default=20_000, help="due jobs claimed per size")
     core.add_argument("--json", action="store_true", help="print one JSON object")
     core.set_defaults(func=run_core)
@@ -33,20 +40,30 @@ def run_core(args: argparse.Namespace) -> int:
     from punctual.bench.core import bench_claims
     from punctual.bench.cron import bench_cron
 
+    started = time.perf_counter()
     claims = [bench_claims(int(size), due=args.due) for size in args.sizes.split(",")]
     cron = bench_cron()
+    total_s = round(time.perf_counter() - started, 1)
     if args.json:
-        print(json.dumps({"claims": claims, "cron": cron}))
+        print(json.dumps({"claims": claims, "cron": cron, "total_seconds": total_s}))
         return 0
     print("Claims on the embedded engine (one SQLite file, 16 shards, pages of 500):")
     for c in claims:
         print(
-            f"  {c['stored_jobs']:>9,} jobs stored, {c['runs_claimed']:,} due claimed in {c['claim_seconds']} s"
-            f" -> {c['claims_per_second']:,} claims/s   (load {c['load_seconds']} s)"
+            f"  {c['stored_jobs']:>10,} jobs stored, {c['runs_claimed']:,} due claimed in {c['claim_seconds']} s"
+            f" -> {c['claims_per_second']:,} claims/s   (load {c['load_seconds']} s,"
+            f" {c['jobs_loaded_per_second']:,} jobs/s)"
+        )
+        print(
+            f"  {'':>10}  GET /jobs: a page of 50 in {c['list_jobs_page_ms']} ms, all {c['owner_jobs']:,} of an owner"
+            f" in {c['list_jobs_all_ms']} ms; run history ({c['history_runs']:,} runs): a page of 50 in"
+            f" {c['run_history_page_ms']} ms, all in {c['run_history_all_ms']} ms;"
+            f" GET /runs/{{id}} {c['get_run_ms']} ms"
         )
     print("Next-fire computations per second:")
     for key, value in cron.items():
         print(f"  {key:<28} {value:,.1f}" if isinstance(value, float) else f"  {key:<28} {value}")
+    print(f"Total: {total_s} s")
     return 0
 
 

@@ -1,4 +1,5 @@
-"""``punctual capacity``: AWS settings, quota raises, lateness and cost for a target load."""
+"""``punctual capacity``: AWS settings, quota raises, lateness and cost for a target load;
+``punctual burst-model``: the expected start-lateness curve of a synthesized stack at a burst."""
 
 from __future__ import annotations
 
@@ -30,6 +31,16 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--api-requests-per-month", type=int, default=1_000_000, help="API requests (default 1M)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.set_defaults(func=run_capacity)
+    model = subparsers.add_parser(
+        "burst-model",
+        help="expected start lateness of one top-of-minute burst on a synthesized stack (a planning model)",
+    )
+    model.add_argument("--cdk-out", default="cdk.out", help="cdk synth output: a directory or a template file")
+    model.add_argument("--runs-per-second", type=int, default=20_000, help="runs due per second (default 20000)")
+    model.add_argument("--burst-seconds", type=int, default=1, help="how long the burst lasts (default 1)")
+    model.add_argument("--target-duration-ms", type=int, default=500, help="mean target call (default 500)")
+    model.add_argument("--json", action="store_true", help="print one JSON object")
+    model.set_defaults(func=run_burst_model)
 
 
 def run_capacity(args: argparse.Namespace) -> int:
@@ -57,4 +68,54 @@ def run_capacity(args: argparse.Namespace) -> int:
         raise ConfigError(f"invalid load: {problems}") from exc
     result = report(load)
     print(json.dumps(result) if args.json else render(result))
+    return 0
+
+
+def run_burst_model(args: argparse.Namespace) -> int:
+    from dataclasses import asdict
+    from pathlib import Path
+
+    from punctual.capacity.simulate import simulate
+    from punctual.capacity.synth import read_template
+
+    if not 1 <= args.runs_per_second <= 10_000_000 or not 1 <= args.burst_seconds <= 3600:
+        raise ConfigError("--runs-per-second must be 1..10,000,000 and --burst-seconds 1..3,600")
+    if not 1 <= args.target_duration_ms <= 900_000:
+        raise ConfigError("--target-duration-ms must be 1..900,000")
+    deployment = read_template(Path(args.cdk_out))
+    results = {
+        name: simulate(
+            deployment.burst(
+                args.runs_per_second,
+                burst_seconds=args.burst_seconds,
+                target_duration_ms=args.target_duration_ms,
+                steady=steady,
+            )
+        ).to_dict()
+        for name, steady in (("first_burst", False), ("steady", True))
+    }
+    if args.json:
+        print(json.dumps({"deployment": asdict(deployment), **results}))
+        return 0
+    d = deployment
+    mode = f"provisioned pollers {d.min_pollers}-{d.max_pollers}" if d.min_pollers else f"max {d.max_concurrency:,}"
+    print(
+        f"Burst model of {args.cdk_out}: {args.runs_per_second:,} runs/s for {args.burst_seconds} s,"
+        f" {args.target_duration_ms} ms targets (a planning model, not a measurement: docs/capacity.md)"
+    )
+    print(
+        f"  {d.scheduler_instances} scheduler instances, {d.shards} due shards, lookahead {d.lookahead_ms:,} ms;"
+        f" workers: batch {d.batch_size}, {mode}; warm throughput {d.warm_writes or 'default (4,000 writes/s)'}"
+    )
+    if d.fargate_tasks:
+        print(f"  ({d.fargate_tasks} Fargate worker tasks are in the stack: not modelled)")
+    for name, r in results.items():
+        late = ", ".join(f"{k} {v:,.0f} ms" for k, v in r["lateness_ms"].items())
+        print(f"{name.replace('_', ' ')}: {r['started']:,}/{r['runs']:,} started; lateness {late}")
+        print(
+            f"  claim rate {r['claim_rate']:,.0f}/s ({r['claimed_late']:,} claimed late), peak concurrency"
+            f" {r['peak_concurrency']:,}, execution capped at {r['execution_rate_cap']:,.0f} runs/s by table writes"
+        )
+        curve = "  ".join(f"{p['percent']:g}%:{p['lateness_ms']:,.0f}" for p in r["curve"][::2])
+        print(f"  curve (percent of runs: ms late) {curve}")
     return 0

@@ -184,6 +184,7 @@ def migrate(conn: sqlite3.Connection, *, shards: int) -> None:
         for step in MIGRATIONS[version:]:
             for statement in step:
                 conn.execute(statement)
+        repair_indexes(conn)
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         conn.execute("INSERT INTO meta (key, value) VALUES ('shards', ?) ON CONFLICT DO NOTHING", (str(shards),))
         stored = int(conn.execute("SELECT value FROM meta WHERE key = 'shards'").fetchone()[0])
@@ -193,3 +194,28 @@ def migrate(conn: sqlite3.Connection, *, shards: int) -> None:
     except BaseException:
         conn.execute("ROLLBACK")
         raise
+
+
+def repair_indexes(conn: sqlite3.Connection) -> list[str]:
+    """Create every index of the current schema that is missing (a bulk load that died before
+    rebuilding its indexes: ``punctual.engines.embedded.bulk``). Returns the names created."""
+    present = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
+    created = []
+    for name, statement in current_indexes().items():
+        if name not in present:
+            conn.execute(statement)
+            created.append(name)
+    return created
+
+
+def current_indexes() -> dict[str, str]:
+    """Index name -> the statement that creates it, as the migrations leave the schema."""
+    indexes: dict[str, str] = {}
+    for step in MIGRATIONS:
+        for statement in step:
+            words = statement.split()
+            if words[:2] == ["CREATE", "INDEX"]:
+                indexes[words[2]] = statement
+            elif words[:2] == ["DROP", "INDEX"]:
+                indexes.pop(words[2], None)
+    return indexes

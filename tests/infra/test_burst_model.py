@@ -1,0 +1,65 @@
+"""punctual burst-model: the burst simulation reads its settings from the synthesized template."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from infra.config import InfraConfig
+from punctual.capacity.simulate import simulate
+from punctual.capacity.synth import read_template
+from punctual.cli import main
+from punctual.errors import ConfigError
+from tests.infra.synth import OPTIONS_CONTEXT, Synth
+
+pytestmark = pytest.mark.infra
+
+
+def test_the_default_stack_is_read_as_synthesized(default_synth: Synth) -> None:
+    d = read_template(default_synth.template_path)
+    config = InfraConfig()
+    assert (d.shards, d.lookahead_ms, d.scheduler_instances) == (
+        config.shards,
+        config.lookahead_ms,
+        config.scheduler_instances,
+    )
+    assert (d.batch_size, d.max_concurrency) == (config.worker_batch_size, config.worker_reserved_concurrency)
+    assert (d.min_pollers, d.open_index, d.fargate_tasks) == (0, True, 0)
+
+
+def test_the_options_stack_brings_warm_throughput_and_no_open_index(options_synth: Synth) -> None:
+    d = read_template(options_synth.template_path)
+    assert d.warm_writes == json.loads(OPTIONS_CONTEXT["warm_write_units"])
+    assert d.open_index is False
+    assert d.fargate_tasks == InfraConfig.from_values(OPTIONS_CONTEXT).fargate_worker_count
+    first = d.burst(2_000, steady=False)
+    assert first.due_write_throughput == 12_000 and first.runs_writes_per_run == 3
+
+
+def test_more_time_to_warm_up_means_less_lateness(default_synth: Synth) -> None:
+    d = read_template(default_synth.template_path)
+    first, steady = (simulate(d.burst(20_000, steady=s)) for s in (False, True))
+    assert first.started == steady.started == 20_000
+    # a fresh stack claims at the due index's warm throughput (4,000 writes/s: 2,000 claims/s)
+    assert first.claim_rate == 2_000 and first.claimed_late > 0
+    assert steady.lateness_ms["p99"] < first.lateness_ms["p99"]
+
+
+def test_cli_prints_the_curve(default_synth: Synth, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["burst-model", "--cdk-out", str(default_synth.outdir), "--runs-per-second", "2000", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["deployment"]["shards"] == 128
+    for name in ("first_burst", "steady"):
+        assert [p["percent"] for p in out[name]["curve"]][-1] == 100.0
+        assert out[name]["runs"] == 2_000
+
+
+def test_a_template_that_is_not_punctual_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    other = tmp_path / "Other.template.json"
+    other.write_text(json.dumps({"Resources": {"Bucket": {"Type": "AWS::S3::Bucket", "Properties": {}}}}))
+    with pytest.raises(ConfigError, match="not a Punctual stack"):
+        read_template(other)
+    assert main(["burst-model", "--cdk-out", str(tmp_path / "missing.json")]) == 2
+    assert "cannot read" in capsys.readouterr().err
