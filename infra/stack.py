@@ -16,6 +16,7 @@ from infra.constructs.layer import Layers
 from infra.constructs.observability import Observability
 from infra.constructs.reaper import Reaper
 from infra.constructs.scheduler import SchedulerFleet
+from infra.constructs.secrets import Secrets
 from infra.constructs.storage import Storage
 from infra.constructs.workers import Workers
 from punctual import resources
@@ -36,6 +37,7 @@ class PunctualStack(cdk.Stack):
             },
         )
         alerts = Alerts(self, "Alerts", config=config)
+        secrets = Secrets(self, "Secrets")
         environment = punctual_environment(
             config,
             tables={name: table.table_name for name, table in storage.tables.items()},
@@ -43,14 +45,18 @@ class PunctualStack(cdk.Stack):
             dead_letter_queue_url=dispatch.dead_letter_queue.queue_url,
             dispatch_visibility_s=dispatch.visibility_timeout_s(resources.DISPATCH_QUEUE),
             alert_topic_arn=alerts.owner_topic.topic_arn,
+            secrets_key_id=secrets.secrets_key.key_arn,
+            signing_key_id=secrets.signing_key.key_arn,
         )
         shared = Shared(config, environment, Layers(self, "Layers").all, storage.tables)
 
         api = Api(
             self, "Api", shared=shared, dispatch_queue=dispatch.queue, dead_letter_queue=dispatch.dead_letter_queue
         )
+        secrets.grant_seal(api.handler.role)
         scheduler = SchedulerFleet(self, "Scheduler", shared=shared, dispatch_queue=dispatch.queue)
         workers = Workers(self, "Workers", shared=shared, dispatch_queue=dispatch.queue, alerts=alerts)
+        secrets.grant_open(workers.handler.role)
         reaper = Reaper(
             self,
             "Reaper",
@@ -60,7 +66,10 @@ class PunctualStack(cdk.Stack):
             alerts=alerts,
         )
         if config.fargate_workers:
-            FargateWorkers(self, "FargateWorkers", shared=shared, dispatch_queue=dispatch.queue, alerts=alerts)
+            fargate = FargateWorkers(
+                self, "FargateWorkers", shared=shared, dispatch_queue=dispatch.queue, alerts=alerts
+            )
+            secrets.grant_open(fargate.task_definition.task_role)
 
         observability = Observability(
             self,

@@ -42,6 +42,8 @@ def punctual_environment(
     dead_letter_queue_url: str,
     dispatch_visibility_s: int,
     alert_topic_arn: str,
+    secrets_key_id: str,
+    signing_key_id: str,
 ) -> dict[str, str]:
     """The environment of every function: ``PUNCTUAL_<FIELD>`` of ``punctual.config.Settings``."""
     settings = {
@@ -58,6 +60,8 @@ def punctual_environment(
         "dead_letter_queue_url": dead_letter_queue_url,
         "dispatch_visibility_s": str(dispatch_visibility_s),
         "alert_topic_arn": alert_topic_arn,
+        "secrets_key_id": secrets_key_id,
+        "signing_key_id": signing_key_id,
         **{f"{logical}_table": name for logical, name in tables.items()},
     }
     return {

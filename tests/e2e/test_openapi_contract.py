@@ -54,6 +54,7 @@ def test_document_lists_every_route_of_the_api(stack: Stack) -> None:
         ("GET", "/runs/{run_id}"),
         ("GET", "/alerts"),
         ("GET", "/stats"),
+        ("GET", "/signing-secret"),
     }
 
 
@@ -96,6 +97,7 @@ def test_every_operation_keeps_its_contract_for_successes_and_errors(stack: Stac
     client.post("/jobs", json=cron_spec(), headers={"Idempotency-Key": "sweep"})  # replay: 200
     client.get("/alerts")
     client.get("/stats")
+    client.get("/signing-secret")
     client.delete(f"/jobs/{job_id}")
     # Errors, several per operation
     other = "job_" + "f" * 32
@@ -117,6 +119,7 @@ def test_every_operation_keeps_its_contract_for_successes_and_errors(stack: Stac
     client.get("/alerts", params={"limit": 0})
     client.get("/stats", params={"minutes": 0})
     stack.anonymous().get("/jobs")
+    stack.anonymous().get("/signing-secret")
     # Every operation was exercised with a 2xx and with a 4xx, and every answer kept the contract
     calls = contract.recorded[start:]
     for method, template, _ in operations(contract.document):

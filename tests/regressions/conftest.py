@@ -41,13 +41,19 @@ class Api:
 
 
 def api_event(
-    method: str, path: str, body: Any = None, *, raw: str | None = None, owner: str = OWNER
+    method: str,
+    path: str,
+    body: Any = None,
+    *,
+    raw: str | None = None,
+    owner: str = OWNER,
+    headers: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     return {
         "httpMethod": method,
         "path": path,
         "resource": path,
-        "headers": {"Content-Type": "application/json"},
+        "headers": {"Content-Type": "application/json", **(headers or {})},
         "body": raw if raw is not None else (None if body is None else json.dumps(body)),
         "isBase64Encoded": False,
         "queryStringParameters": None,
@@ -65,10 +71,20 @@ def api_event(
 
 @pytest.fixture
 def api(engine: Engine, tmp_path: Path, clock: ManualClock) -> Api:
-    services = Services.of(engine, Settings(data_dir=str(tmp_path), shards=4), clock)
+    # loopback allowed (as under punctual dev), so a test can receive a worker's request on 127.0.0.1
+    settings = Settings(data_dir=str(tmp_path), shards=4, target_allow_loopback=True)
+    services = Services.of(engine, settings, clock)
 
-    def call(method: str, path: str, body: Any = None, *, raw: str | None = None, owner: str = OWNER) -> Answer:
-        response = handle(api_event(method, path, body, raw=raw, owner=owner), None, services)
+    def call(
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        raw: str | None = None,
+        owner: str = OWNER,
+        headers: dict[str, str] | None = None,
+    ) -> Answer:
+        response = handle(api_event(method, path, body, raw=raw, owner=owner, headers=headers), None, services)
         text = response.get("body")
         return Answer(response["statusCode"], json.loads(text) if text else None, response.get("headers") or {})
 

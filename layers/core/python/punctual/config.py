@@ -51,6 +51,10 @@ class Settings(BaseModel):
     dispatch_visibility_s: Annotated[int | None, Field(ge=0, le=43_200)] = None
     region: str = "us-east-1"
     alert_topic_arn: str | None = None  # SNS topic for owner alerts (aws); locally alerts are logged
+    # aws engine: KMS keys (the CDK app sets them; local bootstrap creates them): secrets at rest
+    # (symmetric) and request-signing secrets (HMAC_256)
+    secrets_key_id: str | None = None
+    signing_key_id: str | None = None
     # where HTTP targets may point besides public addresses (the SSRF guard, punctual.execution.targets.policy)
     target_allow_loopback: bool = False  # punctual dev turns this on: a target on the same laptop
     target_allow_private: bool = False

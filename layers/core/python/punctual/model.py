@@ -36,6 +36,8 @@ MAX_RETRIES = 20
 MAX_JITTER_S = 600  # a jittered dispatch must fit in one SQS delay (900 s) with the lookahead
 MAX_BACKFILL = 100
 MAX_HEADERS = 20
+REDACTED = "[redacted]"  # what the API shows for a secret header's value
+MAX_SECRET_CHARS = 4096  # a secret header's value as sent (stored sealed, which is longer: up to 8192)
 # The whole spec as compact JSON. Every claim rewrites the job's item, and DynamoDB charges a write
 # by the item's size (1 unit per KB): a job under 1 KB claims for 3 units (1 + 2 for the due index
 # key), this bound caps the worst claim at 2 + 11 (the item adds its state to the spec) where 20
@@ -166,6 +168,31 @@ class HttpTarget(BaseModel):
     headers: dict[Annotated[str, Field(min_length=1, max_length=128)], Annotated[str, Field(max_length=4096)]] = Field(
         default_factory=dict, max_length=MAX_HEADERS
     )
+    # Write-only (credentials: Authorization, API keys). Stored sealed by the engine's keys
+    # (Engine.keys: KMS on AWS, a local key file on the embedded engine), shown as REDACTED, opened
+    # only by the worker for the request, never logged. In a PATCH, a value of REDACTED keeps the
+    # stored secret of that name.
+    secret_headers: dict[
+        Annotated[str, Field(min_length=1, max_length=128)], Annotated[str, Field(min_length=1, max_length=8192)]
+    ] = Field(
+        default_factory=dict,
+        max_length=MAX_HEADERS,
+        description=f"write-only headers (credentials), each value at most {MAX_SECRET_CHARS} characters; "
+        f"shown as {REDACTED!r}; in a PATCH, {REDACTED!r} keeps the stored value",
+    )
+
+    def redacted(self) -> HttpTarget:
+        """This target as the API shows it: every secret header's value replaced by REDACTED."""
+        return self.model_copy(update={"secret_headers": dict.fromkeys(self.secret_headers, REDACTED)})
+
+    @model_validator(mode="after")
+    def _header_names_once(self) -> HttpTarget:
+        both = {name.lower() for name in self.headers} & {name.lower() for name in self.secret_headers}
+        if both:
+            raise ValueError(f"a header is either plain or secret, not both: {', '.join(sorted(both))}")
+        if len(self.headers) + len(self.secret_headers) > MAX_HEADERS:
+            raise ValueError(f"at most {MAX_HEADERS} headers, plain and secret together")
+        return self
 
     @field_validator("url")
     @classmethod

@@ -443,12 +443,37 @@ class SkewSource(Protocol):
         ...
 
 
+class Keys(ABC):
+    """The engine's secrets: sealing job secrets at rest, and each owner's request-signing secret.
+
+    A sealed value is bound to its owner: opening it for another owner fails. The embedded engine
+    keeps one random key in a file next to its database (owner-only permissions); the aws engine
+    uses KMS (a symmetric key for sealing, an HMAC key for signing secrets), so no key material
+    is ever in the job item or the deployment's code.
+    """
+
+    @abstractmethod
+    def seal(self, owner: str, plaintext: str) -> str:
+        """An opaque, printable token holding ``plaintext`` encrypted for ``owner``."""
+
+    @abstractmethod
+    def open(self, owner: str, token: str) -> str:
+        """The plaintext of a token :meth:`seal` made for ``owner``. Raises :class:`ValueError`
+        for a token that was not sealed for ``owner`` with this engine's key (or was altered)."""
+
+    @abstractmethod
+    def signing_secret(self, owner: str) -> str:
+        """``owner``'s request-signing secret (``psk_`` + 43 url-safe characters): the same for
+        every call, process and worker of one deployment, different for every owner."""
+
+
 class Engine(ABC):
     """A store and its two queues, created from configuration."""
 
     store: Store
     queue: Queue  # dispatch queue
     dead_letters: Queue  # where the dispatch queue moves poison messages
+    keys: Keys  # secrets at rest and signing secrets
 
     @property
     def clock_skew(self) -> SkewSource | None:

@@ -28,14 +28,14 @@ from aws_lambda_powertools.event_handler.openapi.models import Server
 from aws_lambda_powertools.event_handler.openapi.params import Header, Path, Query
 
 from punctual import __version__, ids
-from punctual.api import alerts, edges, errors, openapi, stats
+from punctual.api import alerts, edges, errors, openapi, signing, stats
 from punctual.api.schemas import JobCreate, JobPage, JobPatch, JobResponse, RunPage, RunResponse
 from punctual.clock import Clock, from_datetime
 from punctual.config import Settings
 from punctual.errors import ConfigError, PunctualError, Unauthorized
 from punctual.jobs import service as jobs
 from punctual.model import AwareRfc3339, JobStatus, RunState
-from punctual.port import Engine, Queue, RunQuery, SkewSource, Store
+from punctual.port import Engine, Keys, Queue, RunQuery, SkewSource, Store
 
 _LOCK = threading.Lock()
 
@@ -65,6 +65,7 @@ class Services:
     settings: Settings
     dead_letters: Queue | None = None
     skew: SkewSource | None = None
+    keys: Keys | None = None  # seals secret headers; signing secrets (GET /signing-secret)
 
     @classmethod
     def of(cls, engine: Engine, settings: Settings, clock: Clock) -> Services:
@@ -75,6 +76,7 @@ class Services:
             settings=settings,
             dead_letters=engine.dead_letters,
             skew=engine.clock_skew,
+            keys=engine.keys,
         )
 
 
@@ -130,6 +132,7 @@ def create_job(
         services.clock.now_ms(),
         idempotency_key=idempotency_key,
         policy=services.settings.target_policy(),
+        keys=services.keys,
     )
     headers = {"Location": f"/jobs/{created.job.id}"}
     if created.replayed:
@@ -180,7 +183,13 @@ def get_job(job_id: JobId) -> JobResponse:
 def update_job(job_id: JobId, body: JobPatch) -> JobResponse:
     services, owner = _caller()
     job = jobs.update_job(
-        services.store, owner, job_id, body.changes(), services.clock.now_ms(), policy=services.settings.target_policy()
+        services.store,
+        owner,
+        job_id,
+        body.changes(),
+        services.clock.now_ms(),
+        policy=services.settings.target_policy(),
+        keys=services.keys,
     )
     return JobResponse.from_job(job)
 
@@ -291,6 +300,7 @@ def get_run(run_id: RunId) -> RunResponse:
 
 app.include_router(alerts.router)
 app.include_router(stats.router)
+app.include_router(signing.router)
 
 
 # -- documentation --------------------------------------------------------------------------------

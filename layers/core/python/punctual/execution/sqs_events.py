@@ -121,7 +121,7 @@ class LambdaWorker:
         worker = Worker(
             self.engine,
             self.clock,
-            targets=self.targets or (lambda: AsyncTargets(self.policy)),
+            targets=self.targets or (lambda: AsyncTargets(self.policy, keys=self.engine.keys)),
             options=self.options,
             tuning=Tuning(max_in_flight=max(1, len(deliveries))),
             alerter=self.alerter,

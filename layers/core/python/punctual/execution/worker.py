@@ -116,7 +116,7 @@ class Worker:
             alerter=alerter or LogAlerter(),
         )
         self.make_targets: Callable[[], AsyncTargetExecutor] = targets or (
-            lambda: AsyncTargets(policy or TargetPolicy())
+            lambda: AsyncTargets(policy or TargetPolicy(), keys=engine.keys)
         )
         self.outcomes: Counter[Outcome] = Counter()  # what deliveries came to, for tests and metrics
         self.errors = 0  # deliveries whose batch raised (their messages come back after the visibility timeout)

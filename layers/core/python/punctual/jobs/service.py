@@ -37,6 +37,7 @@ from punctual.clock import from_datetime
 from punctual.config import DEFAULT_RETENTION_S
 from punctual.errors import (
     ConcurrentModification,
+    ConfigError,
     IdempotencyKeyReused,
     InvalidInput,
     InvalidTransition,
@@ -47,8 +48,19 @@ from punctual.errors import (
 )
 from punctual.execution.targets.policy import TargetPolicy, check_target
 from punctual.jobs import validation
-from punctual.model import JOB_TRANSITIONS, MAX_JOB_BYTES, Job, JobSpec, JobStatus, Run
-from punctual.port import Page, Queue, RunQuery, Store
+from punctual.model import (
+    JOB_TRANSITIONS,
+    MAX_JOB_BYTES,
+    MAX_SECRET_CHARS,
+    REDACTED,
+    HttpTarget,
+    Job,
+    JobSpec,
+    JobStatus,
+    Run,
+    Target,
+)
+from punctual.port import Keys, Page, Queue, RunQuery, Store
 from punctual.scheduling import cron as schedule
 from punctual.scheduling.planning import PlanOptions, dispatch_for, manual_run
 
@@ -78,6 +90,7 @@ def create_job(
     *,
     idempotency_key: str | None = None,
     policy: TargetPolicy = STRICT_TARGETS,
+    keys: Keys | None = None,
 ) -> Created:
     """Create an active job for ``owner``; with ``idempotency_key``, at most one job per key.
 
@@ -86,7 +99,8 @@ def create_job(
     from a different spec). Nothing is written when it raises.
     """
     check_target(spec.target, policy)
-    check_size(spec)
+    sealed = _sealed(spec, owner, keys, stored=None)
+    check_size(sealed)
     job_id = _job_id(owner, idempotency_key)
     try:
         next_run_at = first_run_at(spec, now)
@@ -95,9 +109,9 @@ def create_job(
         existing = _find_job(store, job_id) if idempotency_key else None
         if existing is None:
             raise
-        return _replay(existing, owner, spec)
+        return _replay(existing, owner, spec, keys)
     job = Job(
-        **_spec_fields(spec),
+        **_spec_fields(sealed),
         id=job_id,
         owner=owner,
         status=JobStatus.ACTIVE,
@@ -112,7 +126,7 @@ def create_job(
     except JobAlreadyExists:
         if idempotency_key is None:
             raise  # a random 128-bit id collided: let it surface rather than guess
-        return _replay(store.get_job(job_id), owner, spec)
+        return _replay(store.get_job(job_id), owner, spec, keys)
     return Created(job, replayed=False)
 
 
@@ -149,6 +163,7 @@ def update_job(
     now: int,
     *,
     policy: TargetPolicy = STRICT_TARGETS,
+    keys: Keys | None = None,
 ) -> Job:
     """Apply a partial spec (JSON merge-patch semantics) and return the stored job.
 
@@ -162,7 +177,7 @@ def update_job(
     """
     if not changes:
         return get_job(store, owner, job_id)
-    return _write(store, owner, job_id, lambda job: _patched(job, changes, now, policy))
+    return _write(store, owner, job_id, lambda job: _patched(job, changes, now, policy, keys))
 
 
 def pause_job(store: Store, owner: str, job_id: str, now: int) -> Job:
@@ -306,7 +321,7 @@ def _moved(job: Job, status: JobStatus, now: int, next_run_at: int | None) -> Jo
     return job.model_copy(update={"status": status, "next_run_at": next_run_at, "updated_at": now})
 
 
-def _patched(job: Job, changes: Mapping[str, Any], now: int, policy: TargetPolicy) -> Job:
+def _patched(job: Job, changes: Mapping[str, Any], now: int, policy: TargetPolicy, keys: Keys | None) -> Job:
     if job.status is JobStatus.DELETED:
         raise InvalidTransition(f"job {job.id} is deleted; it cannot be changed", field="status")
     merged = job.spec.model_dump()
@@ -321,6 +336,7 @@ def _patched(job: Job, changes: Mapping[str, Any], now: int, policy: TargetPolic
         raise validation.invalid_input(exc) from None
     if spec.target != job.target:
         check_target(spec.target, policy)
+    spec = _sealed(spec, job.owner, keys, stored=job.target)
     check_size(spec)
     update: dict[str, Any] = {**_spec_fields(spec), "updated_at": now}
     if any(getattr(spec, f) != getattr(job, f) for f in _SCHEDULING_FIELDS):
@@ -334,6 +350,50 @@ def _rescheduled(job: Job, spec: JobSpec, now: int) -> dict[str, Any]:
     if job.status is JobStatus.PAUSED:
         return {"next_run_at": None}
     return {"status": JobStatus.ACTIVE, "next_run_at": next_run_at}
+
+
+# -- secret headers ---------------------------------------------------------------------------------
+
+
+def _sealed(spec: JobSpec, owner: str, keys: Keys | None, *, stored: Target | None) -> JobSpec:
+    """``spec`` with its secret header values sealed by ``keys`` (the form that is stored).
+
+    A value of REDACTED keeps the value ``stored`` has for that name (a PATCH that resends the
+    target as it was read). Raises :class:`InvalidInput` for REDACTED with nothing to keep, a
+    value over MAX_SECRET_CHARS, or secrets without keys (an engine always has keys).
+    """
+    target = spec.target
+    if not isinstance(target, HttpTarget) or not target.secret_headers:
+        return spec
+    if keys is None:
+        raise ConfigError("secret headers need the engine's keys")
+    kept = stored.secret_headers if isinstance(stored, HttpTarget) else {}
+    sealed: dict[str, str] = {}
+    for name, value in target.secret_headers.items():
+        if value == REDACTED:
+            previous = next((v for k, v in kept.items() if k.lower() == name.lower()), None)
+            if previous is None:
+                raise InvalidInput(
+                    f"secret header {name!r} is {REDACTED!r} but the job has no such secret to keep; send its value",
+                    field="target.secret_headers",
+                )
+            sealed[name] = previous
+        elif len(value) > MAX_SECRET_CHARS:
+            raise InvalidInput(
+                f"secret header {name!r} is longer than {MAX_SECRET_CHARS} characters", field="target.secret_headers"
+            )
+        else:
+            sealed[name] = keys.seal(owner, value)
+    return spec.model_copy(update={"target": target.model_copy(update={"secret_headers": sealed})})
+
+
+def _opened(spec: JobSpec, owner: str, keys: Keys | None) -> JobSpec:
+    """``spec`` with its sealed secret header values opened (to compare a replayed create)."""
+    target = spec.target
+    if not isinstance(target, HttpTarget) or not target.secret_headers or keys is None:
+        return spec
+    opened = {name: keys.open(owner, token) for name, token in target.secret_headers.items()}
+    return spec.model_copy(update={"target": target.model_copy(update={"secret_headers": opened})})
 
 
 # -- helpers ----------------------------------------------------------------------------------------
@@ -368,8 +428,8 @@ def _find_job(store: Store, job_id: str) -> Job | None:
         return None
 
 
-def _replay(existing: Job, owner: str, spec: JobSpec) -> Created:
-    if existing.owner != owner or _canonical(existing.spec) != _canonical(spec):
+def _replay(existing: Job, owner: str, spec: JobSpec, keys: Keys | None) -> Created:
+    if existing.owner != owner or _canonical(_opened(existing.spec, owner, keys)) != _canonical(spec):
         raise IdempotencyKeyReused(
             "this Idempotency-Key already created a job from a different request body "
             "(or that job has been changed since); use a new key for a new job",

@@ -14,6 +14,7 @@ from punctual.clock import Clock, SystemClock
 from punctual.config import Settings
 from punctual.engines.aws.bootstrap import MISSING_QUEUE, ensure_resources
 from punctual.engines.aws.clients import AwsClients, ServiceClock
+from punctual.engines.aws.keys import KmsKeys
 from punctual.engines.aws.queue import DispatchFailed, SqsQueue
 from punctual.engines.aws.store import DynamoStore
 from punctual.errors import ConfigError
@@ -61,6 +62,7 @@ class AwsEngine(Engine):
         )
         self.queue: SqsQueue = SqsQueue(self.clients.sqs, dispatch_url)
         self.dead_letters: SqsQueue = SqsQueue(self.clients.sqs, dead_letter_url)
+        self.keys: KmsKeys = KmsKeys(self.clients.client("kms"), settings.secrets_key_id, settings.signing_key_id)
 
     @classmethod
     def from_settings(

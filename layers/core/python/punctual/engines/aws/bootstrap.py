@@ -46,6 +46,7 @@ def ensure_resources(
     dispatch_url = ensure_queue(
         sqs, _queue_name(settings.dispatch_queue_url, settings, DISPATCH_QUEUE), DISPATCH_QUEUE, dead_letter_arn=dlq_arn
     )
+    kms = clients.client("kms")
     return settings.model_copy(
         update={
             "jobs_table": names["jobs"],
@@ -53,8 +54,27 @@ def ensure_resources(
             "leases_table": names["leases"],
             "dispatch_queue_url": dispatch_url,
             "dead_letter_queue_url": dlq_url,
+            "secrets_key_id": settings.secrets_key_id
+            or ensure_key(kms, physical_name(settings.name_prefix, "secrets"), "SYMMETRIC_DEFAULT", "ENCRYPT_DECRYPT"),
+            "signing_key_id": settings.signing_key_id
+            or ensure_key(kms, physical_name(settings.name_prefix, "signing"), "HMAC_256", "GENERATE_VERIFY_MAC"),
         }
     )
+
+
+def ensure_key(client: Any, name: str, spec: str, usage: str) -> str:
+    """The ARN of the KMS key aliased ``alias/<name>``, created (with the alias) when missing."""
+    alias = f"alias/{name}"
+    try:
+        found: str = client.describe_key(KeyId=alias)["KeyMetadata"]["Arn"]
+        return found
+    except ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") != "NotFoundException":
+            raise
+    key = client.create_key(KeySpec=spec, KeyUsage=usage, Description=f"punctual {name}")["KeyMetadata"]
+    client.create_alias(AliasName=alias, TargetKeyId=key["KeyId"])
+    arn: str = key["Arn"]
+    return arn
 
 
 def ensure_table(client: Any, table: TableDef, name: str) -> None:

@@ -15,6 +15,7 @@ from punctual import resources
 from punctual.clock import Clock
 from punctual.config import Settings
 from punctual.engines.embedded.db import Database
+from punctual.engines.embedded.keys import KEY_FILE, LocalKeys
 from punctual.engines.embedded.queue import EmbeddedQueue
 from punctual.engines.embedded.store import EmbeddedStore, finish_all_in
 from punctual.model import Run
@@ -53,6 +54,7 @@ class EmbeddedEngine(Engine):
         self.open_shards = open_shards
         self._db = Database(self.path, shards=shards, synchronous=synchronous)
         self.store = EmbeddedStore(self._db, shards=shards, clock=clock)
+        self.keys = LocalKeys(self.path.parent / KEY_FILE)
         dead = resources.DEAD_LETTER_QUEUE
         dispatch = resources.DISPATCH_QUEUE
         self.dead_letters = EmbeddedQueue(self._db, dead.logical_name, clock=clock, retention_s=dead.retention_s)

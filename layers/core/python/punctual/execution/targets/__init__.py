@@ -22,6 +22,7 @@ from punctual.execution.targets.types import (
     timed_out,
 )
 from punctual.model import HttpTarget, Job, Run
+from punctual.port import Keys
 
 if TYPE_CHECKING:
     from punctual.execution.targets.aws import AwsTargets
@@ -50,17 +51,23 @@ class Targets:
     never needs AWS credentials.
     """
 
-    def __init__(self, policy: TargetPolicy | None = None, *, aws: AwsTargets | None = None) -> None:
+    def __init__(
+        self, policy: TargetPolicy | None = None, *, aws: AwsTargets | None = None, keys: Keys | None = None
+    ) -> None:
         self.policy = policy or TargetPolicy()
         self._aws = aws
+        self.keys = keys  # opens secret headers and signs HTTP requests (the engine's keys)
 
     def execute(self, job: Job, run: Run, attempt: int, deadline: float) -> TargetResult:
         """Execute one attempt. Never raises: an unexpected error becomes a retryable failure
         (so a bug shows up in the run's attempts and ends in ``dead`` + alert, not in a crash loop).
         """
-        invocation = Invocation.of(job, run, attempt)
         if deadline <= time.monotonic():
             return timed_out(0)
+        try:
+            invocation = Invocation.of(job, run, attempt, self.keys)
+        except ValueError as exc:  # a secret sealed under another key: retrying cannot fix it
+            return failed(f"a secret header of the job does not open: {exc}", retryable=False)
         try:
             if isinstance(job.target, HttpTarget):
                 from punctual.execution.targets import http

@@ -27,6 +27,7 @@ from punctual.execution.targets.policy import TargetPolicy
 from punctual.execution.targets.types import Invocation, TargetResult, failed, timed_out
 from punctual.execution.targets.wire import Request, WireError, WirePool
 from punctual.model import HttpTarget, Job, Run
+from punctual.port import Keys
 
 logger = logging.getLogger(__name__)
 
@@ -57,9 +58,11 @@ class AsyncTargets:
         sync: Targets | None = None,
         blocking: ThreadPoolExecutor | None = None,
         max_connections_per_host: int = 1024,
+        keys: Keys | None = None,
     ) -> None:
         self.policy = policy or TargetPolicy()
-        self._sync = sync or Targets(self.policy)
+        self.keys = keys  # opens secret headers and signs HTTP requests (the engine's keys)
+        self._sync = sync or Targets(self.policy, keys=keys)
         self._blocking = blocking or ThreadPoolExecutor(max_workers=16, thread_name_prefix="punctual-targets")
         pool_size = max_connections_per_host
         self._pool = WirePool(tls=http.tls_context(), max_idle_per_key=pool_size, max_per_key=pool_size)
@@ -67,9 +70,14 @@ class AsyncTargets:
     async def execute(self, job: Job, run: Run, attempt: int, timeout_s: float) -> TargetResult:
         """Execute one attempt within ``timeout_s``. Never raises: an unexpected error becomes a
         retryable failure (as :meth:`Targets.execute`)."""
-        invocation = Invocation.of(job, run, attempt)
         if timeout_s <= 0:
             return timed_out(0)
+        try:
+            invocation = Invocation.of(job, run, attempt, self.keys)
+        except ValueError as exc:  # a secret sealed under another key: retrying cannot fix it
+            return failed(f"a secret header of the job does not open: {exc}", retryable=False)
+        except Exception as exc:  # KMS unavailable: transient
+            return failed(f"cannot open the job's secrets: {type(exc).__name__}", retryable=True)
         try:
             if isinstance(job.target, HttpTarget):
                 return await self._http(job.target, invocation, timeout_s)
@@ -109,7 +117,7 @@ class AsyncTargets:
         body = None
         if target.method in http.METHODS_WITH_BODY:
             body = json.dumps(invocation.payload, separators=(",", ":"), allow_nan=False).encode()
-        headers = http.request_headers(target, invocation, url.netloc)
+        headers = http.request_headers(target, invocation, url.netloc, body)
         request = Request(target.method, url.scheme, url.host, address, url.port, url.path, headers, body)
         try:
             answer = await self._pool.send(request, timeout_s=remaining, excerpt_bytes=http.EXCERPT_BYTES)

@@ -28,13 +28,13 @@ from functools import lru_cache
 
 import httpx
 
-from punctual.clock import iso
+from punctual.execution.targets import signing
 from punctual.execution.targets.policy import TargetPolicy, address_refusal, host_refusal
 from punctual.execution.targets.types import Invocation, TargetResult, failed, succeeded, timed_out
 from punctual.model import MAX_EXCERPT_CHARS, HttpTarget, truncate
 from punctual.runs.retry import http_status_retryable
 
-USER_AGENT = "punctual/0.1"
+USER_AGENT = signing.USER_AGENT
 METHODS_WITH_BODY = frozenset({"POST", "PUT", "PATCH"})
 EXCERPT_BYTES = MAX_EXCERPT_CHARS * 4  # enough UTF-8 for the excerpt; the rest of the body is never read
 
@@ -88,22 +88,12 @@ def resolve(host: str, port: int, policy: TargetPolicy) -> str:
     return addresses[0]
 
 
-def request_headers(target: HttpTarget, invocation: Invocation, host_header: str) -> dict[str, str]:
-    """The job's headers, then ours (which the job cannot override: ``check_target`` refuses that)."""
-    headers = dict(target.headers)
-    headers.update(
-        {
-            "Host": host_header,
-            "User-Agent": USER_AGENT,
-            "Content-Type": "application/json",
-            "Idempotency-Key": invocation.run_id,
-            "X-Punctual-Run-Id": invocation.run_id,
-            "X-Punctual-Attempt": str(invocation.attempt),
-            "X-Punctual-Scheduled-At": iso(invocation.scheduled_at) or "",
-            "X-Punctual-Job-Id": invocation.job_id,
-        }
-    )
-    return headers
+def request_headers(
+    target: HttpTarget, invocation: Invocation, host_header: str, body: bytes | None = None
+) -> dict[str, str]:
+    """The job's headers, its secret headers, then ours (which the job cannot override:
+    ``check_target`` refuses that) and the signature (``punctual.execution.targets.signing``)."""
+    return signing.request_headers(target.headers, invocation, host_header, body, now_s=int(time.time()))
 
 
 def _request(
@@ -114,7 +104,7 @@ def _request(
         if target.method in METHODS_WITH_BODY
         else None
     )
-    headers = request_headers(target, invocation, url.netloc.decode("ascii"))
+    headers = request_headers(target, invocation, url.netloc.decode("ascii"), body)
     client = _client(url.scheme, url.host, address, url.port)
     with client.stream(
         target.method,

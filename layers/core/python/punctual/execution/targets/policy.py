@@ -56,7 +56,9 @@ METADATA_HOSTNAMES = frozenset(
     {"metadata", "metadata.google.internal", "instance-data", "instance-data.ec2.internal", "metadata.azure.internal"}
 )
 # Headers the worker sets itself; a job may not send its own version of them.
-RESERVED_HEADERS = frozenset({"host", "content-length", "transfer-encoding", "connection", "idempotency-key"})
+RESERVED_HEADERS = frozenset(
+    {"host", "content-length", "transfer-encoding", "connection", "idempotency-key", "punctual-signature"}
+)
 RESERVED_HEADER_PREFIX = "x-punctual-"
 _HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")  # RFC 9110 token
 _BAD_HEADER_VALUE = re.compile(r"[\r\n\x00]")
@@ -87,6 +89,7 @@ def check_target(target: object, policy: TargetPolicy) -> None:
     if isinstance(target, HttpTarget):
         check_url(target.url, policy)
         check_headers(target.headers)
+        check_headers(target.secret_headers)
 
 
 def check_url(url: str, policy: TargetPolicy) -> None:

@@ -6,10 +6,12 @@ and the worker; it imports nothing of theirs, so the kinds never import their ow
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from punctual.model import Job, Run
+from punctual.model import HttpTarget, Job, Run
+from punctual.port import Keys
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,17 +45,31 @@ def timed_out(timeout_s: float) -> TargetResult:
 
 @dataclass(frozen=True, slots=True)
 class Invocation:
-    """What every target is told about the run it executes."""
+    """What every target is told about the run it executes.
+
+    ``secret_headers`` (opened) and ``signing_secret`` (the owner's) exist only here, for the
+    request being built: they are left out of the repr, so a log line can never show them.
+    """
 
     run_id: str
     job_id: str
     scheduled_at: int  # epoch ms
     attempt: int
     payload: Any
+    secret_headers: Mapping[str, str] = field(default_factory=dict, repr=False)
+    signing_secret: str | None = field(default=None, repr=False)
 
     @classmethod
-    def of(cls, job: Job, run: Run, attempt: int) -> Invocation:
-        return cls(run.run_id, job.id, run.scheduled_at, attempt, job.payload)
+    def of(cls, job: Job, run: Run, attempt: int, keys: Keys | None = None) -> Invocation:
+        """The invocation of ``run``; with ``keys``, its secret headers opened and the owner's
+        signing secret (raises ValueError for a secret that does not open)."""
+        if keys is None:
+            return cls(run.run_id, job.id, run.scheduled_at, attempt, job.payload)
+        target = job.target
+        sealed = target.secret_headers if isinstance(target, HttpTarget) else {}
+        opened = {name: keys.open(job.owner, token) for name, token in sealed.items()}
+        secret = keys.signing_secret(job.owner) if isinstance(target, HttpTarget) else None
+        return cls(run.run_id, job.id, run.scheduled_at, attempt, job.payload, opened, secret)
 
 
 class TargetExecutor(Protocol):

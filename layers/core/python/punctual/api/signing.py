@@ -1,0 +1,60 @@
+"""``GET /signing-secret``: the caller's request-signing secret, to verify the calls of their jobs.
+
+Every HTTP attempt carries ``Punctual-Signature: t=<unix s>,v1=<hex HMAC-SHA256>`` over
+``"<t>.<run id>.<body>"`` (``punctual.execution.targets.signing``; ``docs/api.md`` shows how to
+verify it). The secret is the owner's own: derived by the engine's keys (KMS on AWS), the same in
+every process, never stored, and only ever shown to its owner.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_lambda_powertools.event_handler.api_gateway import Router
+from pydantic import BaseModel, Field
+
+from punctual.api import openapi
+from punctual.errors import ConfigError, Unauthorized
+from punctual.execution.targets.signing import DEFAULT_TOLERANCE_S, SCHEME, SIGNATURE_HEADER
+from punctual.port import Keys
+
+router = Router()  # type: ignore[no-untyped-call]  # Powertools leaves __init__ unannotated
+
+
+class SigningSecret(BaseModel):
+    """How the caller's HTTP targets can check that a call came from this deployment."""
+
+    secret: str = Field(description="HMAC-SHA256 key: the string itself, UTF-8 encoded (psk_...)")
+    header: str = Field(description="the request header carrying the signature")
+    scheme: str = Field(description="the signature's scheme in that header (t=<unix s>,v1=<hex>)")
+    signed: str = Field(description="what is signed")
+    tolerance_s: int = Field(description="the age beyond which a receiver should refuse a call (replay)")
+
+
+@router.get(
+    "/signing-secret",
+    operation_id="getSigningSecret",
+    tags=["signing"],
+    summary="The caller's request-signing secret (verify Punctual-Signature on your targets)",
+    responses=openapi.responses({200: ("The secret and how it signs", SigningSecret)}, (401, 422, 500)),
+)
+def get_signing_secret() -> SigningSecret:
+    keys, owner = _caller()
+    return SigningSecret(
+        secret=keys.signing_secret(owner),
+        header=SIGNATURE_HEADER,
+        scheme=SCHEME,
+        signed="<t>.<X-Punctual-Run-Id>.<raw body>",
+        tolerance_s=DEFAULT_TOLERANCE_S,
+    )
+
+
+def _caller() -> tuple[Keys, str]:
+    services: Any = router.context.get("services")
+    keys = getattr(services, "keys", None)
+    if not isinstance(keys, Keys):
+        raise ConfigError("the API was called without the engine's keys")
+    owner = router.context.get("owner")
+    if not owner:
+        raise Unauthorized("authentication required")
+    return keys, str(owner)

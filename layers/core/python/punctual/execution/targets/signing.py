@@ -1,0 +1,113 @@
+"""Request signing for HTTP targets, and the headers every HTTP attempt carries. Pure: no I/O.
+
+Each attempt is signed with the owner's signing secret (``GET /signing-secret`` shows it to its
+owner), as Stripe and Upstash QStash sign webhooks, so a target can check that a call came from
+this deployment, for this run, and is not a replay:
+
+    Punctual-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256(secret, "<t>.<run id>.<body>")>
+
+The run id is the ``X-Punctual-Run-Id`` (and ``Idempotency-Key``) header; the body is the exact
+bytes received (empty for GET and DELETE). The key is the secret string as shown (``psk_...``),
+UTF-8 encoded. A receiver recomputes the HMAC, compares in constant time, and refuses a timestamp
+older than its tolerance (5 minutes by default): :func:`verify` does all of that, and
+``docs/api.md`` shows the same in a few lines of any language.
+
+Both HTTP clients (the blocking ``http`` target and the asyncio ``aio`` one) build their headers
+with :func:`request_headers`, so the two can never sign differently.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import time
+from collections.abc import Mapping
+
+from punctual.clock import iso
+from punctual.execution.targets.types import Invocation
+
+SIGNATURE_HEADER = "Punctual-Signature"
+SCHEME = "v1"
+DEFAULT_TOLERANCE_S = 300
+USER_AGENT = "punctual/0.1"
+
+
+class SignatureError(ValueError):
+    """A request whose signature is missing, malformed, wrong or too old."""
+
+
+def signature(secret: str, timestamp: int, run_id: str, body: bytes) -> str:
+    """The hex HMAC-SHA256 of ``"<timestamp>.<run_id>.<body>"`` under ``secret``."""
+    message = f"{timestamp}.{run_id}.".encode() + body
+    return hmac.new(secret.encode(), message, hashlib.sha256).hexdigest()
+
+
+def signature_header(secret: str, timestamp: int, run_id: str, body: bytes) -> str:
+    """The value of the ``Punctual-Signature`` header."""
+    return f"t={timestamp},{SCHEME}={signature(secret, timestamp, run_id, body)}"
+
+
+def verify(
+    secret: str,
+    header: str | None,
+    run_id: str,
+    body: bytes,
+    *,
+    tolerance_s: int = DEFAULT_TOLERANCE_S,
+    now: float | None = None,
+) -> int:
+    """Check a received ``Punctual-Signature`` header; return its timestamp.
+
+    ``header`` is the header's value, ``run_id`` the ``X-Punctual-Run-Id`` header, ``body`` the
+    raw request body. Raises :class:`SignatureError` when the header is missing or malformed, no
+    ``v1`` signature matches (several are allowed, for secret rotation), or the timestamp is
+    further than ``tolerance_s`` from ``now`` (default: the current time).
+    """
+    if not header:
+        raise SignatureError(f"no {SIGNATURE_HEADER} header")
+    timestamp: int | None = None
+    candidates: list[str] = []
+    for part in header.split(","):
+        name, _, value = part.strip().partition("=")
+        if name == "t" and value.isdigit():
+            timestamp = int(value)
+        elif name == SCHEME and value:
+            candidates.append(value)
+    if timestamp is None or not candidates:
+        raise SignatureError(f"malformed {SIGNATURE_HEADER} header")
+    expected = signature(secret, timestamp, run_id, body)
+    if not any(hmac.compare_digest(expected, candidate) for candidate in candidates):
+        raise SignatureError("signature does not match (wrong secret, run id or body)")
+    current = time.time() if now is None else now
+    if abs(current - timestamp) > tolerance_s:
+        raise SignatureError(f"timestamp is more than {tolerance_s} s away: a replay, or a skewed clock")
+    return timestamp
+
+
+def request_headers(
+    headers: Mapping[str, str],
+    invocation: Invocation,
+    host_header: str,
+    body: bytes | None,
+    *,
+    now_s: int,
+) -> dict[str, str]:
+    """Every header of one HTTP attempt: the job's headers and its (decrypted) secret headers,
+    then ours, which the job cannot override (``check_target`` refuses that), then the signature
+    when the invocation carries the owner's signing secret."""
+    built = {**headers, **invocation.secret_headers}
+    built.update(
+        {
+            "Host": host_header,
+            "User-Agent": USER_AGENT,
+            "Content-Type": "application/json",
+            "Idempotency-Key": invocation.run_id,
+            "X-Punctual-Run-Id": invocation.run_id,
+            "X-Punctual-Attempt": str(invocation.attempt),
+            "X-Punctual-Scheduled-At": iso(invocation.scheduled_at) or "",
+            "X-Punctual-Job-Id": invocation.job_id,
+        }
+    )
+    if invocation.signing_secret:
+        built[SIGNATURE_HEADER] = signature_header(invocation.signing_secret, now_s, invocation.run_id, body or b"")
+    return built
