@@ -79,14 +79,25 @@ class InfraConfig(BaseModel):
 
     # -- workers --------------------------------------------------------------------------------
     worker_max_concurrency: Annotated[int, Field(ge=2, le=1000, description="SQS event source cap")] = 1000
-    worker_batch_size: Annotated[int, Field(ge=1, le=10, description="runs per worker invocation")] = 10
+    worker_batch_size: Annotated[int, Field(ge=1, le=10_000, description="runs per worker invocation")] = 10
+    # SQS requires a batching window of >= 1 s above 10 records; the records of a batch run concurrently
+    worker_batching_window_s: Annotated[int, Field(ge=0, le=300, description="wait to fill a batch")] = 0
+    # Provisioned mode (set a minimum): pollers kept warm, +1,000 concurrency/min up to 20,000 (standard
+    # mode starts at 5 concurrent batches and adds 300/min); MaximumConcurrency does not apply then.
+    worker_min_pollers: Annotated[int | None, Field(ge=1, le=200, description="provisioned pollers")] = None
+    worker_max_pollers: Annotated[int, Field(ge=1, le=2_000, description="provisioned pollers cap")] = 200
     worker_timeout_s: Annotated[int, Field(ge=30, le=900, description="longest run a Lambda worker executes")] = (
         constants.WORKER_FUNCTION.timeout_s
     )
     target_arns: tuple[str, ...] = ()  # AWS targets workers may call; empty: HTTP targets only
     fargate_workers: bool = False  # an ECS Fargate worker service for runs longer than 15 minutes
-    fargate_worker_count: Annotated[int, Field(ge=1, le=100)] = 2
-    fargate_worker_concurrency: Annotated[int, Field(ge=1, le=1000)] = 50
+    fargate_worker_count: Annotated[int, Field(ge=1, le=100)] = 2  # tasks at least (and when idle)
+    # tasks at most, scaling on queue depth (never below fargate_worker_count)
+    fargate_worker_max_count: Annotated[int, Field(ge=1, le=100)] = 10
+    fargate_worker_concurrency: Annotated[int, Field(ge=1, le=20_000)] = 5_000  # runs in flight per task
+    # tasks raised to this at minute 59 of every hour (back to fargate_worker_count at minute 5): warm for the
+    # top-of-hour burst; None: scale on queue depth only
+    fargate_prewarm_count: Annotated[int | None, Field(ge=1, le=100)] = None
 
     # -- concurrency isolation (see the module docstring) ------------------------------------------
     lambda_concurrency_quota: Annotated[
@@ -186,6 +197,10 @@ class InfraConfig(BaseModel):
             )
         if self.api_throttle_burst < self.api_throttle_rate // 10:
             raise ValueError("api_throttle_burst below a tenth of api_throttle_rate rejects ordinary bursts")
+        if self.worker_batch_size > 10 and self.worker_batching_window_s < 1:
+            raise ValueError("worker_batch_size above 10 needs worker_batching_window_s >= 1 (an SQS rule)")
+        if self.worker_min_pollers is not None and self.worker_min_pollers > self.worker_max_pollers:
+            raise ValueError("worker_min_pollers must be <= worker_max_pollers")
         if self.worker_reserved_concurrency < constants.MIN_WORKER_CONCURRENCY:
             raise ValueError(
                 f"lambda_concurrency_quota ({self.lambda_concurrency_quota}) leaves "
@@ -195,6 +210,10 @@ class InfraConfig(BaseModel):
                 "AWS keeps unreserved: raise the quota (and this value) or lower the reservations"
             )
         return self
+
+    @property
+    def fargate_max_tasks(self) -> int:
+        return max(self.fargate_worker_count, self.fargate_worker_max_count)
 
     @property
     def scheduler_reserved_concurrency(self) -> int:

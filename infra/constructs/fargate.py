@@ -1,5 +1,6 @@
-"""Optional Fargate workers (context ``fargate_workers``): ``punctual worker --concurrency N`` as an
-ECS service polling the same dispatch queue, for runs longer than a Lambda worker may take.
+"""Optional Fargate workers (context ``fargate_workers``): ``punctual worker --max-in-flight N`` (the
+async worker) as an ECS service polling the same dispatch queue, for runs longer than a Lambda
+worker may take, or a warm fleet for the top-of-hour burst.
 
 - Image: built from ``infra/fargate/Dockerfile`` by ``cdk deploy`` (Docker is needed to deploy with
   this option, never to synth: synth only stages the build context).
@@ -8,7 +9,9 @@ ECS service polling the same dispatch queue, for runs longer than a Lambda worke
   VPC flow logs go to CloudWatch Logs.
 - Permissions: the worker's row of ``infra.constructs.access``, the queue consumption, owner
   alerts and the target allowlist, exactly as the Lambda worker.
-- Scaling: a fixed ``fargate_worker_count``; each task runs ``fargate_worker_concurrency`` runs.
+- Scaling: between ``fargate_worker_count`` and ``fargate_worker_max_count`` tasks on the dispatch
+  queue's visible messages (each task holds up to ``fargate_worker_concurrency`` runs in flight);
+  with ``fargate_prewarm_count``, raised to that many tasks at minute 59 of every hour.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import aws_cdk as cdk
+from aws_cdk import aws_applicationautoscaling as appscaling
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_ecr_assets as ecr_assets
 from aws_cdk import aws_ecs as ecs
@@ -65,6 +69,41 @@ class FargateWorkers(Construct):
             max_healthy_percent=200,
             circuit_breaker=ecs.DeploymentCircuitBreaker(rollback=True),
         )
+        self._build_scaling(dispatch_queue)
+
+    def _build_scaling(self, dispatch_queue: sqs.IQueue) -> None:
+        """Scale on the visible messages of the dispatch queue (runs waiting for a worker), one step per
+        ``fargate_worker_concurrency`` waiting; optionally warm up before the top of every hour."""
+        config = self._config
+        scaling = self.service.auto_scale_task_count(
+            min_capacity=config.fargate_worker_count, max_capacity=config.fargate_max_tasks
+        )
+        per_task = config.fargate_worker_concurrency
+        scaling.scale_on_metric(
+            "QueueDepth",
+            metric=dispatch_queue.metric_approximate_number_of_messages_visible(
+                period=cdk.Duration.minutes(1), statistic="Maximum"
+            ),
+            scaling_steps=[
+                appscaling.ScalingInterval(upper=0, change=-1),
+                appscaling.ScalingInterval(lower=per_task // 10, change=+1),
+                appscaling.ScalingInterval(lower=per_task, change=+3),
+            ],
+            adjustment_type=appscaling.AdjustmentType.CHANGE_IN_CAPACITY,
+            cooldown=cdk.Duration.minutes(1),
+        )
+        if config.fargate_prewarm_count is not None:
+            warm = max(config.fargate_prewarm_count, config.fargate_worker_count)
+            scaling.scale_on_schedule(
+                "WarmBeforeTheHour",
+                schedule=appscaling.Schedule.cron(minute="59"),
+                min_capacity=min(warm, config.fargate_max_tasks),
+            )
+            scaling.scale_on_schedule(
+                "CoolAfterTheHour",
+                schedule=appscaling.Schedule.cron(minute="5"),
+                min_capacity=config.fargate_worker_count,
+            )
 
     def _build_vpc(self) -> ec2.Vpc:
         vpc = ec2.Vpc(
@@ -113,7 +152,7 @@ class FargateWorkers(Construct):
                 exclude=_BUILD_CONTEXT,
                 ignore_mode=cdk.IgnoreMode.DOCKER,
             ),
-            command=["worker", "--concurrency", str(self._config.fargate_worker_concurrency)],
+            command=["worker", "--max-in-flight", str(self._config.fargate_worker_concurrency)],
             environment=dict(environment),
             logging=ecs.LogDrivers.aws_logs(stream_prefix="worker", log_group=log_group),
             readonly_root_filesystem=True,

@@ -1,8 +1,11 @@
 """The Lambda workers: the worker function consuming the dispatch queue.
 
 The SQS event source reports per-message failures (``ReportBatchItemFailures``: one failed run
-does not redeliver its batch), does not wait to fill batches (runs are due now), and is capped
-at ``worker_reserved_concurrency`` concurrent invocations: ``worker_max_concurrency``, or less when
+does not redeliver its batch) and hands the async worker batches of ``worker_batch_size`` runs
+(above 10 with a short ``worker_batching_window_s``: each record is a coroutine, so a large batch
+costs one invocation, not one per run). In provisioned mode (``worker_min_pollers``) pollers stay
+warm for the top-of-minute burst and the reserved concurrency is the only cap; in standard mode
+the source is capped at ``worker_reserved_concurrency`` concurrent invocations: ``worker_max_concurrency``, or less when
 the account's Lambda quota (``lambda_concurrency_quota``) cannot hold it next to the other
 functions' reservations. The worker keeps the messages it holds
 hidden while their runs execute (ChangeMessageVisibility, granted with the event source) and
@@ -13,6 +16,7 @@ no AWS permission.
 from __future__ import annotations
 
 import aws_cdk as cdk
+from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_event_sources as sources
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
@@ -48,12 +52,21 @@ class Workers(Construct):
         access.grant_tables(role, access.WORKER, shared.tables)
         alerts.grant_publish_owner_alerts(role)
         access.grant_targets(role, config.target_arns, role)
+        provisioned = config.worker_min_pollers is not None
         self.handler.function.add_event_source(
             sources.SqsEventSource(
                 dispatch_queue,
                 batch_size=config.worker_batch_size,
-                max_batching_window=cdk.Duration.seconds(0),
+                max_batching_window=cdk.Duration.seconds(config.worker_batching_window_s),
                 report_batch_item_failures=True,
-                max_concurrency=config.worker_reserved_concurrency,
+                # provisioned mode has no MaximumConcurrency: the reserved concurrency caps it
+                max_concurrency=None if provisioned else config.worker_reserved_concurrency,
+                provisioned_poller_config=(
+                    lambda_.ProvisionedPollerConfig(
+                        minimum_pollers=config.worker_min_pollers, maximum_pollers=config.worker_max_pollers
+                    )
+                    if provisioned
+                    else None
+                ),
             )
         )

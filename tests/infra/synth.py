@@ -26,6 +26,12 @@ OPTIONS_CONTEXT: dict[str, Any] = {
     "open_shards": "8",
     "scheduler_instances": "7",
     "fargate_workers": "true",
+    "fargate_worker_max_count": "8",
+    "fargate_prewarm_count": "6",
+    "worker_batch_size": "100",  # above 10: needs a batching window
+    "worker_batching_window_s": "1",
+    "worker_min_pollers": "10",  # provisioned pollers
+    "worker_max_pollers": "100",
     "api_usage_plan": True,
     "target_arns": (
         "arn:aws:lambda:eu-west-1:123456789012:function:hook,"

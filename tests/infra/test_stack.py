@@ -259,10 +259,32 @@ def test_fargate_workers_run_the_worker_command_when_enabled(default_synth: Synt
     assert service["DesiredCount"] == DEFAULTS.fargate_worker_count
     (task,) = options_synth.properties("AWS::ECS::TaskDefinition")
     (container,) = task["ContainerDefinitions"]
-    assert container["Command"] == ["worker", "--concurrency", str(DEFAULTS.fargate_worker_concurrency)]
+    assert container["Command"] == ["worker", "--max-in-flight", str(DEFAULTS.fargate_worker_concurrency)]
     assert container["LogConfiguration"]["LogDriver"] == "awslogs"
     assert task["RuntimePlatform"]["CpuArchitecture"] == "ARM64"
     assert not options_synth.resources("AWS::EC2::NatGateway")
+
+
+def test_fargate_workers_scale_on_queue_depth_and_warm_up_before_the_hour(options_synth: Synth) -> None:
+    (target,) = options_synth.properties("AWS::ApplicationAutoScaling::ScalableTarget")
+    assert (target["MinCapacity"], target["MaxCapacity"]) == (DEFAULTS.fargate_worker_count, 8)
+    actions = {a["ScheduledActionName"]: a for a in target["ScheduledActions"]}
+    assert {a["Schedule"] for a in actions.values()} == {"cron(59 * * * ? *)", "cron(5 * * * ? *)"}
+    assert sorted(a["ScalableTargetAction"]["MinCapacity"] for a in actions.values()) == [2, 6]
+    policies = options_synth.properties("AWS::ApplicationAutoScaling::ScalingPolicy")
+    assert any(p.get("PolicyType") == "StepScaling" for p in policies)
+    alarms = options_synth.properties("AWS::CloudWatch::Alarm")
+    assert any(a.get("MetricName") == "ApproximateNumberOfMessagesVisible" for a in alarms)
+
+
+def test_provisioned_pollers_and_large_batches_for_the_top_of_minute_burst(options_synth: Synth) -> None:
+    worker = _function_id(options_synth, "worker")
+    (source,) = [
+        p for p in options_synth.properties("AWS::Lambda::EventSourceMapping") if p["FunctionName"] == {"Ref": worker}
+    ]
+    assert source["ProvisionedPollerConfig"] == {"MinimumPollers": 10, "MaximumPollers": 100}
+    assert "ScalingConfig" not in source  # MaximumConcurrency does not apply in provisioned mode
+    assert (source["BatchSize"], source["MaximumBatchingWindowInSeconds"]) == (100, 1)
 
 
 # -- API ---------------------------------------------------------------------------------------------------
