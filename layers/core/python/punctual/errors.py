@@ -61,6 +61,12 @@ class InvalidId(InvalidInput):
     code = "invalid_id"
 
 
+class DependencyCycle(InvalidInput):
+    """A ``depends_on`` that would make a job (indirectly) depend on itself."""
+
+    code = "dependency_cycle"
+
+
 class InvalidTransition(PunctualError):
     """A state change the lifecycle does not allow (e.g. resume a deleted job)."""
 
@@ -102,6 +108,12 @@ class ConcurrentModification(Conflict):
     """The item changed since it was read (version mismatch); re-read and retry."""
 
     code = "concurrent_modification"
+
+
+class HasDependents(Conflict):
+    """Deleting a job that other jobs depend on (delete with force to leave them waiting)."""
+
+    code = "has_dependents"
 
 
 class IdempotencyKeyReused(Conflict):

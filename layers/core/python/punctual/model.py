@@ -46,6 +46,7 @@ MAX_JOB_BYTES = 10 * 1024
 MAX_ERROR_CHARS = 1_000  # one attempt's error text
 MAX_EXCERPT_CHARS = 512  # one attempt's response excerpt
 MAX_ATTEMPTS_KEPT = 25  # attempts[] on a run (max_retries + 1 plus takeovers), oldest dropped
+MAX_UPSTREAMS = 10  # jobs one job may depend on (bounds a release's read and the release record)
 
 
 # -- times --------------------------------------------------------------------------------------
@@ -142,6 +143,15 @@ class Trigger(StrEnum):
     SCHEDULE = "schedule"  # an on-time fire of the job's schedule or run_at
     CATCHUP = "catchup"  # a fire for a time that was missed (scheduler down, job resumed)
     MANUAL = "manual"  # POST /jobs/{id}/trigger
+    DEPENDENCY = "dependency"  # released by runs of the jobs it depends on (see punctual.dependencies)
+
+
+class DependencyWhen(StrEnum):
+    """Which upstream runs release a dependent job (cancelled runs never ran: they never count)."""
+
+    SUCCEEDED = "succeeded"  # the upstream run succeeded (the default)
+    FINISHED = "finished"  # it ended after running: succeeded, failed or dead
+    FAILED = "failed"  # it ended failed or dead: clean-up and alerting jobs
 
 
 class AttemptOutcome(StrEnum):
@@ -268,17 +278,37 @@ class RetryPolicy(BaseModel):
 
 # -- jobs ---------------------------------------------------------------------------------------
 
+JobId = Annotated[str, Field(pattern=r"^job_[0-9a-f]{32}$")]
+
+
+class DependsOn(BaseModel):
+    """Run the job once each of ``jobs`` has a run that met ``when`` since the job's last such run."""
+
+    model_config = _STRICT
+    jobs: Annotated[list[JobId], Field(min_length=1, max_length=MAX_UPSTREAMS)]
+    when: DependencyWhen = DependencyWhen.SUCCEEDED
+
+    @field_validator("jobs")
+    @classmethod
+    def _distinct(cls, value: list[str]) -> list[str]:
+        if len(set(value)) != len(value):
+            raise ValueError("depends_on.jobs names a job twice")
+        return value
+
+
 JobName = Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9][A-Za-z0-9 ._:/-]*$")]
 
 
 class JobSpec(BaseModel):
-    """What a user submits. Exactly one of ``schedule`` (cron, in ``timezone``) and ``run_at``."""
+    """What a user submits. Exactly one of ``schedule`` (cron, in ``timezone``), ``run_at`` and
+    ``depends_on`` (after runs of other jobs of the same owner)."""
 
     model_config = _STRICT
     name: JobName
     schedule: Annotated[str, Field(min_length=1, max_length=256)] | None = None
     timezone: Annotated[str, Field(min_length=1, max_length=64)] = "UTC"
     run_at: Rfc3339 | None = None
+    depends_on: DependsOn | None = None
     payload: Any = None
     target: Target
     timeout_s: Annotated[int, Field(strict=True, ge=1, le=MAX_TIMEOUT_S)] = 60
@@ -354,8 +384,9 @@ class JobSpec(BaseModel):
 
     @model_validator(mode="after")
     def _one_kind_of_schedule(self) -> JobSpec:
-        if (self.schedule is None) == (self.run_at is None):
-            raise ValueError("give exactly one of 'schedule' (cron) and 'run_at' (one-time)")
+        given = [v for v in (self.schedule, self.run_at, self.depends_on) if v is not None]
+        if len(given) != 1:
+            raise ValueError("give exactly one of 'schedule' (cron), 'run_at' (one-time) and 'depends_on'")
         return self
 
     @property
@@ -377,6 +408,9 @@ class Job(JobSpec):
     next_run_at: int | None = None  # epoch ms; set iff status is active
     last_run_at: int | None = None  # scheduled_at of the newest run the scheduler created
     due_shard: int = 0
+    # Other jobs depend on this one (set when the first dependent is linked, never cleared): only
+    # then does a finished run look for dependents to release, so other jobs pay nothing.
+    has_dependents: bool = False
     created_at: int
     updated_at: int
     version: int = 1
@@ -422,6 +456,7 @@ class Run(BaseModel):
     created_at: int
     expires_at: int | None = None  # retention, epoch SECONDS (the DynamoDB TTL format)
     note: str | None = None  # why it was skipped/cancelled/dead, for history
+    released_by: list[str] | None = None  # trigger dependency: the upstream run ids that released it
     attempts: list[Attempt] = Field(default_factory=list)
 
     @property

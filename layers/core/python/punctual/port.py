@@ -167,6 +167,30 @@ class Alert:
     reason: str
 
 
+@dataclass(frozen=True, slots=True)
+class ReleaseSlot:
+    """An upstream run offered to a dependent's release: which run, and when it finished."""
+
+    upstream_id: str
+    run_id: str
+    finished_at: int
+
+
+@dataclass(frozen=True, slots=True)
+class ReleaseState:
+    """A dependent job's release record: one slot per upstream job that has a qualifying run since
+    the last release. ``generation`` increases with every release (the compare-and-set token);
+    ``released_at`` is the last release's instant (None before the first)."""
+
+    dependent_id: str
+    generation: int = 0
+    released_at: int | None = None
+    slots: tuple[ReleaseSlot, ...] = ()
+
+    def slot(self, upstream_id: str) -> ReleaseSlot | None:
+        return next((s for s in self.slots if s.upstream_id == upstream_id), None)
+
+
 class Store(ABC):
     """Jobs, runs, shard leases and alerts. Every conditional write of the system lives below this."""
 
@@ -178,7 +202,8 @@ class Store(ABC):
     def create_job(self, job: Job) -> None:
         """Insert a new job. Raises :class:`JobAlreadyExists` if a job with ``job.id`` exists.
 
-        The job enters the due index iff ``job.status`` is active (then ``next_run_at`` must be set).
+        The job enters the due index iff ``job.status`` is active (then ``next_run_at`` must be set,
+        except for a job with ``depends_on``: it is never due, its runs are released by its upstreams).
         """
 
     @abstractmethod
@@ -359,6 +384,36 @@ class Store(ABC):
     @abstractmethod
     def shard_leases(self) -> list[ShardLease]:
         """Every shard lease ever written (expired ones included), by shard."""
+
+    # -- dependencies (punctual.dependencies owns the rules) ----------------------------------
+
+    @abstractmethod
+    def link_dependent(self, dependent_id: str, upstream_ids: Sequence[str]) -> None:
+        """Store the reverse edges ``upstream -> dependent`` (who depends on me); idempotent."""
+
+    @abstractmethod
+    def unlink_dependent(self, dependent_id: str, upstream_ids: Sequence[str]) -> None:
+        """Remove those reverse edges (absent ones are ignored)."""
+
+    @abstractmethod
+    def dependents_of(self, upstream_id: str) -> list[str]:
+        """The ids linked as dependents of ``upstream_id`` (one query), in id order. Stale edges
+        (a dependent deleted or changed since) are possible; callers check the dependent job."""
+
+    @abstractmethod
+    def get_release(self, dependent_id: str) -> ReleaseState:
+        """The dependent's release record (an empty one, generation 0, if none was written)."""
+
+    @abstractmethod
+    def fill_release(self, dependent_id: str, slot: ReleaseSlot) -> tuple[bool, ReleaseState]:
+        """Record ``slot`` iff the record has no slot for ``slot.upstream_id`` and ``slot.finished_at``
+        is after ``released_at`` (or nothing was released yet). Returns (applied, the record after
+        the write, or as found when not applied)."""
+
+    @abstractmethod
+    def complete_release(self, state: ReleaseState, released_at: int) -> bool:
+        """Clear the slots of ``state``, set ``released_at`` and increase the generation, iff the
+        stored generation is still ``state.generation``. False if another caller released first."""
 
     # -- alerts -------------------------------------------------------------------------------
 

@@ -35,9 +35,11 @@ from pydantic import ValidationError
 from punctual import ids
 from punctual.clock import from_datetime
 from punctual.config import DEFAULT_RETENTION_S
+from punctual.dependencies import links
 from punctual.errors import (
     ConcurrentModification,
     ConfigError,
+    HasDependents,
     IdempotencyKeyReused,
     InvalidInput,
     InvalidTransition,
@@ -70,7 +72,7 @@ MAX_PAGE = 100
 MAX_IDEMPOTENCY_KEY = 255
 STRICT_TARGETS = TargetPolicy()  # public addresses only: what the AWS deployment allows by default
 _IDEMPOTENCY_KEY = re.compile(r"^[\x21-\x7e]+$")  # printable ASCII, no spaces: safe in any header
-_SCHEDULING_FIELDS = ("schedule", "timezone", "run_at")
+_SCHEDULING_FIELDS = ("schedule", "timezone", "run_at", "depends_on")
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,13 +97,17 @@ def create_job(
     """Create an active job for ``owner``; with ``idempotency_key``, at most one job per key.
 
     Raises :class:`InvalidInput` (``run_at`` in the past, a malformed key, a target the ``policy``
-    refuses), :class:`JobTooLarge` and :class:`IdempotencyKeyReused` (the key already created a job
-    from a different spec). Nothing is written when it raises.
+    refuses, a ``depends_on`` cycle), :class:`JobTooLarge`, :class:`JobNotFound` (an upstream in
+    ``depends_on`` that is not the owner's) and :class:`IdempotencyKeyReused` (the key already
+    created a job from a different spec). Nothing is written when it raises, except that the
+    reverse edges of ``depends_on`` are written just before the job (``punctual.dependencies.links``).
     """
     check_target(spec.target, policy)
     sealed = _sealed(spec, owner, keys, stored=None)
     check_size(sealed)
     job_id = _job_id(owner, idempotency_key)
+    if spec.depends_on is not None:
+        links.link(store, job_id, links.check_upstreams(store, owner, job_id, spec.depends_on.jobs))
     try:
         next_run_at = first_run_at(spec, now)
     except InvalidInput:
@@ -177,7 +183,18 @@ def update_job(
     """
     if not changes:
         return get_job(store, owner, job_id)
-    return _write(store, owner, job_id, lambda job: _patched(job, changes, now, policy, keys))
+    if "depends_on" not in changes:
+        return _write(store, owner, job_id, lambda job: _patched(job, changes, now, policy, keys))
+    # New upstreams are checked (existence, owner, cycles) and linked before the job names them;
+    # dropped ones are unlinked after (see punctual.dependencies.links).
+    before = get_job(store, owner, job_id)
+    preview = _patched(before, changes, now, policy, keys)
+    new = [] if preview.depends_on is None else preview.depends_on.jobs
+    links.link(store, job_id, links.check_upstreams(store, owner, job_id, new))
+    job = _write(store, owner, job_id, lambda job: _patched(job, changes, now, policy, keys))
+    kept = set() if job.depends_on is None else set(job.depends_on.jobs)
+    links.unlink(store, job_id, (set() if before.depends_on is None else set(before.depends_on.jobs)) - kept)
+    return job
 
 
 def pause_job(store: Store, owner: str, job_id: str, now: int) -> Job:
@@ -203,13 +220,28 @@ def resume_job(store: Store, owner: str, job_id: str, now: int) -> Job:
     return _write(store, owner, job_id, resumed)
 
 
-def delete_job(store: Store, owner: str, job_id: str, now: int) -> Job:
+def delete_job(store: Store, owner: str, job_id: str, now: int, *, force: bool = False) -> Job:
     """Soft-delete: status deleted, out of the due index; the engine expires it after the retention
     (the aws engine sets the jobs table's TTL on deleted jobs).
 
-    The job and its runs stay readable until then. Deleting a deleted job is a no-op.
+    The job and its runs stay readable until then. Deleting a deleted job is a no-op. A job that
+    other (not deleted) jobs depend on is :class:`HasDependents` unless ``force``: then its
+    dependents stay valid and wait. A deleted dependent's reverse edges are removed.
     """
-    return _write(store, owner, job_id, lambda job: _moved(job, JobStatus.DELETED, now, next_run_at=None))
+    job = get_job(store, owner, job_id)
+    if not force and job.status is not JobStatus.DELETED and job.has_dependents:
+        dependents = links.live_dependents(store, job_id)
+        if dependents:
+            names = ", ".join(d.id for d in dependents[:5]) + (" ..." if len(dependents) > 5 else "")
+            raise HasDependents(
+                f"{len(dependents)} job(s) depend on {job_id} ({names}); delete them first, or delete with force=true",
+                field="job_id",
+                details=[{"field": "depends_on", "message": d.id} for d in dependents],
+            )
+    deleted = _write(store, owner, job_id, lambda job: _moved(job, JobStatus.DELETED, now, next_run_at=None))
+    if deleted.depends_on is not None:
+        links.unlink(store, job_id, deleted.depends_on.jobs)
+    return deleted
 
 
 # -- runs -----------------------------------------------------------------------------------------
@@ -271,9 +303,12 @@ def get_run(store: Store, owner: str, run_id: str) -> Run:
 # -- scheduling rules -----------------------------------------------------------------------------
 
 
-def first_run_at(spec: JobSpec, now: int) -> int:
+def first_run_at(spec: JobSpec, now: int) -> int | None:
     """The first due time of a new (or rescheduled) spec: the next cron fire after ``now``, or
-    ``run_at``. Raises :class:`InvalidInput` (field ``run_at``) if ``run_at`` is in the past."""
+    ``run_at``; None for a job with ``depends_on`` (never due: its upstreams release its runs).
+    Raises :class:`InvalidInput` (field ``run_at``) if ``run_at`` is in the past."""
+    if spec.depends_on is not None:
+        return None
     if spec.schedule is not None:
         return schedule.next_fire(spec.schedule, spec.timezone, now)
     assert spec.run_at is not None  # JobSpec guarantees exactly one of the two
@@ -283,7 +318,9 @@ def first_run_at(spec: JobSpec, now: int) -> int:
     return at
 
 
-def _resume_at(job: Job) -> int:
+def _resume_at(job: Job) -> int | None:
+    if job.depends_on is not None:
+        return None  # releases dropped while paused are not backfilled (punctual.dependencies.release)
     if job.schedule is None:
         assert job.run_at is not None
         return from_datetime(job.run_at)  # late or not, a one-time job still gets its run

@@ -108,7 +108,7 @@ def alert_key(owner: str, run_id: str) -> Key:
 
 def job_to_item(job: Job, *, retention_days: int) -> Item:
     """The stored form of ``job``; due-index attributes only while it is active."""
-    if job.status is JobStatus.ACTIVE and job.next_run_at is None:
+    if job.status is JobStatus.ACTIVE and job.next_run_at is None and job.depends_on is None:
         raise ValueError(f"active job {job.id} needs next_run_at")
     item: Item = {
         "job_id": s(job.id),
@@ -133,6 +133,9 @@ def job_to_item(job: Job, *, retention_days: int) -> Item:
     _put(item, "run_at", None if job.run_at is None else s(job.run_at.isoformat()))
     _put(item, "payload", None if job.payload is None else js(job.payload))
     _put(item, "last_run_at", _opt_n(job.last_run_at))
+    _put(item, "depends_on", None if job.depends_on is None else {"S": job.depends_on.model_dump_json()})
+    if job.has_dependents:
+        item["has_dependents"] = {"BOOL": True}
     if job.status is JobStatus.ACTIVE:
         _put(item, "next_run_at", _opt_n(job.next_run_at))
     if job.status is JobStatus.DELETED:
@@ -144,6 +147,7 @@ def job_to_item(job: Job, *, retention_days: int) -> Item:
 def item_to_job(item: Item) -> Job:
     payload = get_s(item, "payload")
     run_at = get_s(item, "run_at")
+    depends_on = get_s(item, "depends_on")
     data: dict[str, Any] = {
         "id": get_s(item, "job_id"),
         "owner": get_s(item, "owner"),
@@ -151,6 +155,8 @@ def item_to_job(item: Item) -> Job:
         "schedule": get_s(item, "schedule"),
         "timezone": get_s(item, "timezone"),
         "run_at": None if run_at is None else datetime.fromisoformat(run_at),
+        "depends_on": None if depends_on is None else json.loads(depends_on),
+        "has_dependents": item.get("has_dependents", {}).get("BOOL", False),
         "payload": None if payload is None else json.loads(payload),
         "target": json.loads(item["target"]["S"]),
         "timeout_s": get_n(item, "timeout_s"),
@@ -227,6 +233,8 @@ def run_to_item(run: Run, *, open_shards: int) -> Item:
     _put(item, "finished_at", _opt_n(run.finished_at))
     _put(item, "next_attempt_at", _opt_n(run.next_attempt_at))
     _put(item, "note", _opt_s(run.note))
+    if run.released_by:
+        item["released_by"] = {"SS": run.released_by}
     if run.expires_at is not None:
         # Only a finished run carries the TTL attribute: DynamoDB must never delete an open run
         # (a run retrying for days would vanish). Open runs keep their retention in retain_until;
@@ -261,6 +269,7 @@ def item_to_run(item: Item) -> Run:
         "created_at": int(item["created_at"]["N"]),
         "expires_at": get_n(item, "expires_at") or get_n(item, "retain_until"),
         "note": get_s(item, "note"),
+        "released_by": sorted(item["released_by"]["SS"]) if "released_by" in item else None,
         "attempts": rules.bounded(attempts),
     }
     return Run.model_validate(data)

@@ -25,6 +25,7 @@ from punctual.engines.aws import items as it
 from punctual.engines.aws import overlap as ov
 from punctual.engines.aws import stats
 from punctual.engines.aws import updates as u
+from punctual.engines.aws.dependencies import DependencyItems
 from punctual.engines.aws.items import Item, Key, n, s
 from punctual.engines.aws.tables import Tables, Written
 from punctual.errors import (
@@ -61,7 +62,7 @@ _MAX_QUERY_LIMIT = 1000
 SWEEP_PAGES = 8
 
 
-class DynamoStore(Store):
+class DynamoStore(DependencyItems, Store):
     """Jobs, runs, shard leases and alerts in three DynamoDB tables (see ``punctual.resources``)."""
 
     def __init__(

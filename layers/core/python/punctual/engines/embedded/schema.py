@@ -13,6 +13,7 @@ Tables mirror DESIGN.md §2:
 - ``shard_leases``, ``alerts``: scheduler shard ownership and owner alerts (the ``leases`` table).
 - ``queue``: the dispatch queue and its dead-letter queue (column ``queue``), with per-message
   ``visible_at`` (delay and visibility timeout), ``receive_count`` and the current ``receipt``.
+- ``dependents``, ``releases``: job dependencies (reverse edges and release records; v5).
 - ``meta``: facts fixed when the file was created (the number of due shards).
 
 Migrations: ``PRAGMA user_version`` is the schema version; :func:`migrate` applies the steps a
@@ -129,7 +130,28 @@ _V4 = (
     f" WHERE state IN {TERMINAL_STATES_SQL}",
 )
 
-MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3, _V4)  # MIGRATIONS[n] takes a file from version n to n + 1
+# v5: job dependencies (punctual.dependencies). Reverse edges keyed by the upstream job, so a
+# finished run finds its dependents with one range read; one release record per dependent job.
+_V5 = (
+    """
+    CREATE TABLE dependents (
+        upstream_id  TEXT NOT NULL,
+        dependent_id TEXT NOT NULL,
+        PRIMARY KEY (upstream_id, dependent_id)
+    ) WITHOUT ROWID
+    """,
+    """
+    CREATE TABLE releases (
+        dependent_id TEXT PRIMARY KEY,
+        generation   INTEGER NOT NULL,
+        released_at  INTEGER,
+        slots        TEXT NOT NULL
+    )
+    """,
+)
+
+# MIGRATIONS[n] takes a file from version n to n + 1
+MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3, _V4, _V5)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 SYNCHRONOUS_MODES = frozenset({"NORMAL", "FULL", "EXTRA"})

@@ -23,6 +23,7 @@ from punctual import ids, rules
 from punctual.clock import Clock
 from punctual.engines.embedded import bulk, stats
 from punctual.engines.embedded.db import Database
+from punctual.engines.embedded.dependencies import DependencyRows
 from punctual.engines.embedded.schema import DUE_COLUMNS, OPEN_STATES_SQL, RUN_EXPIRY_SQL, TERMINAL_STATES_SQL
 from punctual.errors import ConcurrentModification, InvalidCursor, JobAlreadyExists, JobNotFound, LeaseLost, RunNotFound
 from punctual.model import Catchup, Job, JobStatus, Overlap, Run
@@ -98,7 +99,7 @@ _OVERLAP = {o.value: o for o in Overlap}
 _CATCHUP = {c.value: c for c in Catchup}
 
 
-class EmbeddedStore(Store):
+class EmbeddedStore(DependencyRows, Store):
     """The Store port on one SQLite file (see the module docstring for the row layout)."""
 
     def __init__(self, db: Database, *, shards: int, clock: Clock) -> None:
@@ -357,7 +358,7 @@ class EmbeddedStore(Store):
         """The jobs row for ``job``. Raises ValueError for a job the due index could not serve."""
         if not 0 <= job.due_shard < self.shards:
             raise ValueError(f"job {job.id} has due_shard {job.due_shard}; this store has {self.shards} shards")
-        if job.status is JobStatus.ACTIVE and job.next_run_at is None:
+        if job.status is JobStatus.ACTIVE and job.next_run_at is None and job.depends_on is None:
             raise ValueError(f"active job {job.id} needs next_run_at")
         doc = job.model_dump_json(exclude=_JOB_STATE)
         return (
