@@ -34,7 +34,11 @@ def _runtime() -> Runtime:
 def dead_letter_handler(record: SQSRecord) -> str:
     runtime = _runtime()
     result = handle_dead_letter(
-        runtime.engine.store, runtime.alerter, delivery_of(record.raw_event), runtime.clock.now_ms()
+        runtime.engine.store,
+        runtime.alerter,
+        delivery_of(record.raw_event),
+        runtime.clock.now_ms(),
+        queue=runtime.engine.queue,
     )
     metrics.add_metric(name=f"DeadLetter_{result.value}", unit=MetricUnit.Count, value=1)
     if result is DeadLetterResult.CONFLICT:

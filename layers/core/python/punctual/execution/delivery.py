@@ -13,6 +13,9 @@ The job's overlap policy is decided by the lease, at the run's instant (``rules.
 
 The message is the run's lease clock on the queue side, so every open run keeps a live message:
 
+- every terminal finish first releases the job's dependents (``punctual.dependencies.release``)
+  and alerts the owner if it must, and only then deletes the message: a crash in between leaves
+  the message, whose redelivery finds the run terminal and does both again (both are idempotent);
 - success → ``succeeded``, delete the message;
 - a retryable failure (error, retryable status, timeout) while ``attempt <= max_retries`` →
   ``retrying`` with ``next_attempt_at = now + backoff``, and the *same* message is hidden for the
@@ -34,12 +37,13 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 
 from punctual import ids, rules
 from punctual import metrics as m
 from punctual.clock import Clock
+from punctual.dependencies.release import ReleaseOptions, release_dependents
 from punctual.errors import ConcurrentModification, InvalidId, LeaseLost, RunNotFound
 from punctual.execution.targets import TargetExecutor, TargetResult, failed, timed_out
 from punctual.model import (
@@ -96,6 +100,9 @@ class ExecutionOptions:
     # A message whose handling failed unexpectedly (a storage throttle, an outage) comes back after
     # this, not after the queue's visibility (90 minutes on AWS): the run is retried while still due.
     error_visibility_s: int = 10
+    release: ReleaseOptions = field(
+        default_factory=ReleaseOptions
+    )  # runs released for dependent jobs (retention, dispatch grace)
 
 
 def process_delivery(
@@ -144,7 +151,7 @@ def process_delivery(
     lease_ms = lease_length_ms(job, ctx.options)
     lease = store.lease_run(job_id, scheduled_at, worker_id, now, lease_ms, overlap=job.overlap)
     if lease.outcome is not LeaseOutcome.LEASED or lease.run is None:
-        return _not_leased(ctx, lease)
+        return _not_leased(ctx, job, lease)
     if metrics is not None and lease.run.attempt == 1:  # a retry starts at its backoff, not its instant
         metrics.observe(m.START_LATENESS_MS, max(0, now - scheduled_at))
     return _LeasedAttempt(ctx, job, lease.run, lease_ms).execute(targets)
@@ -174,6 +181,12 @@ class _Context:
     def drop(self) -> None:
         self.queue.delete(self.delivery.receipt)
 
+    def settle(self, job: Job, run: Run, now: int) -> None:
+        """What a terminal run owes before its message may go: its dependents released, its owner
+        alerted (both idempotent, so a redelivery after a crash simply does them again)."""
+        release_dependents(self.store, self.queue, job, run, now, options=self.options.release)
+        self.alert_if_needed(run, now)
+
     def alert_if_needed(self, run: Run, now: int) -> None:
         """Alert the owner of a dead (or failed) run, once per run whoever calls it."""
         if _alerts(run.state, self.options):
@@ -197,7 +210,7 @@ def _cancel_orphan(ctx: _Context, job_id: str, scheduled_at: int) -> Outcome:
     return Outcome.CANCELLED
 
 
-def _not_leased(ctx: _Context, lease: LeaseResult) -> Outcome:
+def _not_leased(ctx: _Context, job: Job, lease: LeaseResult) -> Outcome:
     if lease.outcome in (LeaseOutcome.HELD, LeaseOutcome.NOT_READY):
         ctx.hide(hidden_until(lease, ctx.clock.now_ms(), ctx.options))
         return Outcome.HELD if lease.outcome is LeaseOutcome.HELD else Outcome.NOT_READY
@@ -205,8 +218,9 @@ def _not_leased(ctx: _Context, lease: LeaseResult) -> Outcome:
         ctx.drop()
         return Outcome.SKIPPED
     if lease.run is not None:
-        # A worker that crashed between its finish and its alert left the message: alert now (idempotent).
-        ctx.alert_if_needed(lease.run, ctx.clock.now_ms())
+        # A worker that crashed between its finish and its release or alert left the message (or
+        # the reaper sent one for a run it buried): release and alert now (idempotent).
+        ctx.settle(job, lease.run, ctx.clock.now_ms())
     ctx.drop()
     return Outcome.DUPLICATE
 
@@ -317,8 +331,8 @@ class _LeasedAttempt:
         )
 
     def _ended(self, finished: Run, now: int) -> Outcome:
-        """A terminal finish: alert the owner if the run failed, drop the message."""
-        self.ctx.alert_if_needed(finished, now)
+        """A terminal finish: release dependents, alert the owner if the run failed, drop the message."""
+        self.ctx.settle(self.job, finished, now)
         self.ctx.drop()
         return Outcome(finished.state.value)
 

@@ -26,6 +26,11 @@ lease), so the reaper only handles what the queue cannot:
    unless the run is terminal already, or a worker holds a live lease on it right now (that worker
    finishes it; should it vanish, step 1 takes over). The dead-letter message is then deleted.
 
+Every run the reaper turns dead releases the jobs that depend on its job
+(``punctual.dependencies.release``), crash-safely: before burying a run of a job that has
+dependents, the reaper sends a message for it, whose delivery finds the run terminal and releases
+(the worker's duplicate path); a dead-letter message is deleted only after the release.
+
 Dead runs alert their owner exactly once (``punctual.runs.alerts.alert_once``), whoever marks them.
 """
 
@@ -39,6 +44,7 @@ from enum import StrEnum
 from punctual import ids, rules
 from punctual.clock import Clock
 from punctual.config import DEFAULT_RETENTION_S
+from punctual.dependencies.release import ReleaseOptions, release_dependents
 from punctual.errors import ConcurrentModification, InvalidId, RunNotFound
 from punctual.model import MAX_ERROR_CHARS, Attempt, AttemptOutcome, Job, Run, RunState, truncate
 from punctual.port import Alert, Delivery, Dispatch, Engine, Queue, RunChange, Store
@@ -127,8 +133,11 @@ def reap_once(
     return reap.stats
 
 
-def handle_dead_letter(store: Store, alerter: Alerter, delivery: Delivery, now: int) -> DeadLetterResult:
-    """Mark the run of a dead-lettered message ``dead`` and alert its owner (see the module docstring).
+def handle_dead_letter(
+    store: Store, alerter: Alerter, delivery: Delivery, now: int, *, queue: Queue
+) -> DeadLetterResult:
+    """Mark the run of a dead-lettered message ``dead``, release its job's dependents (their runs go
+    to the dispatch ``queue``) and alert its owner (see the module docstring).
 
     The caller deletes the message unless the result is CONFLICT. Used by :func:`reap_once` and by
     the reaper Lambda on its dead-letter event source.
@@ -145,6 +154,7 @@ def handle_dead_letter(store: Store, alerter: Alerter, delivery: Delivery, now: 
             return DeadLetterResult.MISSING
         if not run.is_open:
             if run.state is RunState.DEAD:  # a crash between marking and alerting: alert now (idempotent)
+                _release(store, queue, run, now)
                 alert_once(store, alerter, _alert(run, run.note or "dead", now))
             return DeadLetterResult.TERMINAL
         if rules.lease_is_live(run, now):
@@ -155,6 +165,7 @@ def handle_dead_letter(store: Store, alerter: Alerter, delivery: Delivery, now: 
             dead = store.transition_run(run, _dead(record, note, now))
         except ConcurrentModification:
             continue
+        _release(store, queue, dead, now)
         alert_once(store, alerter, _alert(dead, note, now))
         return DeadLetterResult.DEAD
     return DeadLetterResult.CONFLICT
@@ -271,7 +282,13 @@ class _Pass:
             self.stats.requeued += 1
             return
         note = f"dead after {run.attempt} attempts (max_retries={job.max_retries}): the last worker vanished"
+        if job.has_dependents:
+            # The outbox of this burial: should we crash after it, this message's delivery finds the
+            # run dead and releases its dependents (or, before it, buries the run itself).
+            self._resend(run)
         dead = self.store.transition_run(run, _dead(lost, note, self.now))
+        release = ReleaseOptions(retention_s=self.options.retention_s)
+        release_dependents(self.store, self.queue, job, dead, self.now, options=release)
         self.stats.dead += 1
         self.stats.alerts += alert_once(self.store, self.alerter, _alert(dead, note, self.now))
 
@@ -291,7 +308,7 @@ def _drain(reap: _Pass, dead_letters: Queue, clock: Clock) -> None:
     for _ in range(options.dead_letter_batches):
         deliveries = dead_letters.receive(MAX_BATCH, options.dead_letter_visibility_s)
         for delivery in deliveries:
-            result = handle_dead_letter(reap.store, reap.alerter, delivery, clock.now_ms())
+            result = handle_dead_letter(reap.store, reap.alerter, delivery, clock.now_ms(), queue=reap.queue)
             if result is DeadLetterResult.CONFLICT:
                 stats.conflicts += 1
                 continue  # comes back after its visibility timeout
@@ -310,6 +327,12 @@ def _drain(reap: _Pass, dead_letters: Queue, clock: Clock) -> None:
 def _dead(record: Attempt, note: str, now: int) -> RunChange:
     note = truncate(note, MAX_ERROR_CHARS) or note
     return RunChange(RunState.DEAD, now, now, append=record, finished_at=now, note=note)
+
+
+def _release(store: Store, queue: Queue, run: Run, now: int) -> None:
+    job = live_job(store, run.job_id)
+    if job is not None:
+        release_dependents(store, queue, job, run, now)
 
 
 def _alert(run: Run, reason: str, now: int) -> Alert:
