@@ -162,3 +162,55 @@ def test_retrying_upstream_releases_only_when_it_finally_succeeds(engine, engine
     elapse(1.5)
     assert process(engine, clock, receive_one(engine, engine_kind), targets, alerter) is Outcome.SUCCEEDED
     assert len(runs_of(engine, b)) == 1
+
+
+# -- the async batched worker (punctual.execution.worker / batch) ---------------------------------
+
+
+def _async_worker(engine: Any, clock: ManualClock) -> Any:
+    from tests.contract.test_worker import Scripted, worker
+
+    return worker(engine, clock, Scripted())
+
+
+def _process_async(w: Any, deliveries: list[Any]) -> list[Any]:
+    from tests.contract.test_worker import process as process_batch
+
+    return process_batch(w, deliveries)
+
+
+def test_the_batched_worker_runs_a_chain_and_a_fan_in(engine, engine_kind, clock):
+    a, b = job(engine, clock, "a"), job(engine, clock, "b")
+    c = job(engine, clock, "c", [a])
+    d = job(engine, clock, "d", [a, b])
+    start(engine, clock, a), start(engine, clock, b)
+    w = _async_worker(engine, clock)
+    for _ in range(3):  # a and b, then c and d, then nothing
+        deliveries = engine.queue.receive(10, 60, 0.0 if engine_kind == "embedded" else 1.0)
+        if not deliveries:
+            break
+        assert set(_process_async(w, deliveries)) == {Outcome.SUCCEEDED}
+        clock.advance(SECOND)
+    (c_run,) = runs_of(engine, c)
+    (d_run,) = runs_of(engine, d)
+    assert c_run.state is RunState.SUCCEEDED and d_run.state is RunState.SUCCEEDED
+    assert len(d_run.released_by or []) == 2
+    assert engine.queue.receive(10, 60) == []
+
+
+def test_the_batched_worker_keeps_the_message_until_the_release_is_done(engine, engine_kind, clock, elapse):
+    from types import SimpleNamespace
+
+    a = job(engine, clock, "a")
+    b = job(engine, clock, "b", [a])
+    run = start(engine, clock, a)
+    crashing = SimpleNamespace(
+        store=Crashing(engine.store, "dependents_of"), queue=engine.queue, finish_and_ack=engine.finish_and_ack
+    )
+    outcomes = _process_async(_async_worker(crashing, clock), [receive_one(engine, engine_kind, visibility_s=1)])
+    assert isinstance(outcomes[0], Crash)  # finished, then failed before releasing: the message stays
+    assert stored(engine, run).state is RunState.SUCCEEDED and runs_of(engine, b) == []
+    elapse(1.5)
+    assert _process_async(_async_worker(engine, clock), [receive_one(engine, engine_kind)]) == [Outcome.DUPLICATE]
+    (released,) = runs_of(engine, b)
+    assert released.released_by == [run.run_id]

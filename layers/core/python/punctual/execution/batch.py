@@ -9,8 +9,10 @@ protocol) to many messages per port call:
   leased (hidden while held or backing off, deleted as duplicates). This is the worker's lease
   path: per-owner limits and similar checks belong here, in one place.
 - :func:`settle`, after the targets answered: one :meth:`Engine.finish_and_ack` (or its two steps
-  when the messages belong to a Lambda batch), then alerts, retry backoffs and log entries on
-  runs cancelled under their attempt. This is where a worker's run turns terminal.
+  when the messages belong to a Lambda batch), then dependents released, alerts, retry backoffs
+  and log entries on runs cancelled under their attempt. This is where a worker's run turns
+  terminal: a run that owes something (a release of dependent jobs, an alert) keeps its message
+  until that is done, so a crash in between does it on redelivery.
 
 Every step is safe to repeat: a batch that raises leaves its messages to come back after their
 visibility timeout.
@@ -25,6 +27,7 @@ from dataclasses import dataclass, field
 
 from punctual import ids, rules
 from punctual.clock import Clock
+from punctual.dependencies.release import release_dependents
 from punctual.errors import RunNotFound
 from punctual.execution.delivery import (
     ExecutionOptions,
@@ -97,6 +100,11 @@ class Port:
     options: ExecutionOptions
     alerter: Alerter
 
+    def owed(self, job: Job, run: Run, now: int) -> None:
+        """What a terminal run owes before its message may go: dependents released, owner alerted."""
+        release_dependents(self.store, self.queue, job, run, now, options=self.options.release)
+        self.alert_if_needed(run, now)
+
     def alert_if_needed(self, run: Run, now: int) -> None:
         if alerts_owner(run.state, self.options):
             reason = run.note or f"run ended {run.state}"
@@ -143,8 +151,8 @@ def prepare(port: Port, deliveries: Sequence[Delivery]) -> Prepared:
             drops.append(delivery.receipt)
             prepared.settled.append((delivery, Outcome.SKIPPED))
         else:
-            if lease.run is not None:  # a worker that crashed between its finish and its alert: alert now
-                port.alert_if_needed(lease.run, now)
+            if lease.run is not None:  # a worker crashed between its finish and its release or alert
+                port.owed(job, lease.run, now)
             drops.append(delivery.receipt)
             prepared.settled.append((delivery, Outcome.DUPLICATE))
     for visibility, receipts in hides.items():
@@ -175,9 +183,10 @@ def settle(port: Port, done: Sequence[Done]) -> list[Outcome]:
             )
             record = attempt_record(result, leased.run.attempt, port.worker_id, item.started_at, item.finished_at)
             change = attempt_change(leased.job, leased.run, verdict, record, now, options=port.options)
-        ack_now = change.state in (RunState.SUCCEEDED, RunState.CANCELLED) or (
-            change.state.is_terminal and not alerts_owner(change.state, port.options)
-        )
+        ack_now = (
+            change.state in (RunState.SUCCEEDED, RunState.CANCELLED)
+            or (change.state.is_terminal and not alerts_owner(change.state, port.options))
+        ) and not (leased.job.has_dependents and change.state.is_terminal)
         finishes.append(Finish(leased.hold, change, leased.delivery.receipt if ack_now else None))
         records.append(record)
 
@@ -198,7 +207,7 @@ def settle(port: Port, done: Sequence[Done]) -> list[Outcome]:
             outcomes.append(Outcome.RETRYING)
         else:
             if finish.ack is None:
-                port.alert_if_needed(run, now)
+                port.owed(leased.job, run, now)
                 drops.append(leased.delivery.receipt)
             outcomes.append(Outcome(run.state.value))
     for visibility, receipts in hides.items():
