@@ -84,3 +84,30 @@ def test_a_wrong_key_or_no_server_is_explained(stack: Stack, capsys: pytest.Capt
     assert code == 1 and "PUNCTUAL_API_KEY" in capsys.readouterr().err
     code = main(["jobs", "list", "--api-url", "http://127.0.0.1:9", "--api-key", "k"])
     assert code == 1 and "127.0.0.1:9" in capsys.readouterr().err
+
+
+def test_dependent_jobs_from_the_cli_and_their_graph_as_a_tree(cli: Cli) -> None:
+    extract = cli.json(
+        "jobs", "create", "--name", "extract", "--schedule", "0 * * * *", "--url", "https://example.com/e"
+    )
+    args = ("--url", "https://example.com/t")
+    transform = cli.json("jobs", "create", "--name", "transform", "--after", extract["id"], *args)
+    cleanup = cli.json("jobs", "create", "--name", "cleanup", "--after", extract["id"], "--when", "failed", *args)
+    load = cli.json("jobs", "create", "--name", "load", "--after", transform["id"], "--after", cleanup["id"], *args)
+    assert load["depends_on"] == {"jobs": [transform["id"], cleanup["id"]], "when": "succeeded"}
+    assert cleanup["depends_on"]["when"] == "failed" and load["schedule"] is None
+    code, out, _ = cli("jobs", "get", load["id"])
+    assert code == 0 and f"after {transform['id']}, {cleanup['id']} (succeeded)" in out
+
+    code, out, _ = cli("jobs", "graph", transform["id"])
+    lines = out.splitlines()
+    assert code == 0 and lines[0].startswith("transform  " + transform["id"])
+    assert "├─ depends on" in lines[1] and "extract" in lines[2] and "[succeeded]" in lines[2]
+    assert "└─ depended on by" in lines[3] and "load" in lines[4]
+    code, out, _ = cli("jobs", "graph", extract["id"])  # a diamond: load is reached twice
+    assert code == 0 and out.count("load  ") == 2 and "(see above)" in out
+
+    code, _, err = cli("jobs", "delete", extract["id"])
+    assert code == 1 and "has_dependents" in err
+    code, _, _ = cli("jobs", "delete", extract["id"], "--force")
+    assert code == 0 and cli.json("jobs", "get", transform["id"])["status"] == "active"

@@ -844,3 +844,42 @@ class _requests:  # noqa: N801 - used as a context manager, reads like a phrase
 
     def __exit__(self, *exc: object) -> None:
         self._events.unregister("before-call.dynamodb", self._record)
+
+
+# One upstream run's cost of releasing its dependents (docs/decisions.md, issue 11), items under 1 KB:
+#   no dependents      nothing (has_dependents is false: the hook returns before any I/O)
+#   each dependent     fill its release record 1
+#   each release       insert the released run (table 1 + open index put 1) 2 + complete the record 1
+# so a dependent of k upstreams costs 1 per upstream run plus 3 per release; its run then costs
+# what any run costs after its claim (lease 1, finish 2): a released run skips the claim's advance.
+def test_write_units_of_a_release(engine: AwsEngine, store: DynamoStore, clock: ManualClock) -> None:
+    from punctual.dependencies.release import release_dependents
+    from punctual.jobs import service
+    from punctual.model import JobSpec
+
+    def create(name: str, upstreams: list[str] | None = None) -> Any:
+        body: dict[str, Any] = {"name": name, "target": {"type": "http", "url": "https://example.com/hook"}}
+        body.update({"depends_on": {"jobs": upstreams}} if upstreams else {"schedule": "0 0 * * *"})
+        return service.create_job(store, "owner", JobSpec.model_validate(body), clock.now_ms()).job
+
+    lonely, extract, audit = create("lonely"), create("extract"), create("audit")
+    create("transform", [extract.id])  # one upstream: every extract run releases it
+    create("load", [extract.id, audit.id])  # two upstreams: released once both ran
+    meter = WriteMeter(engine)
+
+    def finish(job_id: str, phase: str) -> list[Run]:
+        clock.advance(SECOND)
+        run = _run(store.get_job(job_id)).model_copy(
+            update={"scheduled_at": clock.now_ms(), "state": RunState.SUCCEEDED, "finished_at": clock.now_ms()}
+        )
+        store.insert_runs([run])
+        with meter.phase(phase):
+            return release_dependents(store, engine.queue, store.get_job(job_id), run, clock.now_ms())
+
+    assert finish(lonely.id, "none") == []
+    assert len(finish(extract.id, "extract")) == 1  # transform released, load half-filled
+    assert len(finish(audit.id, "audit")) == 1  # load released
+    meter.close()
+    assert meter.requests.get("none", 0) == 0
+    assert meter.units == {"extract": 1 + 3 + 1, "audit": 1 + 3}
+    assert meter.requests == {"extract": 4, "audit": 3}

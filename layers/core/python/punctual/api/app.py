@@ -29,9 +29,10 @@ from aws_lambda_powertools.event_handler.openapi.params import Header, Path, Que
 
 from punctual import __version__, ids
 from punctual.api import alerts, edges, errors, openapi, signing, stats
-from punctual.api.schemas import JobCreate, JobPage, JobPatch, JobResponse, RunPage, RunResponse
+from punctual.api.schemas import JobCreate, JobGraph, JobPage, JobPatch, JobResponse, RunPage, RunResponse
 from punctual.clock import Clock, from_datetime
 from punctual.config import Settings
+from punctual.dependencies import graph as dependency_graph
 from punctual.errors import ConfigError, PunctualError, Unauthorized
 from punctual.jobs import service as jobs
 from punctual.model import AwareRfc3339, JobStatus, RunState
@@ -170,7 +171,21 @@ def list_jobs(
 )
 def get_job(job_id: JobId) -> JobResponse:
     services, owner = _caller()
-    return JobResponse.from_job(jobs.get_job(services.store, owner, job_id))
+    job = jobs.get_job(services.store, owner, job_id)
+    return JobResponse.from_job(job, dependency_graph.waiting(services.store, job))
+
+
+@app.get(
+    "/jobs/<job_id>/graph",
+    operation_id="getJobGraph",
+    tags=["jobs"],
+    summary="A job's dependencies: every job upstream and downstream of it, with their newest runs",
+    responses=openapi.responses({200: ("The dependency graph", JobGraph)}, openapi.READ_ERRORS),
+)
+def get_job_graph(job_id: JobId) -> JobGraph:
+    services, owner = _caller()
+    job = jobs.get_job(services.store, owner, job_id)
+    return JobGraph.from_graph(dependency_graph.job_graph(services.store, job))
 
 
 @app.patch(
@@ -199,11 +214,16 @@ def update_job(job_id: JobId, body: JobPatch) -> JobResponse:
     operation_id="deleteJob",
     tags=["jobs"],
     summary="Delete a job (it stays readable until its retention ends)",
-    responses=openapi.responses({204: ("Deleted (again: still 204)", None)}, openapi.READ_ERRORS),
+    responses=openapi.responses({204: ("Deleted (again: still 204)", None)}, openapi.DELETE_ERRORS),
 )
-def delete_job(job_id: JobId) -> Response[None]:
+def delete_job(
+    job_id: JobId,
+    force: Annotated[
+        bool, Query(description="delete even if other jobs depend on it (they stay valid and wait)")
+    ] = False,
+) -> Response[None]:
     services, owner = _caller()
-    jobs.delete_job(services.store, owner, job_id, services.clock.now_ms())
+    jobs.delete_job(services.store, owner, job_id, services.clock.now_ms(), force=force)
     return Response(status_code=204, content_type=None, body=None)
 
 

@@ -9,9 +9,9 @@ Statuses:
 400   malformed_json: the body is not JSON; number_out_of_range: a number overflows to
       infinity or an integer does not fit in 64 bits (``punctual.numbers``; details name the field)
 401   unauthorized: no owner could be established (no or unknown API key, unsigned request)
-404   job_not_found, run_not_found (also for another owner's ids), route_not_found
+404   job_not_found, run_not_found (also for another owner's ids, and depends_on jobs), route_not_found
 405   method_not_allowed: the path exists, the method does not (``Allow`` lists the methods)
-409   invalid_transition, idempotency_key_reused, concurrent_modification
+409   invalid_transition, idempotency_key_reused, concurrent_modification, has_dependents
 413   request_too_large: the body exceeds ``MAX_BODY_BYTES``; job_too_large: the job (payload,
       target, headers: the whole spec) exceeds ``punctual.model.MAX_JOB_BYTES``
 415   unsupported_media_type: a body that is not ``application/json``

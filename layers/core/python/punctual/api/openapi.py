@@ -34,14 +34,16 @@ _ERRORS: dict[int, str] = {
     400: "The body is not JSON, not UTF-8, or nested deeper than 32 levels (code malformed_json), or a "
     "number overflows to infinity or is an integer beyond 64 bits (number_out_of_range; details name it).",
     401: "No valid credentials (code unauthorized).",
-    404: "No such job or run for this owner (job_not_found, run_not_found).",
+    404: "No such job or run for this owner (job_not_found, run_not_found; also a depends_on job that "
+    "is not the owner's).",
     409: "The job's state does not allow this (invalid_transition), the Idempotency-Key was used for a "
-    "different body (idempotency_key_reused), or concurrent edits (concurrent_modification).",
+    "different body (idempotency_key_reused), concurrent edits (concurrent_modification), or other jobs "
+    "depend on the job being deleted (has_dependents; delete with force=true).",
     413: "The body is larger than allowed (request_too_large), or the whole job (payload, target and "
     "headers) is over 10 KiB as JSON (job_too_large).",
     415: "The body is not application/json (unsupported_media_type).",
     422: "The body is not a JSON object, or a value is invalid (invalid_input, invalid_schedule, "
-    "invalid_timezone, invalid_id, invalid_cursor); details name the fields.",
+    "invalid_timezone, invalid_id, invalid_cursor, dependency_cycle); details name the fields.",
     500: "Internal error (internal_error); never caused by input.",
     503: "The storage service is throttling (throttled); retry the same request.",
 }
@@ -50,7 +52,8 @@ LIST_ERRORS = (401, 422, 500, 503)  # GET a collection: bad filters or cursor; 5
 READ_ERRORS = (401, 404, 422, 500)  # GET or DELETE one item: bad id, unknown or foreign id
 # POST without a body: the edge still checks any body sent (400, 413, 415); the state may refuse (409)
 ACTION_ERRORS = (400, 401, 404, 409, 413, 415, 422, 500)
-CREATE_ERRORS = (400, 401, 409, 413, 415, 422, 500)  # POST /jobs: the body is parsed
+CREATE_ERRORS = (400, 401, 404, 409, 413, 415, 422, 500)  # POST /jobs: the body is parsed; 404: depends_on
+DELETE_ERRORS = (401, 404, 409, 422, 500)  # DELETE a job: 409 while other jobs depend on it
 CHANGE_ERRORS = (400, 401, 404, 409, 413, 415, 422, 500)  # PATCH one item
 
 SECURITY_SCHEMES: dict[str, SecurityScheme] = {

@@ -13,6 +13,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from punctual.clock import from_datetime, iso
+from punctual.dependencies.graph import Graph, Node, Waiting
 from punctual.model import (
     MAX_BACKFILL,
     MAX_JITTER_S,
@@ -21,6 +22,8 @@ from punctual.model import (
     Attempt,
     AttemptOutcome,
     Catchup,
+    DependencyWhen,
+    DependsOn,
     HttpTarget,
     Job,
     JobName,
@@ -50,8 +53,9 @@ JobCreate = JobSpec  # the body of POST /jobs is exactly the domain's spec
 class JobPatch(BaseModel):
     """A partial job spec (JSON merge patch): present fields replace, ``null`` resets to the default.
 
-    ``target`` and ``retry`` are replaced whole. To turn a cron job into a one-time job send
-    ``{"schedule": null, "run_at": "..."}`` (and the reverse). The merged job is validated as a whole.
+    ``target``, ``retry`` and ``depends_on`` are replaced whole. To turn a cron job into a one-time
+    job send ``{"schedule": null, "run_at": "..."}`` (and the reverse; likewise for ``depends_on``).
+    The merged job is validated as a whole.
     """
 
     model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
@@ -59,6 +63,7 @@ class JobPatch(BaseModel):
     schedule: Annotated[str, Field(min_length=1, max_length=256)] | None = None
     timezone: Annotated[str, Field(min_length=1, max_length=64)] | None = None
     run_at: Rfc3339 | None = None
+    depends_on: DependsOn | None = None
     payload: Any = None
     target: Target | None = None
     timeout_s: Annotated[int, Field(ge=1, le=MAX_TIMEOUT_S)] | None = None
@@ -74,6 +79,33 @@ class JobPatch(BaseModel):
         return self.model_dump(mode="json", include=self.model_fields_set)
 
 
+class UpstreamRun(BaseModel):
+    """An upstream run already collected for a dependent's next release."""
+
+    job_id: str
+    run_id: str
+    finished_at: IsoTime
+
+
+class DependencyStatus(BaseModel):
+    """What a dependent job waits for before its next run."""
+
+    since: IsoTime = Field(description="its last dependency-triggered run (or, before the first, its creation)")
+    waiting_for: list[str] = Field(description="upstream jobs without a qualifying run since then")
+    satisfied: list[UpstreamRun] = Field(description="upstream runs already collected for the next run")
+
+    @classmethod
+    def from_waiting(cls, waiting: Waiting) -> DependencyStatus:
+        return cls(
+            since=_iso(waiting.since),
+            waiting_for=waiting.waiting_for,
+            satisfied=[
+                UpstreamRun(job_id=s.upstream_id, run_id=s.run_id, finished_at=_iso(s.finished_at))
+                for s in waiting.satisfied
+            ],
+        )
+
+
 class JobResponse(BaseModel):
     """A job as the API shows it: its spec, its state, and when it runs next."""
 
@@ -83,6 +115,10 @@ class JobResponse(BaseModel):
     schedule: str | None
     timezone: str
     run_at: IsoTime | None
+    depends_on: DependsOn | None = Field(description="runs after these jobs' runs (instead of a schedule)")
+    dependencies: DependencyStatus | None = Field(
+        default=None, description="GET /jobs/{id} of a job with depends_on: what it is still waiting for"
+    )
     next_run_at: IsoTime | None = Field(description="when it is due next; null unless active")
     last_run_at: IsoTime | None = Field(description="scheduled time of the newest run the scheduler created")
     payload: Any
@@ -99,7 +135,7 @@ class JobResponse(BaseModel):
     version: int
 
     @classmethod
-    def from_job(cls, job: Job) -> JobResponse:
+    def from_job(cls, job: Job, waiting: Waiting | None = None) -> JobResponse:
         return cls(
             id=job.id,
             name=job.name,
@@ -107,6 +143,8 @@ class JobResponse(BaseModel):
             schedule=job.schedule,
             timezone=job.timezone,
             run_at=None if job.run_at is None else _iso(from_datetime(job.run_at)),
+            depends_on=job.depends_on,
+            dependencies=None if waiting is None else DependencyStatus.from_waiting(waiting),
             next_run_at=iso(job.next_run_at),
             last_run_at=iso(job.last_run_at),
             payload=job.payload,
@@ -121,6 +159,55 @@ class JobResponse(BaseModel):
             created_at=_iso(job.created_at),
             updated_at=_iso(job.updated_at),
             version=job.version,
+        )
+
+
+class GraphJob(BaseModel):
+    """A job in a dependency graph, with its newest run."""
+
+    id: str
+    name: str
+    status: JobStatus
+    last_run_id: str | None
+    last_run_state: RunState | None
+    last_run_at: IsoTime | None = Field(description="scheduled time of its newest run")
+
+    @classmethod
+    def from_node(cls, node: Node) -> GraphJob:
+        run = node.last_run
+        return cls(
+            id=node.job.id,
+            name=node.job.name,
+            status=node.job.status,
+            last_run_id=None if run is None else run.run_id,
+            last_run_state=None if run is None else run.state,
+            last_run_at=None if run is None else _iso(run.scheduled_at),
+        )
+
+
+class GraphEdge(BaseModel):
+    upstream: str = Field(description="the job that runs first")
+    dependent: str = Field(description="the job its runs release")
+    when: DependencyWhen
+
+
+class JobGraph(BaseModel):
+    """A job with every job it depends on (upstream) and every job that depends on it (downstream)."""
+
+    job: GraphJob
+    upstream: list[GraphJob]
+    downstream: list[GraphJob]
+    edges: list[GraphEdge]
+    truncated: bool = Field(description="the graph has more jobs than one response shows")
+
+    @classmethod
+    def from_graph(cls, graph: Graph) -> JobGraph:
+        return cls(
+            job=GraphJob.from_node(graph.job),
+            upstream=[GraphJob.from_node(n) for n in graph.upstream],
+            downstream=[GraphJob.from_node(n) for n in graph.downstream],
+            edges=[GraphEdge(upstream=e.upstream_id, dependent=e.dependent_id, when=e.when) for e in graph.edges],
+            truncated=graph.truncated,
         )
 
 
@@ -165,6 +252,9 @@ class RunResponse(BaseModel):
     finished_at: IsoTime | None
     next_attempt_at: IsoTime | None = Field(description="when a retrying run is attempted again")
     note: str | None = Field(description="why the run was skipped, cancelled or dead")
+    released_by: list[str] | None = Field(
+        default=None, description="trigger dependency: the upstream runs that released it"
+    )
     attempts: list[AttemptResponse]
 
     @classmethod
@@ -182,6 +272,7 @@ class RunResponse(BaseModel):
             finished_at=iso(run.finished_at),
             next_attempt_at=iso(run.next_attempt_at),
             note=run.note,
+            released_by=run.released_by,
             attempts=[AttemptResponse.from_attempt(a) for a in run.attempts],
         )
 

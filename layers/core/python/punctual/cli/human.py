@@ -23,6 +23,7 @@ from typing import Any
 import httpx
 
 from punctual.api.auth import KEY_FILE
+from punctual.cli import dependency_tree
 
 DEFAULT_URL = "http://127.0.0.1:8080"
 TIMEOUT_S = 15.0
@@ -102,9 +103,12 @@ def register(subparsers: Any) -> None:
         ("resume", cmd_jobs_resume, "resume a paused job (missed times follow its catch-up policy)"),
         ("trigger", cmd_jobs_trigger, "run a job now"),
         ("delete", cmd_jobs_delete, "delete a job"),
+        ("graph", cmd_jobs_graph, "show the jobs a job depends on and the jobs that depend on it, as a tree"),
     ):
         action = actions.add_parser(name, parents=[common], help=text)
         action.add_argument("job_id", metavar="JOB_ID")
+        if name == "delete":
+            action.add_argument("--force", action="store_true", help="even if other jobs depend on it")
         action.set_defaults(func=_command(func))
 
     runs: argparse.ArgumentParser = subparsers.add_parser("runs", parents=[common], help="list a job's runs")
@@ -129,6 +133,8 @@ def _add_create(actions: Any, common: argparse.ArgumentParser) -> None:
     when.add_argument("--schedule", help="cron expression, e.g. '*/5 * * * *'")
     when.add_argument("--run-at", help="one-time: ISO 8601 time with offset, e.g. 2027-01-01T09:00:00+01:00")
     when.add_argument("--run-in", type=int, metavar="SECONDS", help="one-time: this many seconds from now")
+    when.add_argument("--after", action="append", metavar="JOB_ID", help="run after this job's runs (repeatable)")
+    create.add_argument("--when", choices=["succeeded", "finished", "failed"], help="with --after: which runs count")
     create.add_argument("--timezone", help="IANA zone the cron schedule is read in (default UTC)")
     create.add_argument("--url", help="http target: the URL that receives the payload")
     create.add_argument("--method", choices=["POST", "PUT", "PATCH", "GET", "DELETE"], help="http target method")
@@ -203,8 +209,13 @@ def cmd_jobs_trigger(client: Client, args: argparse.Namespace) -> None:
 
 
 def cmd_jobs_delete(client: Client, args: argparse.Namespace) -> None:
-    client.call("DELETE", f"/jobs/{args.job_id}")
+    client.call("DELETE", f"/jobs/{args.job_id}", params={"force": "true"} if args.force else None)
     _emit(args, {"id": args.job_id, "deleted": True}, lambda: print(f"Deleted {args.job_id}."))
+
+
+def cmd_jobs_graph(client: Client, args: argparse.Namespace) -> None:
+    graph = client.call("GET", f"/jobs/{args.job_id}/graph")
+    _emit(args, graph, lambda: print(dependency_tree.render(graph)))
 
 
 def cmd_runs(client: Client, args: argparse.Namespace) -> None:
@@ -248,10 +259,15 @@ def build_spec(args: argparse.Namespace) -> dict[str, Any]:
         "max_retries": args.max_retries,
     }
     spec.update({k: v for k, v in flags.items() if v is not None})
-    if args.schedule is not None:
-        spec.pop("run_at", None)
-    if run_at is not None:
+    if args.after:
+        spec["depends_on"] = {"jobs": args.after, "when": args.when or "succeeded"}
+    for given, others in ((args.schedule, ("run_at", "depends_on")), (run_at, ("schedule", "depends_on"))):
+        if given is not None:
+            for name in others:
+                spec.pop(name, None)
+    if args.after:
         spec.pop("schedule", None)
+        spec.pop("run_at", None)
     if args.url is not None:
         spec["target"] = {"type": "http", "url": args.url, "method": args.method or "POST"}
     if args.payload is not None:
@@ -373,6 +389,9 @@ def _when(job: dict[str, Any]) -> str:
     if job.get("schedule"):
         zone = job.get("timezone") or "UTC"
         return job["schedule"] if zone == "UTC" else f"{job['schedule']} ({zone})"
+    if job.get("depends_on"):
+        after = job["depends_on"]
+        return f"after {', '.join(after['jobs'])} ({after['when']})"
     return f"once at {job.get('run_at')}"
 
 

@@ -115,6 +115,8 @@ def _offer(
             if run is not None:
                 released.append(run)
             store.complete_release(state, release_instant(state, upstreams))  # False: another caller did
+            if slot in state.slots:
+                return released  # our run was part of this release
             state = store.get_release(dependent.id)
             continue  # our own run may belong to the next collection
         stale = state.released_at is not None and slot.finished_at <= state.released_at
