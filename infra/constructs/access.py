@@ -47,8 +47,9 @@ TABLE_ACCESS: Mapping[str, Mapping[str, TableAccess]] = {
         "jobs": TableAccess((*READ, PUT, UPDATE), indexes=(resources.BY_OWNER_INDEX.name,)),
         # run history and GET /runs/{id}; trigger inserts a run; cancel updates it
         "runs": TableAccess((*READ, PUT, UPDATE)),
-        # GET /alerts and GET /stats read the owner's alerts and run counters (engines/aws/stats.py)
-        "leases": TableAccess(READ),
+        # GET /alerts and GET /stats read the owner's alerts and run counters (engines/aws/stats.py);
+        # job dependencies: reverse edges written (put) and retired (update + TTL), release records read
+        "leases": TableAccess((*READ, PUT, UPDATE)),
     },
     SCHEDULER: {
         # read the due index, advance next_run_at conditionally; never reads whole jobs
@@ -61,15 +62,17 @@ TABLE_ACCESS: Mapping[str, Mapping[str, TableAccess]] = {
     WORKER: {
         # the job's target, payload and retry policy
         "jobs": TableAccess(GET),
-        # lease, heartbeat and finish are conditional updates of an existing run
-        "runs": TableAccess((*READ, UPDATE)),
-        # owner alerts for dead runs, per-owner running counters
+        # lease, heartbeat and finish are conditional updates of an existing run; a finish inserts
+        # the runs it releases for dependent jobs (punctual.dependencies.release)
+        "runs": TableAccess((*READ, PUT, UPDATE)),
+        # owner alerts for dead runs, per-owner running counters, dependency release records
         "leases": TableAccess((*READ, PUT, UPDATE)),
     },
     REAPER: {
         "jobs": TableAccess(GET),
-        # past-deadline runs from the open-runs index; requeue or dead-letter them (compare-and-set)
-        "runs": TableAccess((*READ, UPDATE), indexes=(resources.OPEN_INDEX.name,)),
+        # past-deadline runs from the open-runs index; requeue or dead-letter them (compare-and-set);
+        # a burial inserts the runs it releases for dependent jobs
+        "runs": TableAccess((*READ, PUT, UPDATE), indexes=(resources.OPEN_INDEX.name,)),
         # owner alerts; run counters of the runs it closes
         "leases": TableAccess((*READ, PUT, UPDATE)),
     },

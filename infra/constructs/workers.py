@@ -50,6 +50,7 @@ class Workers(Construct):
         )
         role = self.handler.role
         access.grant_tables(role, access.WORKER, shared.tables)
+        dispatch_queue.grant_send_messages(role)  # the runs a finish releases for dependent jobs
         alerts.grant_publish_owner_alerts(role)
         access.grant_targets(role, config.target_arns, role)
         provisioned = config.worker_min_pollers is not None

@@ -67,9 +67,11 @@ def test_reverse_edges_are_one_listing_per_upstream(store: Store) -> None:
     store.link_dependent(d1, [a])  # idempotent
     assert store.dependents_of(a) == sorted([d1, d2])
     assert store.dependents_of(b) == [d2]
-    store.unlink_dependent(d2, [a, b, "job_" + "e" * 32])  # absent edges are ignored
+    store.unlink_dependent(d2, [a, b, "job_" + "e" * 32], 1_000)  # absent edges are ignored
     assert store.dependents_of(a) == [d1]
     assert store.dependents_of(b) == []
+    store.link_dependent(d2, [b])  # a link after an unlink is live again
+    assert store.dependents_of(b) == [d2]
 
 
 def test_release_record_fills_once_per_upstream_and_completes_by_generation(store: Store) -> None:

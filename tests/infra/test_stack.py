@@ -434,12 +434,13 @@ def test_scheduler_only_queries_the_due_index_and_only_sends_messages(default_sy
         assert action not in granted, action
 
 
-def test_api_reads_and_writes_jobs_and_runs_and_only_reads_leases(default_synth: Synth) -> None:
+def test_api_reads_and_writes_jobs_and_runs_and_never_deletes_leases(default_synth: Synth) -> None:
     granted = _role_actions(default_synth, "api")
     leases = _ref_text(_logical_id(default_synth, "AWS::DynamoDB::Table", "StorageLeases"))
     assert leases in granted["dynamodb:GetItem"]
-    for write in ("dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"):
-        assert leases not in granted.get(write, set()), write
+    for write in ("dynamodb:PutItem", "dynamodb:UpdateItem"):  # dependency edges: put, retired by update + TTL
+        assert leases in granted[write], write
+    assert leases not in granted.get("dynamodb:DeleteItem", set())
     assert "sqs:SendMessage" in granted
     assert "sqs:GetQueueAttributes" in granted  # GET /stats: queue depth and dead letters
     assert "sqs:DeleteMessage" not in granted
@@ -451,17 +452,18 @@ def test_worker_consumes_the_dispatch_queue_and_calls_no_targets_by_default(defa
     dispatch = _ref_text(_logical_id(default_synth, "AWS::SQS::Queue", "Dispatch0"))
     for action in ("sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility"):
         assert granted[action] == {dispatch}, action
+    assert granted["sqs:SendMessage"] == {dispatch}  # runs released for dependent jobs
     assert "sns:Publish" in granted
     for action in constants.TARGET_ACTIONS.values():
         if action != "sqs:SendMessage":
             assert action not in granted, action
-    assert "sqs:SendMessage" not in granted
 
 
 def test_worker_target_permissions_are_exactly_the_listed_arns(options_synth: Synth) -> None:
     granted = _role_actions(options_synth, "worker")
     assert granted["lambda:InvokeFunction"] == {json.dumps("arn:aws:lambda:eu-west-1:123456789012:function:hook")}
-    assert granted["sqs:SendMessage"] == {json.dumps("arn:aws:sqs:eu-west-1:123456789012:results-*")}
+    dispatch = _ref_text(_logical_id(options_synth, "AWS::SQS::Queue", "Dispatch0"))  # released runs
+    assert granted["sqs:SendMessage"] == {json.dumps("arn:aws:sqs:eu-west-1:123456789012:results-*"), dispatch}
     assert granted["states:StartExecution"] == {json.dumps("arn:aws:states:eu-west-1:123456789012:stateMachine:flow")}
     assert granted["events:PutEvents"] == {json.dumps("arn:aws:events:eu-west-1:123456789012:event-bus/default")}
 

@@ -392,8 +392,9 @@ class Store(ABC):
         """Store the reverse edges ``upstream -> dependent`` (who depends on me); idempotent."""
 
     @abstractmethod
-    def unlink_dependent(self, dependent_id: str, upstream_ids: Sequence[str]) -> None:
-        """Remove those reverse edges (absent ones are ignored)."""
+    def unlink_dependent(self, dependent_id: str, upstream_ids: Sequence[str], now: int) -> None:
+        """Remove those reverse edges (absent ones are ignored); ``now`` dates a retired edge where
+        the engine removes it later (DynamoDB TTL: no component may DeleteItem)."""
 
     @abstractmethod
     def dependents_of(self, upstream_id: str) -> list[str]:

@@ -59,10 +59,10 @@ def link(store: Store, dependent_id: str, upstreams: Iterable[Job]) -> None:
         _flag(store, job)
 
 
-def unlink(store: Store, dependent_id: str, upstream_ids: Iterable[str]) -> None:
+def unlink(store: Store, dependent_id: str, upstream_ids: Iterable[str], now: int) -> None:
     ids = sorted(set(upstream_ids))
     if ids:
-        store.unlink_dependent(dependent_id, ids)
+        store.unlink_dependent(dependent_id, ids, now)
 
 
 def live_dependents(store: Store, upstream_id: str) -> list[Job]:

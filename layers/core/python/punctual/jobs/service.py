@@ -193,7 +193,7 @@ def update_job(
     links.link(store, job_id, links.check_upstreams(store, owner, job_id, new))
     job = _write(store, owner, job_id, lambda job: _patched(job, changes, now, policy, keys))
     kept = set() if job.depends_on is None else set(job.depends_on.jobs)
-    links.unlink(store, job_id, (set() if before.depends_on is None else set(before.depends_on.jobs)) - kept)
+    links.unlink(store, job_id, (set() if before.depends_on is None else set(before.depends_on.jobs)) - kept, now)
     return job
 
 
@@ -240,7 +240,7 @@ def delete_job(store: Store, owner: str, job_id: str, now: int, *, force: bool =
             )
     deleted = _write(store, owner, job_id, lambda job: _moved(job, JobStatus.DELETED, now, next_run_at=None))
     if deleted.depends_on is not None:
-        links.unlink(store, job_id, deleted.depends_on.jobs)
+        links.unlink(store, job_id, deleted.depends_on.jobs, now)
     return deleted
 
 

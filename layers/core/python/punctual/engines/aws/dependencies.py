@@ -3,7 +3,9 @@
 Layout (the table's generic ``pk``/``sk`` key, next to shard leases and alerts):
 
 - reverse edge ``upstream -> dependent``: ``pk = dependents#<upstream_id>``, ``sk = <dependent_id>``,
-  no other attribute, so "who depends on me" is one Query of one partition;
+  so "who depends on me" is one Query of one partition. No component may DeleteItem
+  (``infra/constructs/access.py``): an edge is retired in place (``unlinked``, skipped by the
+  Query) and removed by the table's TTL a day later; a new link (PutItem) replaces it whole;
 - release record of a dependent: ``pk = release#<dependent_id>``, ``sk = -``, with
   ``release_gen`` (N), ``released_at`` (N) and one ``u_<upstream hex>`` attribute per filled slot
   (``"<run_id> <finished_at>"``). Every change is one conditional UpdateItem on that item.
@@ -14,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from punctual.engines.aws.items import Item, Key, n, s
+from punctual.engines.aws.items import Item, Key, n, s, ttl_seconds
 from punctual.engines.aws.tables import Tables
 from punctual.port import ReleaseSlot, ReleaseState
 
@@ -28,6 +30,8 @@ NOTHING_RELEASED = "attribute_not_exists(released_at)"
 AFTER_LAST_RELEASE = "released_at < :finished_at"
 SLOT_FILLABLE = f"{SLOT_FREE} AND ({NOTHING_RELEASED} OR {AFTER_LAST_RELEASE})"
 SAME_GENERATION = "release_gen = :generation"
+EDGE_EXISTS = "attribute_exists(pk)"
+RETIRED_EDGE_TTL_S = 86_400
 
 
 class DependencyItems:
@@ -40,15 +44,22 @@ class DependencyItems:
         for upstream_id in upstream_ids:  # at most MAX_UPSTREAMS plain puts (idempotent)
             self._tables.client.put_item(TableName=self.leases_table, Item=_edge_key(upstream_id, dependent_id))
 
-    def unlink_dependent(self, dependent_id: str, upstream_ids: Sequence[str]) -> None:
+    def unlink_dependent(self, dependent_id: str, upstream_ids: Sequence[str], now: int) -> None:
+        request = {
+            "UpdateExpression": "SET unlinked = :yes, expires_ttl = :ttl",
+            "ConditionExpression": EDGE_EXISTS,  # an absent edge stays absent
+            "ExpressionAttributeValues": {":yes": {"BOOL": True}, ":ttl": n(ttl_seconds(now) + RETIRED_EDGE_TTL_S)},
+        }
         for upstream_id in upstream_ids:
-            self._tables.client.delete_item(TableName=self.leases_table, Key=_edge_key(upstream_id, dependent_id))
+            key = _edge_key(upstream_id, dependent_id)
+            self._tables.update(self.leases_table, key, request, returns="NONE", old_on_failure=False)
 
     def dependents_of(self, upstream_id: str) -> list[str]:
         request: dict[str, Any] = {
             "TableName": self.leases_table,
             "KeyConditionExpression": "pk = :pk",
             "ExpressionAttributeValues": {":pk": s(EDGE_PREFIX + upstream_id)},
+            "FilterExpression": "attribute_not_exists(unlinked)",
             "ProjectionExpression": "sk",
             "ConsistentRead": True,
         }

@@ -31,7 +31,7 @@ class DependencyRows:
         with self._db.write() as conn:
             conn.executemany("INSERT INTO dependents VALUES (?, ?) ON CONFLICT DO NOTHING", rows)
 
-    def unlink_dependent(self, dependent_id: str, upstream_ids: Sequence[str]) -> None:
+    def unlink_dependent(self, dependent_id: str, upstream_ids: Sequence[str], now: int) -> None:
         rows = [(upstream, dependent_id) for upstream in upstream_ids]
         with self._db.write() as conn:
             conn.executemany("DELETE FROM dependents WHERE upstream_id = ? AND dependent_id = ?", rows)
