@@ -20,6 +20,7 @@ from typing import Any
 from punctual.api.app import Services
 from punctual.clock import Clock, SystemClock
 from punctual.config import Settings
+from punctual.dependencies.release import ReleaseOptions
 from punctual.engines import open_engine
 from punctual.execution.delivery import ExecutionOptions
 from punctual.execution.sqs_events import LambdaWorker
@@ -68,7 +69,11 @@ class Runtime:
     def execution_options(self, *, visibility_s: int | None = None) -> ExecutionOptions:
         """``visibility_s``: what the messages are received with (default: the deployed queue's)."""
         visibility = visibility_s or self.settings.dispatch_visibility_s or DISPATCH_QUEUE.visibility_timeout_s
-        return ExecutionOptions(lease_margin_s=self.settings.lease_margin_s, visibility_s=visibility)
+        return ExecutionOptions(
+            lease_margin_s=self.settings.lease_margin_s,
+            visibility_s=visibility,
+            release=ReleaseOptions(retention_s=self.settings.retention_s),  # runs released for dependents
+        )
 
     def services(self) -> Services:
         """What the API's routes use (the Lambda handler, ``punctual api``, ``punctual dev``)."""
