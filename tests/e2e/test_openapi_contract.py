@@ -51,6 +51,7 @@ def test_document_lists_every_route_of_the_api(stack: Stack) -> None:
         ("POST", "/jobs/{job_id}/resume"),
         ("POST", "/jobs/{job_id}/trigger"),
         ("GET", "/jobs/{job_id}/runs"),
+        ("GET", "/jobs/{job_id}/graph"),
         ("GET", "/runs/{run_id}"),
         ("GET", "/alerts"),
         ("GET", "/stats"),
@@ -92,6 +93,7 @@ def test_every_operation_keeps_its_contract_for_successes_and_errors(stack: Stac
     client.post(f"/jobs/{job_id}/resume")
     run = client.post(f"/jobs/{job_id}/trigger").json()
     client.get(f"/jobs/{job_id}/runs")
+    client.get(f"/jobs/{job_id}/graph")
     client.get(f"/runs/{run['run_id']}")
     client.post("/jobs", json=cron_spec(), headers={"Idempotency-Key": "sweep"})
     client.post("/jobs", json=cron_spec(), headers={"Idempotency-Key": "sweep"})  # replay: 200
@@ -114,6 +116,7 @@ def test_every_operation_keeps_its_contract_for_successes_and_errors(stack: Stac
     client.post(f"/jobs/{other}/resume")
     client.post(f"/jobs/{job_id}/trigger")  # deleted: 409
     client.get(f"/jobs/{other}/runs")
+    client.get(f"/jobs/{other}/graph")
     client.get(f"/runs/run_{'f' * 32}_1")
     client.get("/runs/nope")
     client.get("/alerts", params={"limit": 0})
