@@ -172,3 +172,6 @@ ERROR_ALARM_MINUTES = 5
 SCHEDULER_INVOCATION_ALARM_MINUTES = 3
 # Ready messages left over for this long mean the workers do not keep up (a burst drains in seconds).
 DEPTH_ALARM_MINUTES = 5
+# A tenant noisy this long is flooding, not bursting: SQS fair queues shield the others, the operator
+# decides whether it needs limits (punctual tenants set).
+NOISY_TENANT_ALARM_MINUTES = 15

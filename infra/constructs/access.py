@@ -65,7 +65,8 @@ TABLE_ACCESS: Mapping[str, Mapping[str, TableAccess]] = {
         # lease, heartbeat and finish are conditional updates of an existing run; a finish inserts
         # the runs it releases for dependent jobs (punctual.dependencies.release)
         "runs": TableAccess((*READ, PUT, UPDATE)),
-        # owner alerts for dead runs, per-owner running counters, dependency release records
+        # owner alerts for dead runs, per-owner running counters, dependency release records, tenant
+        # limits, concurrency slots and rate windows (punctual.tenancy)
         "leases": TableAccess((*READ, PUT, UPDATE)),
     },
     REAPER: {
@@ -73,7 +74,7 @@ TABLE_ACCESS: Mapping[str, Mapping[str, TableAccess]] = {
         # past-deadline runs from the open-runs index; requeue or dead-letter them (compare-and-set);
         # a burial inserts the runs it releases for dependent jobs
         "runs": TableAccess((*READ, PUT, UPDATE), indexes=(resources.OPEN_INDEX.name,)),
-        # owner alerts; run counters of the runs it closes
+        # owner alerts; run counters of the runs it closes; frees leaked tenant concurrency slots
         "leases": TableAccess((*READ, PUT, UPDATE)),
     },
 }

@@ -15,6 +15,9 @@
   with ``api_usage_plan`` each tenant's key is capped at the gateway too, before any Lambda runs.
 - The account's API Gateway logging role is one setting per region, shared by every API: this
   stack sets it only when asked (``api_cloudwatch_role``), and keeps it when deleted.
+- The admin routes (``/admin/*``: tenant limits, ``punctual.api.tenants``) answer only the
+  ``TenantAdmin`` role (``PUNCTUAL_ADMIN_PRINCIPALS`` of the api function); an ordinary owner
+  gets 403. Operators assume the role (any principal of the account its trust allows) to call them.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import json
 
 import aws_cdk as cdk
 from aws_cdk import aws_apigateway as apigw
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
@@ -85,6 +89,7 @@ class Api(Construct):
             queue.grant(self.handler.role, "sqs:GetQueueAttributes")
         self.rest_api = self._build_rest_api()
         self._build_methods()
+        self.admin_role = self._build_admin_role()
         if shared.config.api_usage_plan:
             self._build_usage_plan()
 
@@ -160,6 +165,28 @@ class Api(Construct):
                 authorization_type=apigw.AuthorizationType.IAM,
                 api_key_required=self._config.api_usage_plan,
             )
+
+    def _build_admin_role(self) -> iam.Role:
+        """The one principal the admin routes answer: the app compares the caller's role with it."""
+        role = iam.Role(
+            self,
+            "TenantAdmin",
+            assumed_by=iam.AccountRootPrincipal(),
+            description="Punctual operators: the /admin routes (tenant limits); owners get 403 there",
+        )
+        admin_paths = self.rest_api.arn_for_execute_api("*", "/admin/*", STAGE_NAME)
+        role.add_to_policy(iam.PolicyStatement(actions=["execute-api:Invoke"], resources=[admin_paths]))
+        acknowledge(
+            role,
+            "IAM5",
+            "execute-api:Invoke on the admin paths of this API only (every method under /admin/*)",
+            finding=(
+                "Resource::arn:<AWS::Partition>:execute-api:<AWS::Region>:<AWS::AccountId>:"
+                f"<{cdk.Stack.of(self).get_logical_id(self.rest_api.node.default_child)}>/{STAGE_NAME}/*/admin/*"  # type: ignore[arg-type]
+            ),
+        )
+        self.handler.function.add_environment("PUNCTUAL_ADMIN_PRINCIPALS", role.role_arn)
+        return role
 
     def _build_usage_plan(self) -> None:
         plan = self.rest_api.add_usage_plan(

@@ -55,7 +55,8 @@ class FargateWorkers(Construct):
         task_role = self.task_definition.task_role
         access.grant_tables(task_role, access.WORKER, shared.tables)
         dispatch_queue.grant_consume_messages(task_role)
-        dispatch_queue.grant_send_messages(task_role)  # the runs a finish releases for dependent jobs
+        # the runs a finish releases for dependent jobs, and runs waiting on tenant limits resent fresh
+        dispatch_queue.grant_send_messages(task_role)
         alerts.grant_publish_owner_alerts(task_role)
         access.grant_targets(task_role, config.target_arns, task_role)
         self.service = ecs.FargateService(

@@ -16,7 +16,12 @@ Alarms:
   for LATENESS_ALARM_MINUTES;
 - Lambda error *rates* per function and API 5XX rate over ERROR_ALARM_MINUTES (a count of "any
   error" flaps at scale), Lambda throttles per function;
-- DynamoDB read/write throttle events per table, its indexes included.
+- DynamoDB read/write throttle events per table, its indexes included;
+- one tenant stayed noisy on the dispatch queue for NOISY_TENANT_ALARM_MINUTES (SQS fair queues: its
+  ``MessageGroupId`` held more than its share of the in-flight messages; see ``punctual.tenancy``).
+
+The dashboard's fair-queue row shows the noisy groups and the backlog of the quiet ones (what the
+other tenants wait on while one floods).
 """
 
 from __future__ import annotations
@@ -40,6 +45,14 @@ from punctual import resources
 from punctual.scheduling.scheduler import SchedulerOptions
 
 ONE_MINUTE = cdk.Duration.minutes(1)
+# SQS fair queue metrics (standard queue, MessageGroupId = owner: punctual.engines.aws.queue)
+NOISY_GROUPS = "ApproximateNumberOfNoisyGroups"
+QUIET_GROUP_METRICS = (
+    ("ApproximateNumberOfMessagesVisibleInQuietGroups", "Visible"),
+    ("ApproximateNumberOfMessagesNotVisibleInQuietGroups", "In flight"),
+    ("ApproximateNumberOfMessagesDelayedInQuietGroups", "Delayed"),
+)
+QUIET_AGE = "ApproximateAgeOfOldestMessageInQuietGroups"
 WIDGET_WIDTH = 8  # three widgets per dashboard row (24 units)
 
 
@@ -145,6 +158,15 @@ class Observability(Construct):
                     period=errors,
                 ),
                 config.alarm_api_5xx_rate_percent,
+            ),
+            AlarmSpec(
+                "NoisyTenant",
+                f"One tenant stayed noisy on the dispatch queue for {constants.NOISY_TENANT_ALARM_MINUTES} minutes "
+                "(SQS fair queue: its runs hold more than their share of in-flight messages); review its limits "
+                "with punctual tenants get",
+                self._queue.metric(NOISY_GROUPS, statistic="Maximum", period=ONE_MINUTE),
+                0,
+                constants.NOISY_TENANT_ALARM_MINUTES,
             ),
         ]
         for name, function in self._functions.items():
@@ -273,6 +295,12 @@ class Observability(Construct):
             f.metric("ConcurrentExecutions", statistic="Maximum", period=ONE_MINUTE, label=n)
             for n, f in self._functions.items()
         ]
+        noisy = [self._queue.metric(NOISY_GROUPS, statistic="Maximum", period=ONE_MINUTE, label="Noisy tenants")]
+        quiet = [
+            self._queue.metric(name, statistic="Maximum", period=ONE_MINUTE, label=label)
+            for name, label in QUIET_GROUP_METRICS
+        ]
+        quiet_age = [self._queue.metric(QUIET_AGE, statistic="Maximum", period=ONE_MINUTE, label="Quiet tenants")]
         table_throttles = [self._table_throttles(name, ONE_MINUTE) for name in self._tables]
         table_writes = [
             t.metric_consumed_write_capacity_units(statistic="Sum", period=ONE_MINUTE, label=n)
@@ -298,6 +326,11 @@ class Observability(Construct):
                 _graph("DynamoDB throttled requests", table_throttles),
                 _graph("DynamoDB consumed write units", table_writes),
                 _graph("Claims: conflicts and shards owned", claims),
+            ],
+            [
+                _graph("Fair queue: noisy tenants (message groups)", noisy),
+                _graph("Fair queue: quiet tenants' messages", quiet),
+                _graph("Fair queue: quiet tenants' oldest message (s)", quiet_age),
             ],
             [cw.AlarmStatusWidget(title="Alarms", alarms=self.alarms, width=3 * WIDGET_WIDTH)],
         ]

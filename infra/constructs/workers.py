@@ -8,7 +8,8 @@ warm for the top-of-minute burst and the reserved concurrency is the only cap; i
 the source is capped at ``worker_reserved_concurrency`` concurrent invocations: ``worker_max_concurrency``, or less when
 the account's Lambda quota (``lambda_concurrency_quota``) cannot hold it next to the other
 functions' reservations. The worker keeps the messages it holds
-hidden while their runs execute (ChangeMessageVisibility, granted with the event source) and
+hidden while their runs execute (ChangeMessageVisibility, granted with the event source), resends
+the message of a run that waited on its tenant limits many times (SendMessage on the dispatch queue), and
 delivers runs only to the AWS targets the operator listed in ``target_arns``; HTTP targets need
 no AWS permission.
 """
@@ -50,7 +51,9 @@ class Workers(Construct):
         )
         role = self.handler.role
         access.grant_tables(role, access.WORKER, shared.tables)
-        dispatch_queue.grant_send_messages(role)  # the runs a finish releases for dependent jobs
+        # the runs a finish releases for dependent jobs; a run that waited on its owner's limits for many
+        # receives is resent fresh (the redrive counts receives: waiting must never dead-letter a run)
+        dispatch_queue.grant_send_messages(role)
         alerts.grant_publish_owner_alerts(role)
         access.grant_targets(role, config.target_arns, role)
         provisioned = config.worker_min_pollers is not None

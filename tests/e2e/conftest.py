@@ -33,6 +33,7 @@ from punctual.local.server import LocalServer
 from punctual.port import Engine
 
 HTTP_TIMEOUT_S = 10.0
+ADMIN_OWNER = "operator"  # the one owner the admin routes answer (Settings.admin_principals)
 # Answers the API gives outside any documented operation: unknown route, wrong method, and the
 # edge checks that come before routing. They must still have the error shape.
 UNROUTED_STATUSES = frozenset({401, 404, 405, 413, 415})
@@ -215,7 +216,7 @@ def stack(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
 def _open_embedded(tmp: Path, env: pytest.MonkeyPatch) -> tuple[Engine, Settings, Callable[[], None]]:
     from punctual.engines.embedded import EmbeddedEngine
 
-    settings = Settings(data_dir=str(tmp), shards=4)
+    settings = Settings(data_dir=str(tmp), shards=4, admin_principals=ADMIN_OWNER)
     engine = EmbeddedEngine(tmp / "punctual.db", shards=settings.shards, clock=SystemClock())
     return engine, settings, lambda: None
 
@@ -233,7 +234,9 @@ def _open_aws(tmp: Path, env: pytest.MonkeyPatch) -> tuple[Engine, Settings, Cal
     # boto3 reads the endpoint when a client is made (lazily); keep it set while the module runs.
     env.setenv("AWS_ENDPOINT_URL", f"http://{host}:{port}")
     prefix = f"e2e{uuid.uuid4().hex[:8]}"
-    settings = ensure_resources(Settings(engine=EngineKind.AWS, shards=4, open_shards=2, name_prefix=prefix))
+    settings = ensure_resources(
+        Settings(engine=EngineKind.AWS, shards=4, open_shards=2, name_prefix=prefix, admin_principals=ADMIN_OWNER)
+    )
     engine = AwsEngine(settings, clock=SystemClock(), serialize=True)
     return engine, settings, moto.stop
 

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from openapi_spec_validator import OpenAPIV31SpecValidator
 
-from tests.e2e.conftest import Stack, cron_spec
+from tests.e2e.conftest import ADMIN_OWNER, Stack, cron_spec
 
 pytestmark = pytest.mark.e2e
 
@@ -56,6 +56,9 @@ def test_document_lists_every_route_of_the_api(stack: Stack) -> None:
         ("GET", "/alerts"),
         ("GET", "/stats"),
         ("GET", "/signing-secret"),
+        ("GET", "/limits"),
+        ("GET", "/admin/tenants"),
+        ("PUT", "/admin/tenants"),
     }
 
 
@@ -100,6 +103,10 @@ def test_every_operation_keeps_its_contract_for_successes_and_errors(stack: Stac
     client.get("/alerts")
     client.get("/stats")
     client.get("/signing-secret")
+    client.get("/limits")
+    admin = stack.client(ADMIN_OWNER)
+    admin.get("/admin/tenants")
+    admin.request("PUT", "/admin/tenants", json={"owner": client.owner, "max_jobs": 100})
     client.delete(f"/jobs/{job_id}")
     # Errors, several per operation
     other = "job_" + "f" * 32
@@ -121,6 +128,10 @@ def test_every_operation_keeps_its_contract_for_successes_and_errors(stack: Stac
     client.get("/runs/nope")
     client.get("/alerts", params={"limit": 0})
     client.get("/stats", params={"minutes": 0})
+    client.get("/limits", params={"limit": "x"})  # an unknown query parameter is ignored: 200
+    stack.anonymous().get("/limits")
+    client.get("/admin/tenants")  # not an admin: 403
+    client.request("PUT", "/admin/tenants", json={"owner": client.owner})
     stack.anonymous().get("/jobs")
     stack.anonymous().get("/signing-secret")
     # Every operation was exercised with a 2xx and with a 4xx, and every answer kept the contract

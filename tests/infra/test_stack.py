@@ -452,7 +452,7 @@ def test_worker_consumes_the_dispatch_queue_and_calls_no_targets_by_default(defa
     dispatch = _ref_text(_logical_id(default_synth, "AWS::SQS::Queue", "Dispatch0"))
     for action in ("sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility"):
         assert granted[action] == {dispatch}, action
-    assert granted["sqs:SendMessage"] == {dispatch}  # runs released for dependent jobs
+    assert granted["sqs:SendMessage"] == {dispatch}  # runs released for dependent jobs, runs resent after waiting
     assert "sns:Publish" in granted
     for action in constants.TARGET_ACTIONS.values():
         if action != "sqs:SendMessage":
@@ -479,3 +479,35 @@ def test_reaper_queries_the_open_index_consumes_dead_letters_and_alerts(default_
     assert "sqs:SendMessage" in granted
     assert "sns:Publish" in granted
     assert "kms:GenerateDataKey" in granted
+
+
+def test_fair_queue_noisy_tenants_on_the_dashboard_and_alarmed(default_synth: Synth) -> None:
+    # Given SQS fair queues (MessageGroupId = owner): the noisy groups and the quiet groups' backlog
+    (dashboard,) = default_synth.properties("AWS::CloudWatch::Dashboard")
+    body = json.dumps(dashboard["DashboardBody"])
+    for metric in (
+        "ApproximateNumberOfNoisyGroups",
+        "ApproximateNumberOfMessagesVisibleInQuietGroups",
+        "ApproximateAgeOfOldestMessageInQuietGroups",
+    ):
+        assert metric in body, metric
+    dispatch = _logical_id(default_synth, "AWS::SQS::Queue", "Dispatch0")
+    (noisy,) = _alarm(
+        default_synth, "ApproximateNumberOfNoisyGroups", QueueName={"Fn::GetAtt": [dispatch, "QueueName"]}
+    )
+    assert noisy["Threshold"] == 0 and noisy["ComparisonOperator"] == "GreaterThanThreshold"
+    assert noisy["EvaluationPeriods"] == constants.NOISY_TENANT_ALARM_MINUTES == noisy["DatapointsToAlarm"]
+
+
+def test_admin_routes_answer_only_the_tenant_admin_role(default_synth: Synth) -> None:
+    role_id = _logical_id(default_synth, "AWS::IAM::Role", "ApiTenantAdmin")
+    api_fn = next(
+        f
+        for f in default_synth.properties("AWS::Lambda::Function")
+        if "PUNCTUAL_ADMIN_PRINCIPALS" in f.get("Environment", {}).get("Variables", {})
+    )
+    assert api_fn["Environment"]["Variables"]["PUNCTUAL_ADMIN_PRINCIPALS"] == {"Fn::GetAtt": [role_id, "Arn"]}
+    policies = [p for p in default_synth.properties("AWS::IAM::Policy") if {"Ref": role_id} in p.get("Roles", [])]
+    statements = [s for p in policies for s in p["PolicyDocument"]["Statement"]]
+    assert [s["Action"] for s in statements] == ["execute-api:Invoke"]
+    assert "/admin/*" in json.dumps(statements[0]["Resource"])

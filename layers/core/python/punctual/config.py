@@ -50,6 +50,9 @@ class Settings(BaseModel):
     # timeout): how long a message a Lambda worker received stays hidden unless the worker changes it
     dispatch_visibility_s: Annotated[int | None, Field(ge=0, le=43_200)] = None
     region: str = "us-east-1"
+    # aws engine: DynamoDB requests one at a time per process. Only for moto, whose conditional
+    # writes are not atomic under concurrent requests (a real table's are); never in production.
+    aws_serialize: bool = False
     alert_topic_arn: str | None = None  # SNS topic for owner alerts (aws); locally alerts are logged
     # aws engine: KMS keys (the CDK app sets them; local bootstrap creates them): secrets at rest
     # (symmetric) and request-signing secrets (HMAC_256)
@@ -63,6 +66,13 @@ class Settings(BaseModel):
     # scheduling
     lookahead_ms: Annotated[int, Field(ge=0, le=60_000)] = 3_000
     lease_margin_s: Annotated[int, Field(ge=1, le=600)] = 30
+    # tenants: the limits of owners without a tenant record (punctual.tenancy); None: unlimited
+    tenant_max_jobs: Annotated[int | None, Field(ge=1, le=100_000_000)] = None
+    tenant_max_runs_per_minute: Annotated[int | None, Field(ge=1, le=10_000_000)] = None
+    tenant_max_concurrency: Annotated[int | None, Field(ge=1, le=1_000_000)] = None
+    tenant_api_requests_per_second: Annotated[int | None, Field(ge=1, le=1_000_000)] = None
+    # principals (owners) allowed to call the admin routes (/admin/...), comma-separated
+    admin_principals: str = ""
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
@@ -89,6 +99,11 @@ class Settings(BaseModel):
     def retention_s(self) -> int:
         """How long run history and deleted jobs are kept, in seconds."""
         return self.retention_days * 86_400
+
+    @property
+    def admins(self) -> frozenset[str]:
+        """The owners the admin routes answer (``PUNCTUAL_ADMIN_PRINCIPALS``)."""
+        return frozenset(p.strip() for p in self.admin_principals.split(",") if p.strip())
 
     def target_policy(self) -> TargetPolicy:
         from punctual.execution.targets.policy import TargetPolicy  # not at import: targets pull in httpx

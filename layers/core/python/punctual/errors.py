@@ -137,8 +137,33 @@ class Throttled(PunctualError):
     code = "throttled"
 
 
+# -- tenant limits (punctual.tenancy) ------------------------------------------------------------
+
+
+class LimitExceeded(Conflict):
+    """The owner is at one of its tenant limits (e.g. ``max_jobs``); nothing was written."""
+
+    code = "limit_exceeded"
+
+
+class TooManyRequests(PunctualError):
+    """The owner sent more API requests than its ``api_requests_per_second``; retry after a pause."""
+
+    code = "too_many_requests"
+
+    def __init__(self, message: str, *, retry_after_s: int) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
 # -- auth ---------------------------------------------------------------------------------------
 
 
 class Unauthorized(PunctualError):
     code = "unauthorized"
+
+
+class Forbidden(PunctualError):
+    """The caller is known but may not use this route (the admin routes, for ordinary owners)."""
+
+    code = "forbidden"

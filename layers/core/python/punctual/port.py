@@ -159,6 +159,27 @@ class ShardLease:
 
 
 @dataclass(frozen=True, slots=True)
+class Tenant:
+    """An owner's limits as an operator set them (``punctual tenants set``). None: the deployment's
+    default from ``Settings`` applies (see ``punctual.tenancy.limits``). ``weight`` is the owner's
+    share of the embedded queue's round-robin hand-out (1: an equal turn)."""
+
+    owner: str
+    max_jobs: int | None = None
+    max_runs_per_minute: int | None = None
+    max_concurrency: int | None = None
+    api_requests_per_second: int | None = None
+    weight: int = 1
+    updated_at: int = 0
+
+
+class SlotOutcome(StrEnum):
+    TAKEN = "taken"  # the run now holds one of its owner's concurrency slots
+    ALREADY_HELD = "already_held"  # the run held a slot already (a takeover or a redelivery): no change
+    FULL = "full"  # every slot is held by other runs: the run must wait
+
+
+@dataclass(frozen=True, slots=True)
 class Alert:
     owner: str
     run_id: str
@@ -426,6 +447,55 @@ class Store(ABC):
     def list_alerts(self, owner: str, limit: int = 50) -> list[Alert]:
         """The owner's alerts, newest first."""
 
+    # -- tenants (punctual.tenancy) -------------------------------------------------------------
+
+    @abstractmethod
+    def put_tenant(self, tenant: Tenant) -> None:
+        """Create or replace the owner's tenant record (last writer wins: an operator's setting)."""
+
+    @abstractmethod
+    def get_tenant(self, owner: str) -> Tenant | None:
+        """The owner's tenant record, or None if no operator ever set one."""
+
+    @abstractmethod
+    def list_tenants(self) -> list[Tenant]:
+        """Every tenant record, by owner."""
+
+    @abstractmethod
+    def count_live_jobs(self, owner: str, at_most: int) -> int:
+        """How many of the owner's jobs are active or paused (the jobs ``max_jobs`` bounds), counting
+        no further than ``at_most`` (the caller only needs to know whether the limit is reached)."""
+
+    @abstractmethod
+    def take_slot(self, owner: str, run_id: str, limit: int, now: int) -> SlotOutcome:
+        """Give ``run_id`` one of the owner's ``limit`` concurrency slots.
+
+        Qualifies if the run holds one already (ALREADY_HELD, nothing written) or fewer than
+        ``limit`` runs hold one (TAKEN). Otherwise FULL, nothing written.
+        """
+
+    @abstractmethod
+    def release_slot(self, owner: str, run_id: str) -> bool:
+        """Free the slot ``run_id`` holds. True if it held one; False (nothing written) otherwise."""
+
+    @abstractmethod
+    def slot_holders(self, owner: str) -> dict[str, int]:
+        """The runs holding the owner's slots, each with when it took its slot (epoch ms)."""
+
+    @abstractmethod
+    def slot_owners(self) -> list[str]:
+        """Every owner with at least one slot held (the reaper checks their holders)."""
+
+    @abstractmethod
+    def take_rate(self, owner: str, window: int, quota: int, expires_at: int) -> bool:
+        """Count one start in the owner's rate window ``window`` (an opaque number, e.g. epoch
+        seconds) iff fewer than ``quota`` starts were counted in it. False (nothing written) when
+        the window is full. The window's count may be forgotten after ``expires_at`` (epoch ms)."""
+
+    @abstractmethod
+    def rate_used(self, owner: str, window: int) -> int:
+        """How many starts the owner's window ``window`` counted (0 if none)."""
+
 
 @dataclass(frozen=True, slots=True)
 class Dispatch:
@@ -439,6 +509,7 @@ class Dispatch:
     run_id: str
     not_before: int
     delay_s: int = 0
+    group: str | None = None  # the run's owner: fair hand-out across owners (SQS MessageGroupId)
 
 
 @dataclass(frozen=True, slots=True)

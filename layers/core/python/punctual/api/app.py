@@ -28,7 +28,7 @@ from aws_lambda_powertools.event_handler.openapi.models import Server
 from aws_lambda_powertools.event_handler.openapi.params import Header, Path, Query
 
 from punctual import __version__, ids
-from punctual.api import alerts, edges, errors, openapi, signing, stats
+from punctual.api import alerts, edges, errors, openapi, signing, stats, tenants
 from punctual.api.schemas import JobCreate, JobGraph, JobPage, JobPatch, JobResponse, RunPage, RunResponse
 from punctual.clock import Clock, from_datetime
 from punctual.config import Settings
@@ -37,6 +37,8 @@ from punctual.errors import ConfigError, PunctualError, Unauthorized
 from punctual.jobs import service as jobs
 from punctual.model import AwareRfc3339, JobStatus, RunState
 from punctual.port import Engine, Keys, Queue, RunQuery, SkewSource, Store
+from punctual.tenancy.api_rate import ApiRateLimiter
+from punctual.tenancy.limits import LimitCache, defaults_from
 
 _LOCK = threading.Lock()
 
@@ -67,9 +69,12 @@ class Services:
     dead_letters: Queue | None = None
     skew: SkewSource | None = None
     keys: Keys | None = None  # seals secret headers; signing secrets (GET /signing-secret)
+    limits: LimitCache | None = None  # owners' tenant limits, cached (None: read per request)
+    api_rate: ApiRateLimiter | None = None  # api_requests_per_second (None: not applied)
 
     @classmethod
     def of(cls, engine: Engine, settings: Settings, clock: Clock) -> Services:
+        limits = LimitCache(engine.store, defaults_from(settings), clock)
         return cls(
             store=engine.store,
             queue=engine.queue,
@@ -78,6 +83,8 @@ class Services:
             dead_letters=engine.dead_letters,
             skew=engine.clock_skew,
             keys=engine.keys,
+            limits=limits,
+            api_rate=ApiRateLimiter(limits, clock),
         )
 
 
@@ -86,6 +93,8 @@ def handle(event: Mapping[str, Any], context: Any, services: Services) -> dict[s
     with _LOCK:
         try:
             owner = edges.admit(event)
+            if owner is not None and services.api_rate is not None:
+                services.api_rate.check(owner)  # 429 before any work: the owner's api_requests_per_second
         except PunctualError as exc:
             return errors.lambda_response(exc)
         app.context.update(services=services, owner=owner)  # cleared by resolve() when it returns
@@ -126,6 +135,7 @@ def create_job(
     ] = None,
 ) -> Response[JobResponse]:
     services, owner = _caller()
+    limits = services.limits.get(owner) if services.limits is not None else None
     created = jobs.create_job(
         services.store,
         owner,
@@ -134,6 +144,7 @@ def create_job(
         idempotency_key=idempotency_key,
         policy=services.settings.target_policy(),
         keys=services.keys,
+        max_jobs=None if limits is None else limits.max_jobs,
     )
     headers = {"Location": f"/jobs/{created.job.id}"}
     if created.replayed:
@@ -321,6 +332,7 @@ def get_run(run_id: RunId) -> RunResponse:
 app.include_router(alerts.router)
 app.include_router(stats.router)
 app.include_router(signing.router)
+app.include_router(tenants.router)
 
 
 # -- documentation --------------------------------------------------------------------------------

@@ -9,15 +9,18 @@ Statuses:
 400   malformed_json: the body is not JSON; number_out_of_range: a number overflows to
       infinity or an integer does not fit in 64 bits (``punctual.numbers``; details name the field)
 401   unauthorized: no owner could be established (no or unknown API key, unsigned request)
+403   forbidden: an admin route called by an owner that is not an admin principal
 404   job_not_found, run_not_found (also for another owner's ids, and depends_on jobs), route_not_found
 405   method_not_allowed: the path exists, the method does not (``Allow`` lists the methods)
-409   invalid_transition, idempotency_key_reused, concurrent_modification, has_dependents
+409   invalid_transition, idempotency_key_reused, concurrent_modification, has_dependents,
+      limit_exceeded (the owner is at its max_jobs)
 413   request_too_large: the body exceeds ``MAX_BODY_BYTES``; job_too_large: the job (payload,
       target, headers: the whole spec) exceeds ``punctual.model.MAX_JOB_BYTES``
 415   unsupported_media_type: a body that is not ``application/json``
 422   invalid_input and its kinds (invalid_schedule, invalid_timezone, invalid_id,
       invalid_cursor): the request parsed but a value is wrong (or the body is not a JSON
       object); details name the fields
+429   too_many_requests: over the owner's api_requests_per_second (``Retry-After`` says when)
 500   internal_error: a bug or an unavailable dependency, never bad input
 ====  =======================================================================================
 """
@@ -40,6 +43,7 @@ from aws_lambda_powertools.event_handler.openapi.exceptions import (
 from punctual import ids
 from punctual.errors import (
     Conflict,
+    Forbidden,
     InvalidCursor,
     InvalidId,
     InvalidInput,
@@ -50,6 +54,7 @@ from punctual.errors import (
     NotFound,
     PunctualError,
     Throttled,
+    TooManyRequests,
     Unauthorized,
 )
 from punctual.jobs import validation
@@ -103,6 +108,8 @@ _STATUS: tuple[tuple[type[PunctualError], HTTPStatus], ...] = (
     (JobTooLarge, HTTPStatus.REQUEST_ENTITY_TOO_LARGE),
     (UnsupportedMediaType, HTTPStatus.UNSUPPORTED_MEDIA_TYPE),
     (Unauthorized, HTTPStatus.UNAUTHORIZED),
+    (Forbidden, HTTPStatus.FORBIDDEN),
+    (TooManyRequests, HTTPStatus.TOO_MANY_REQUESTS),
     (NotFound, HTTPStatus.NOT_FOUND),
     (MethodNotAllowed, HTTPStatus.METHOD_NOT_ALLOWED),
     (InvalidTransition, HTTPStatus.CONFLICT),
@@ -243,6 +250,8 @@ def _headers_for(exc: PunctualError) -> dict[str, str]:
         return {"WWW-Authenticate": 'Bearer realm="punctual"'}
     if isinstance(exc, MethodNotAllowed):
         return {"Allow": ", ".join(exc.allowed)}
+    if isinstance(exc, TooManyRequests):
+        return {"Retry-After": str(exc.retry_after_s)}
     return {}
 
 

@@ -34,27 +34,33 @@ _ERRORS: dict[int, str] = {
     400: "The body is not JSON, not UTF-8, or nested deeper than 32 levels (code malformed_json), or a "
     "number overflows to infinity or is an integer beyond 64 bits (number_out_of_range; details name it).",
     401: "No valid credentials (code unauthorized).",
+    403: "The caller is not an admin principal (code forbidden): the admin routes only.",
     404: "No such job or run for this owner (job_not_found, run_not_found; also a depends_on job that "
     "is not the owner's).",
     409: "The job's state does not allow this (invalid_transition), the Idempotency-Key was used for a "
     "different body (idempotency_key_reused), concurrent edits (concurrent_modification), or other jobs "
-    "depend on the job being deleted (has_dependents; delete with force=true).",
+    "depend on the job being deleted (has_dependents; delete with force=true), or the owner is at its "
+    "max_jobs (limit_exceeded).",
     413: "The body is larger than allowed (request_too_large), or the whole job (payload, target and "
     "headers) is over 10 KiB as JSON (job_too_large).",
     415: "The body is not application/json (unsupported_media_type).",
     422: "The body is not a JSON object, or a value is invalid (invalid_input, invalid_schedule, "
     "invalid_timezone, invalid_id, invalid_cursor, dependency_cycle); details name the fields.",
+    429: "More requests than the owner's api_requests_per_second (too_many_requests); retry after Retry-After seconds.",
     500: "Internal error (internal_error); never caused by input.",
     503: "The storage service is throttling (throttled); retry the same request.",
 }
 # The error statuses of each kind of route (every route lists its own explicitly in app.py).
-LIST_ERRORS = (401, 422, 500, 503)  # GET a collection: bad filters or cursor; 503: storage throttled, retry
-READ_ERRORS = (401, 404, 422, 500)  # GET or DELETE one item: bad id, unknown or foreign id
+LIST_ERRORS = (401, 422, 429, 500, 503)  # GET a collection: bad filters or cursor; 503: storage throttled, retry
+READ_ERRORS = (401, 404, 422, 429, 500)  # GET or DELETE one item: bad id, unknown or foreign id
 # POST without a body: the edge still checks any body sent (400, 413, 415); the state may refuse (409)
-ACTION_ERRORS = (400, 401, 404, 409, 413, 415, 422, 500)
-CREATE_ERRORS = (400, 401, 404, 409, 413, 415, 422, 500)  # POST /jobs: the body is parsed; 404: depends_on
-DELETE_ERRORS = (401, 404, 409, 422, 500)  # DELETE a job: 409 while other jobs depend on it
-CHANGE_ERRORS = (400, 401, 404, 409, 413, 415, 422, 500)  # PATCH one item
+ACTION_ERRORS = (400, 401, 404, 409, 413, 415, 422, 429, 500)
+CREATE_ERRORS = (400, 401, 404, 409, 413, 415, 422, 429, 500)  # POST /jobs: the body is parsed; 404: depends_on
+DELETE_ERRORS = (401, 404, 409, 422, 429, 500)  # DELETE a job: 409 while other jobs depend on it
+CHANGE_ERRORS = (400, 401, 404, 409, 413, 415, 422, 429, 500)  # PATCH one item
+# The admin routes: the caller must be an admin principal (403), bodies are parsed
+ADMIN_READ_ERRORS = (401, 403, 404, 422, 429, 500)
+ADMIN_CHANGE_ERRORS = (400, 401, 403, 413, 415, 422, 429, 500)
 
 SECURITY_SCHEMES: dict[str, SecurityScheme] = {
     "sigv4": APIKey(

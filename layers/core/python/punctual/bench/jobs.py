@@ -13,7 +13,14 @@ NOOP_URL = "http://127.0.0.1:9/noop"  # never called by the claim benchmarks
 
 
 def bench_jobs(
-    count: int, *, now: int, due_at: int, shards: int, cron: str | None = "* * * * *", url: str = NOOP_URL
+    count: int,
+    *,
+    now: int,
+    due_at: int,
+    shards: int,
+    cron: str | None = "* * * * *",
+    url: str = NOOP_URL,
+    owner: str = BENCH_OWNER,
 ) -> Iterator[Job]:
     """``count`` active jobs, all with ``next_run_at = due_at``: cron jobs, or one-time jobs if ``cron`` is None."""
     target = HttpTarget(url=url)
@@ -24,7 +31,7 @@ def bench_jobs(
         # model_construct: a million validated models would dominate the benchmark's load time
         yield Job.model_construct(
             id=job_id,
-            owner=BENCH_OWNER,
+            owner=owner,
             name="bench",
             schedule=cron,
             timezone="UTC",

@@ -34,6 +34,15 @@ def register(subparsers: Any) -> None:
     )
     burst.add_argument("--json", action="store_true", help="print one JSON object")
     burst.set_defaults(func=run_burst)
+    tenants = kinds.add_parser("tenants", help="noisy neighbour: A floods, B's start lateness (embedded engine)")
+    tenants.add_argument("--flood", type=int, default=10_000, help="tenant A's runs due at second T")
+    tenants.add_argument("--few", type=int, default=50, help="tenant B's runs due at the same T")
+    tenants.add_argument("--delay-ms", type=int, default=200, help="the no-op target's answer delay")
+    tenants.add_argument("--processes", type=int, default=2, help="worker processes")
+    tenants.add_argument("--concurrency", type=int, default=32, help="threads per worker process")
+    tenants.add_argument("--unfair", action="store_true", help="also measure without owner groups (comparison)")
+    tenants.add_argument("--json", action="store_true", help="print one JSON object")
+    tenants.set_defaults(func=run_tenants)
 
 
 def run_core(args: argparse.Namespace) -> int:
@@ -104,5 +113,32 @@ def run_burst(args: argparse.Namespace) -> int:
             f" max={e['start_lateness_ms_max']} ms;"
             f" worker CPU {e['worker_cpu_seconds_per_1000_runs']} s per 1,000 runs,"
             f" peak RSS {e['worker_peak_rss_mib']} MiB"
+        )
+    return 0
+
+
+def run_tenants(args: argparse.Namespace) -> int:
+    from punctual.bench.tenants import bench_noisy_neighbour
+
+    options = {"delay_ms": args.delay_ms, "processes": args.processes, "concurrency": args.concurrency}
+    results = [bench_noisy_neighbour(args.flood, args.few, **options)]
+    if args.unfair:
+        results.append(bench_noisy_neighbour(args.flood, args.few, fair=False, **options))
+    if args.json:
+        print(json.dumps({"noisy_neighbour": results}))
+        return 0
+    print(
+        f"Noisy neighbour, embedded engine: A has {args.flood:,} runs and B {args.few:,} runs due at one second;"
+        f" no-op target answering after {args.delay_ms} ms; {args.processes} worker processes x"
+        f" {args.concurrency} threads:"
+    )
+    for r in results:
+        kind = "fair hand-out" if r["fair"] else "one queue order"
+        print(
+            f"  {kind}: B start lateness p50={r['b_start_lateness_ms_p50']} ms"
+            f" p99={r['b_start_lateness_ms_p99']} ms max={r['b_start_lateness_ms_max']} ms;"
+            f" A p50={r['a_start_lateness_ms_p50']} ms p99={r['a_start_lateness_ms_p99']} ms,"
+            f" A drained after {r['a_last_finish_after_ms']} ms;"
+            f" succeeded A {r['a_succeeded']:,} B {r['b_succeeded']:,}"
         )
     return 0

@@ -23,4 +23,5 @@ def open_engine(settings: Settings, *, clock: Clock | None = None, **options: An
         return EmbeddedEngine.from_settings(settings, clock=clock, **options)
     from punctual.engines.aws import AwsEngine
 
+    options.setdefault("serialize", settings.aws_serialize)
     return AwsEngine.from_settings(settings, clock=clock, **options)

@@ -5,7 +5,9 @@ never on its event loop. They apply the rules of ``punctual.execution.delivery``
 protocol) to many messages per port call:
 
 - :func:`prepare`, at the runs' instant: read each job once, cancel the runs of deleted jobs,
-  lease the rest with one :meth:`Store.lease_runs`, and settle the messages of runs that were not
+  admit the rest through the owners' tenant limits (``punctual.tenancy.admission``: a run over
+  its owner's max_concurrency or max_runs_per_minute waits, hidden, no attempt used), lease the
+  admitted with one :meth:`Store.lease_runs`, and settle the messages of runs that were not
   leased (hidden while held or backing off, deleted as duplicates). This is the worker's lease
   path: per-owner limits and similar checks belong here, in one place.
 - :func:`settle`, after the targets answered: one :meth:`Engine.finish_and_ack` (or its two steps
@@ -39,6 +41,7 @@ from punctual.execution.delivery import (
     hidden_until,
     lease_length_ms,
     log_on_cancelled_run,
+    wait_for_limits,
 )
 from punctual.execution.targets.types import TargetResult
 from punctual.model import Job, Run, RunState
@@ -46,6 +49,7 @@ from punctual.port import Alert, Beat, Delivery, Finish, Hold, LeaseOutcome, Lea
 from punctual.runs import retry
 from punctual.runs.alerts import Alerter, alert_once
 from punctual.runs.cancel import cancel_open_run, live_job
+from punctual.tenancy.admission import Admission, Gate
 
 logger = logging.getLogger(__name__)
 
@@ -99,6 +103,7 @@ class Port:
     worker_id: str
     options: ExecutionOptions
     alerter: Alerter
+    gate: Gate | None = None  # the owners' tenant limits (None: none applied)
 
     def owed(self, job: Job, run: Run, now: int) -> None:
         """What a terminal run owes before its message may go: dependents released, owner alerted."""
@@ -121,6 +126,7 @@ def prepare(port: Port, deliveries: Sequence[Delivery]) -> Prepared:
     jobs: dict[str, Job | None] = {}
     requests: list[LeaseRequest] = []
     waiting: list[tuple[Delivery, Job]] = []
+    admissions: list[Admission] = []  # one per request when the port has a gate
     drops: list[str] = []
     for delivery in deliveries:
         job_id, scheduled_at = ids.parse_run_id(delivery.run_id)
@@ -133,11 +139,21 @@ def prepare(port: Port, deliveries: Sequence[Delivery]) -> Prepared:
                 drops.append(delivery.receipt)
             prepared.settled.append((delivery, outcome))
             continue
+        if port.gate is not None:
+            admission = port.gate.admit(job.owner, delivery.run_id, now, tries=delivery.receive_count)
+            if not admission.admitted:
+                outcome = wait_for_limits(port.store, port.queue, port.clock, delivery, admission, options=port.options)
+                prepared.settled.append((delivery, outcome))
+                continue
+            admissions.append(admission)
         requests.append(LeaseRequest(job_id, scheduled_at, lease_length_ms(job, port.options), job.overlap))
         waiting.append((delivery, job))
 
     hides: defaultdict[int, list[str]] = defaultdict(list)
     results = port.store.lease_runs(requests, port.worker_id, now) if requests else []
+    if port.gate is not None:  # a slot taken for a run that was not leased goes back
+        for admission, lease in zip(admissions, results, strict=True):
+            port.gate.settle(admission, lease.outcome)
     for (delivery, job), request, lease in zip(waiting, requests, results, strict=True):
         if lease.outcome is LeaseOutcome.LEASED and lease.run is not None:
             prepared.leased.append(Leased(delivery, job, lease.run, request.lease_ms))
@@ -191,6 +207,10 @@ def settle(port: Port, done: Sequence[Done]) -> list[Outcome]:
         records.append(record)
 
     runs = port.complete(finishes)
+    if port.gate is not None:  # a finished attempt (retrying included) no longer runs: its slot goes
+        for item, run in zip(done, runs, strict=True):
+            if run is not None:
+                port.gate.release(run.owner, item.leased.run.run_id)
     outcomes: list[Outcome] = []
     hides: defaultdict[int, list[str]] = defaultdict(list)
     drops: list[str] = []

@@ -8,6 +8,8 @@ workers of ``punctual dev``) runs :func:`process_delivery` on each message it re
                  │                                        │ run, delete   │ NOT_READY:  hide until the backoff ends
                  │                                                        │ FINISHED / NOT_FOUND: delete (duplicate)
                  │                                                        │ SKIPPED (overlap=forbid): delete
+                 │                 over a tenant limit (punctual.tenancy.admission, before the lease):
+                 │                 hide for a jittered backoff; never failed, no attempt used
 
 The job's overlap policy is decided by the lease, at the run's instant (``rules.overlap_*``).
 
@@ -56,10 +58,12 @@ from punctual.model import (
     RunState,
     truncate,
 )
-from punctual.port import Alert, Delivery, LeaseOutcome, LeaseResult, Queue, RunChange, Store
+from punctual.port import Alert, Delivery, Dispatch, LeaseOutcome, LeaseResult, Queue, RunChange, Store
+from punctual.resources import MAX_DELAY_S
 from punctual.runs import retry
 from punctual.runs.alerts import Alerter, LogAlerter, alert_once
 from punctual.runs.cancel import cancel_open_run, live_job
+from punctual.tenancy.admission import Admission, Gate
 
 logger = logging.getLogger(__name__)
 
@@ -77,6 +81,7 @@ class Outcome(StrEnum):
     HELD = "held"  # another worker holds a live lease: message hidden until the lease ends
     NOT_READY = "not_ready"  # backoff not elapsed or message far too early: hidden until then
     LEASE_LOST = "lease_lost"  # lost a race (taken over or cancelled meanwhile): nothing written; message untouched
+    THROTTLED = "throttled"  # over its owner's max_concurrency or max_runs_per_minute: hidden, waits its turn
     INVALID = "invalid"  # the message names no run: deleted
 
 
@@ -103,6 +108,9 @@ class ExecutionOptions:
     release: ReleaseOptions = field(
         default_factory=ReleaseOptions
     )  # runs released for dependent jobs (retention, dispatch grace)
+    # a message that waited on its owner's limits this many receives is resent fresh (the DLQ counts receives)
+    requeue_after_receives: int = 10
+    throttle_grace_ms: int = 120_000  # a waiting run's deadline: its next try + this (the reaper leaves it alone)
 
 
 def process_delivery(
@@ -116,16 +124,20 @@ def process_delivery(
     options: ExecutionOptions | None = None,
     alerter: Alerter | None = None,
     metrics: m.Metrics | None = None,
+    gate: Gate | None = None,
 ) -> Outcome:
     """Handle one received dispatch message end to end; see the module docstring for the rules.
 
     ``metrics`` receives the start lateness (lease time - scheduled time) of each first attempt.
 
     ``queue`` must be the queue the message came from (``extend``/``delete`` use its receipt).
+    ``gate`` applies the owners' tenant limits (None: no limits).
     Returns what happened. Storage and queue errors propagate: the message is then simply
     redelivered after its visibility timeout, and every step is safe to repeat.
     """
-    ctx = _Context(store, queue, delivery, clock, worker_id, options or ExecutionOptions(), alerter or LogAlerter())
+    ctx = _Context(
+        store, queue, delivery, clock, worker_id, options or ExecutionOptions(), alerter or LogAlerter(), gate
+    )
     try:
         job_id, scheduled_at = ids.parse_run_id(delivery.run_id)
     except InvalidId:
@@ -148,8 +160,15 @@ def process_delivery(
         return _cancel_orphan(ctx, job_id, scheduled_at)
 
     now = clock.now_ms()
+    admission = None
+    if gate is not None:
+        admission = gate.admit(job.owner, delivery.run_id, now, tries=delivery.receive_count)
+        if not admission.admitted:
+            return wait_for_limits(store, queue, clock, delivery, admission, options=ctx.options)
     lease_ms = lease_length_ms(job, ctx.options)
     lease = store.lease_run(job_id, scheduled_at, worker_id, now, lease_ms, overlap=job.overlap)
+    if gate is not None and admission is not None:
+        gate.settle(admission, lease.outcome)
     if lease.outcome is not LeaseOutcome.LEASED or lease.run is None:
         return _not_leased(ctx, job, lease)
     if metrics is not None and lease.run.attempt == 1:  # a retry starts at its backoff, not its instant
@@ -173,6 +192,7 @@ class _Context:
     worker_id: str
     options: ExecutionOptions
     alerter: Alerter
+    gate: Gate | None = None
 
     def hide(self, until: int) -> None:
         """Hide the message until ``until`` (epoch ms, rounded up to whole seconds)."""
@@ -208,6 +228,38 @@ def _cancel_orphan(ctx: _Context, job_id: str, scheduled_at: int) -> Outcome:
         return Outcome.LEASE_LOST  # kept changing under us: leave the message for a later delivery
     ctx.drop()
     return Outcome.CANCELLED
+
+
+def wait_for_limits(
+    store: Store, queue: Queue, clock: Clock, delivery: Delivery, admission: Admission, *, options: ExecutionOptions
+) -> Outcome:
+    """The run's owner is at a limit: the run waits until ``admission.retry_at`` without using an attempt.
+
+    The wait is written on the run (its note, and a deadline past the next try so the reaper does
+    not resend it) when the note is new or the deadline would pass first: one write when a run
+    starts waiting, then about one per ``throttle_grace_ms`` of waiting. A message received
+    ``requeue_after_receives`` times is resent fresh instead of hidden: the dead-letter redrive
+    counts receives, and waiting must never dead-letter a run.
+    """
+    job_id, scheduled_at = ids.parse_run_id(delivery.run_id)
+    now = clock.now_ms()
+    retry_at = admission.retry_at or now + 1000
+    note = _note(f"waiting: {admission.reason}")
+    with contextlib.suppress(RunNotFound, ConcurrentModification):
+        run = store.get_run(job_id, scheduled_at)
+        if run.state in (RunState.SCHEDULED, RunState.RETRYING) and (
+            run.note != note or run.deadline_at < retry_at + 1000
+        ):
+            deadline = max(run.deadline_at, retry_at + options.throttle_grace_ms)
+            store.transition_run(run, RunChange(run.state, now, deadline, note=note, clear_lease=False))
+    if delivery.receive_count >= options.requeue_after_receives:
+        delay_s = min(retry.visibility_s(retry_at - now), MAX_DELAY_S)
+        not_before = max(delivery.not_before, retry_at)
+        queue.send([Dispatch(delivery.run_id, not_before, delay_s, group=admission.owner)])
+        queue.delete(delivery.receipt)
+    else:
+        queue.extend(delivery.receipt, retry.visibility_s(retry_at - now))
+    return Outcome.THROTTLED
 
 
 def _not_leased(ctx: _Context, job: Job, lease: LeaseResult) -> Outcome:
@@ -318,11 +370,18 @@ class _LeasedAttempt:
             logger.warning("run %s attempt %d: finish refused (taken over); the newer attempt stands", *self._ids())
             self._log_on_cancelled_run(record, now)
             return Outcome.LEASE_LOST
+        self._release_slot()
         if verdict is retry.Verdict.RETRY:
             assert change.next_attempt_at is not None
             self.ctx.hide(change.next_attempt_at)  # the same message brings the next attempt
             return Outcome.RETRYING
         return self._ended(finished, now)
+
+    def _release_slot(self) -> None:
+        """After a finish: the run no longer runs, so its concurrency slot goes (a crash before this
+        leaves the slot to the reaper's repair)."""
+        if self.ctx.gate is not None:
+            self.ctx.gate.release(self.job.owner, self.run.run_id)
 
     def _finish_held(self, change: RunChange) -> Run:
         """Apply ``change`` under this attempt's lease; raises :class:`LeaseLost` if it was lost."""
@@ -346,6 +405,7 @@ class _LeasedAttempt:
             finished = self._finish_held(change)
         except LeaseLost:
             return Outcome.LEASE_LOST
+        self._release_slot()
         return self._ended(finished, now)
 
 

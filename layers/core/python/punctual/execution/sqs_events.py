@@ -33,6 +33,7 @@ from punctual.metrics import Metrics
 from punctual.model import Run
 from punctual.port import Delivery, Dispatch, Engine, Finish, Queue, Store
 from punctual.runs.alerts import Alerter, LogAlerter
+from punctual.tenancy.admission import Gate
 
 logger = logging.getLogger(__name__)
 
@@ -112,6 +113,7 @@ class LambdaWorker:
     alerter: Alerter = field(default_factory=LogAlerter)
     targets: Callable[[], AsyncTargetExecutor] | None = None
     metrics: Metrics | None = None  # start lateness of first attempts
+    gate: Gate | None = None  # tenant limits (punctual.tenancy.admission)
 
     def handle(self, records: Sequence[Mapping[str, Any]], worker_id: str) -> tuple[list[str], list[Settled]]:
         """Execute every record's run. Returns the message ids to report as batch item failures
@@ -129,6 +131,7 @@ class LambdaWorker:
             queue=queue,
             complete=queue.completing(self.engine.store),
             metrics=self.metrics,
+            gate=self.gate,
         )
 
         async def run_batch() -> list[Settled]:

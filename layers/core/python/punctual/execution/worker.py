@@ -47,6 +47,7 @@ from punctual.execution.targets.policy import TargetPolicy
 from punctual.metrics import Metrics
 from punctual.port import Delivery, Engine, Queue
 from punctual.runs.alerts import Alerter, LogAlerter
+from punctual.tenancy.admission import Gate
 
 logger = logging.getLogger(__name__)
 
@@ -97,6 +98,7 @@ class Worker:
         metrics: Metrics | None = None,
         queue: Queue | None = None,
         complete: batch.Complete | None = None,
+        gate: Gate | None = None,
     ) -> None:
         self.engine, self.clock = engine, clock
         self.tuning = tuning or Tuning()
@@ -114,6 +116,7 @@ class Worker:
             worker_id=self.worker_id,
             options=self.options,
             alerter=alerter or LogAlerter(),
+            gate=gate,
         )
         self.make_targets: Callable[[], AsyncTargetExecutor] = targets or (
             lambda: AsyncTargets(policy or TargetPolicy(), keys=engine.keys)

@@ -46,6 +46,7 @@ from punctual.errors import (
     JobAlreadyExists,
     JobNotFound,
     JobTooLarge,
+    LimitExceeded,
     RunNotFound,
 )
 from punctual.execution.targets.policy import TargetPolicy, check_target
@@ -93,19 +94,29 @@ def create_job(
     idempotency_key: str | None = None,
     policy: TargetPolicy = STRICT_TARGETS,
     keys: Keys | None = None,
+    max_jobs: int | None = None,
 ) -> Created:
     """Create an active job for ``owner``; with ``idempotency_key``, at most one job per key.
 
     Raises :class:`InvalidInput` (``run_at`` in the past, a malformed key, a target the ``policy``
     refuses, a ``depends_on`` cycle), :class:`JobTooLarge`, :class:`JobNotFound` (an upstream in
     ``depends_on`` that is not the owner's) and :class:`IdempotencyKeyReused` (the key already
-    created a job from a different spec). Nothing is written when it raises, except that the
-    reverse edges of ``depends_on`` are written just before the job (``punctual.dependencies.links``).
+    created a job from a different spec) and :class:`LimitExceeded` (the owner has ``max_jobs``
+    live jobs, checked before anything is written; a replay of a keyed create still replays).
+    Nothing is written when it raises, except that the reverse edges of ``depends_on`` are written
+    just before the job (``punctual.dependencies.links``).
     """
     check_target(spec.target, policy)
     sealed = _sealed(spec, owner, keys, stored=None)
     check_size(sealed)
     job_id = _job_id(owner, idempotency_key)
+    if max_jobs is not None and store.count_live_jobs(owner, max_jobs) >= max_jobs:
+        existing = _find_job(store, job_id) if idempotency_key else None
+        if existing is None:
+            raise LimitExceeded(
+                f"this owner has {max_jobs} active or paused jobs, its max_jobs; delete some first", field="max_jobs"
+            )
+        return _replay(existing, owner, spec, keys)
     if spec.depends_on is not None:
         links.link(store, job_id, links.check_upstreams(store, owner, job_id, spec.depends_on.jobs))
     try:

@@ -32,6 +32,10 @@ dependents, the reaper sends a message for it, whose delivery finds the run term
 (the worker's duplicate path); a dead-letter message is deleted only after the release.
 
 Dead runs alert their owner exactly once (``punctual.runs.alerts.alert_once``), whoever marks them.
+
+3. Tenant concurrency slots held by runs that no longer run (a worker that died between taking a
+   slot and leasing, or between finishing and releasing, or a run cancelled under its worker) are
+   freed (``punctual.tenancy.admission.repair_slots``).
 """
 
 from __future__ import annotations
@@ -51,6 +55,7 @@ from punctual.port import Alert, Delivery, Dispatch, Engine, Queue, RunChange, S
 from punctual.resources import MAX_BATCH
 from punctual.runs.alerts import Alerter, LogAlerter, alert_once
 from punctual.runs.cancel import cancellation, live_job
+from punctual.tenancy.admission import repair_slots
 
 logger = logging.getLogger(__name__)
 
@@ -79,6 +84,7 @@ class ReapStats:
     dead_letters: int = 0  # dead-letter messages handled (and deleted)
     alerts: int = 0  # owner alerts sent (new ones only)
     purged: int = 0  # expired runs and deleted jobs removed (embedded engine; DynamoDB uses TTL)
+    slots_freed: int = 0  # tenant concurrency slots held by runs that no longer run
     errors: int = 0  # runs that could not be handled this pass (logged; retried next pass)
 
     def add(self, other: ReapStats) -> None:
@@ -130,6 +136,7 @@ def reap_once(
     if dead_letters is not None and options.drain_dead_letters:
         _drain(reap, dead_letters, clock)
     reap.stats.purged = store.purge_expired(now, now - options.retention_s * 1000, options.purge_limit)
+    reap.stats.slots_freed = repair_slots(store, now)
     return reap.stats
 
 
@@ -294,7 +301,7 @@ class _Pass:
 
     def _resend(self, run: Run) -> None:
         # not_before = now: the run is late already; a delayed resend would only make it later
-        self.queue.send([Dispatch(run.run_id, not_before=self.now)])
+        self.queue.send([Dispatch(run.run_id, not_before=self.now, group=run.owner)])
 
     def _new_deadline(self) -> int:
         return self.now + self.options.redispatch_grace_ms

@@ -32,6 +32,7 @@ from punctual.reaping.reaper import Reaper, ReapOptions
 from punctual.resources import DISPATCH_QUEUE
 from punctual.runs.alerts import Alerter, alerter_for
 from punctual.scheduling.scheduler import Scheduler, SchedulerOptions, options_from_settings
+from punctual.tenancy.admission import Gate, gate_for
 
 
 def _sns_client() -> Any:
@@ -58,6 +59,11 @@ class Runtime:
     def alerter(self) -> Alerter:
         """SNS when ``PUNCTUAL_ALERT_TOPIC_ARN`` is set (AWS, Fargate), else the log (locally)."""
         return alerter_for(self.settings.alert_topic_arn, _sns_client)
+
+    @cached_property
+    def gate(self) -> Gate:
+        """The owners' tenant limits in the workers' lease path (``punctual.tenancy.admission``)."""
+        return gate_for(self.engine.store, self.settings, self.clock)
 
     def target_policy(self, *, allow_loopback: bool = False, allow_private: bool = False) -> TargetPolicy:
         """The settings' target policy; the flags can only widen it (``punctual worker --allow-*``)."""
@@ -119,12 +125,19 @@ class Runtime:
             alerter=self.alerter,
             worker_id=worker_id,
             metrics=metrics,
+            gate=self.gate,
         )
 
     def lambda_worker(self, *, metrics: Metrics | None = None) -> LambdaWorker:
         """The worker Lambda's batch executor (records arrive with the deployed queue's visibility)."""
         return LambdaWorker(
-            self.engine, self.clock, self.target_policy(), self.execution_options(), self.alerter, metrics=metrics
+            self.engine,
+            self.clock,
+            self.target_policy(),
+            self.execution_options(),
+            self.alerter,
+            metrics=metrics,
+            gate=self.gate,
         )
 
     def reaper(self, *, interval_s: float = 60.0, drain_dead_letters: bool = True) -> Reaper:

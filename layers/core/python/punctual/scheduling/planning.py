@@ -60,7 +60,7 @@ def dispatch_for(run: Run, jitter_s: int, now: int) -> Dispatch:
     """
     not_before = run.scheduled_at + jitter_offset_ms(run.run_id, jitter_s)
     delay_s = min(max(0, (not_before - now) // 1000), MAX_DELAY_S)
-    return Dispatch(run.run_id, not_before, delay_s)
+    return Dispatch(run.run_id, not_before, delay_s, group=run.owner)
 
 
 def jitter_offset_ms(run_id: str, jitter_s: int) -> int:

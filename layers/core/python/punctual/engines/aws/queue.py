@@ -4,10 +4,15 @@ The message body is ``{"run_id": ..., "not_before": ...}``; per-message ``DelayS
 precomputed run visible at its second. Visibility timeouts are the worker's lease clock on the
 queue side, and the queue's redrive policy moves a message that keeps coming back to the
 dead-letter queue.
+
+Fair queue: each message is sent with ``MessageGroupId`` = its run's owner (``Dispatch.group``).
+On a standard queue that makes it an SQS fair queue: when one owner holds more than its share of
+the in-flight messages, SQS hands the other owners' messages out first (no consumer change).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import threading
@@ -21,6 +26,8 @@ from punctual.port import Delivery, Dispatch, Queue
 from punctual.resources import MAX_BATCH, MAX_DELAY_S
 
 logger = logging.getLogger(__name__)
+
+MAX_GROUP_ID = 128  # SQS MessageGroupId length limit
 
 _SEND_TRIES = 4  # a batch's failed entries are resent this many times in all before giving up
 _MAX_WAIT_S = 20  # SQS long-poll maximum
@@ -79,7 +86,7 @@ class SqsQueue(Queue):
                 MaxNumberOfMessages=min(MAX_BATCH, max_messages - len(deliveries)),
                 VisibilityTimeout=visibility_s,
                 WaitTimeSeconds=wait,
-                MessageSystemAttributeNames=["ApproximateReceiveCount", "SentTimestamp"],
+                MessageSystemAttributeNames=["ApproximateReceiveCount", "SentTimestamp", "MessageGroupId"],
             )
             messages = response.get("Messages", [])
             deliveries.extend(delivery_from_message(message) for message in messages)
@@ -156,7 +163,22 @@ class SqsQueue(Queue):
 
 def _entry(entry_id: str, dispatch: Dispatch) -> dict[str, Any]:
     body = json.dumps({"run_id": dispatch.run_id, "not_before": dispatch.not_before}, separators=(",", ":"))
-    return {"Id": entry_id, "MessageBody": body, "DelaySeconds": max(0, min(dispatch.delay_s, MAX_DELAY_S))}
+    entry: dict[str, Any] = {
+        "Id": entry_id,
+        "MessageBody": body,
+        "DelaySeconds": max(0, min(dispatch.delay_s, MAX_DELAY_S)),
+    }
+    if dispatch.group:
+        entry["MessageGroupId"] = group_id(dispatch.group)
+    return entry
+
+
+def group_id(owner: str) -> str:
+    """The owner as an SQS ``MessageGroupId`` (at most 128 characters: a longer owner, such as a
+    long IAM ARN, is replaced by a digest of it, so two owners never share a group)."""
+    if len(owner) <= MAX_GROUP_ID:
+        return owner
+    return "sha256:" + hashlib.sha256(owner.encode()).hexdigest()
 
 
 def delivery_from_message(message: dict[str, Any]) -> Delivery:
@@ -164,6 +186,8 @@ def delivery_from_message(message: dict[str, Any]) -> Delivery:
     extra = {"message_id": message.get("MessageId", "")}
     if "SentTimestamp" in attributes:
         extra["sent_at"] = attributes["SentTimestamp"]  # epoch ms: dispatch lag = receive - this
+    if "MessageGroupId" in attributes:
+        extra["group"] = attributes["MessageGroupId"]  # the run's owner (fair queue group)
     run_id, not_before = "", 0
     try:
         body = json.loads(message["Body"])

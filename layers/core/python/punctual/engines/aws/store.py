@@ -28,6 +28,7 @@ from punctual.engines.aws import updates as u
 from punctual.engines.aws.dependencies import DependencyItems
 from punctual.engines.aws.items import Item, Key, n, s
 from punctual.engines.aws.tables import Tables, Written
+from punctual.engines.aws.tenants import DynamoTenants
 from punctual.errors import (
     ConcurrentModification,
     JobAlreadyExists,
@@ -62,7 +63,7 @@ _MAX_QUERY_LIMIT = 1000
 SWEEP_PAGES = 8
 
 
-class DynamoStore(DependencyItems, Store):
+class DynamoStore(DependencyItems, DynamoTenants, Store):
     """Jobs, runs, shard leases and alerts in three DynamoDB tables (see ``punctual.resources``)."""
 
     def __init__(

@@ -9,6 +9,11 @@ A message is a row of ``queue`` with the queue's name. Its life, with times in e
 
 The receipt changes on every receive, and ``extend``/``delete`` match on it, so a worker holding
 a stale receipt (its message was redelivered to someone else since) changes nothing.
+
+Fair hand-out: each message carries its run's owner (``grp``, from ``Dispatch.group``; '' for
+none), and ``receive`` hands visible messages out round-robin across owners, weighted by the
+owners' tenant ``weight`` (``punctual.tenancy.fairness``): one owner's backlog never sits in front
+of another owner's due run. Within an owner, oldest visible first.
 """
 
 from __future__ import annotations
@@ -22,16 +27,27 @@ from punctual.clock import Clock
 from punctual.engines.embedded.db import Database
 from punctual.port import Delivery, Dispatch, Queue
 from punctual.resources import MAX_DELAY_S
+from punctual.tenancy.fairness import RoundRobin
 
 _Row = tuple[int, str, int, int]  # a _VISIBLE row: id, body, receive_count, sent_at
 
 POLL_S = 0.05  # longest pause between two looks at an empty queue during a long poll
 _MIN_PAUSE_S = 0.001
 
-_VISIBLE = (
-    "SELECT id, body, receive_count, sent_at FROM queue WHERE queue = ? AND visible_at <= ?"
-    " ORDER BY visible_at, id LIMIT ?"
+WEIGHTS_TTL_MS = 5_000  # how long the owners' weights are reused before being read again
+
+_GROUP_VISIBLE = (
+    "SELECT id, body, receive_count, sent_at FROM queue INDEXED BY queue_group_visible"
+    " WHERE queue = ? AND grp = ? AND visible_at <= ? ORDER BY visible_at, id LIMIT ?"
 )
+# The owners with messages, one index seek each (a skip-scan): cheap however deep the backlog.
+_GROUPS = (
+    "WITH RECURSIVE g(grp) AS ("
+    " SELECT (SELECT grp FROM queue INDEXED BY queue_group_visible WHERE queue = ?1 ORDER BY grp LIMIT 1)"
+    " UNION ALL SELECT (SELECT grp FROM queue INDEXED BY queue_group_visible WHERE queue = ?1 AND grp > g.grp"
+    " ORDER BY grp LIMIT 1) FROM g WHERE g.grp IS NOT NULL) SELECT grp FROM g WHERE grp IS NOT NULL"
+)
+_WEIGHTS = "SELECT owner, weight FROM tenants WHERE weight != 1"
 _ANY_VISIBLE = "SELECT 1 FROM queue WHERE queue = ? AND visible_at <= ? LIMIT 1"
 _NEXT_VISIBLE = "SELECT min(visible_at) FROM queue WHERE queue = ?"
 _DELIVER = "UPDATE queue SET receive_count = receive_count + 1, visible_at = ?, receipt = ? WHERE id = ?"
@@ -59,19 +75,21 @@ class EmbeddedQueue(Queue):
         self._retention_ms = retention_s * 1000
         self._max_receives = max_receives
         self._dead_letter = dead_letter
+        self._turns = RoundRobin()
+        self._weights: tuple[int, dict[str, int]] = (0, {})
 
     def send(self, dispatches: Sequence[Dispatch]) -> None:
         """Enqueue every dispatch in one transaction (all or none). Raises ValueError for a delay
         outside 0..900 s (as SQS refuses it)."""
         now = self._clock.now_ms()
-        rows = [(self.name, _body(d), now + _delay_ms(d), now) for d in dispatches]
+        rows = [(self.name, _body(d), now + _delay_ms(d), now, d.group or "") for d in dispatches]
         if not rows:
             return
         with self._db.write() as conn:
-            conn.executemany("INSERT INTO queue (queue, body, visible_at, sent_at) VALUES (?, ?, ?, ?)", rows)
+            conn.executemany("INSERT INTO queue (queue, body, visible_at, sent_at, grp) VALUES (?, ?, ?, ?, ?)", rows)
 
     def receive(self, max_messages: int, visibility_s: int, wait_s: float = 0.0) -> list[Delivery]:
-        """Up to ``max_messages`` visible messages, oldest visible first, each hidden for
+        """Up to ``max_messages`` visible messages, round-robin across owners, each hidden for
         ``visibility_s``. Polls until one is delivered or ``wait_s`` has passed (bounded even if the
         clock stands still). Messages past their retention are dropped instead of delivered.
         """
@@ -146,19 +164,36 @@ class EmbeddedQueue(Queue):
         if self._db.connection().execute(_ANY_VISIBLE, (self.name, now)).fetchone() is None:
             return []
         deliveries: dict[int, Delivery] = {}
+        weights = self._owner_weights(now)
         with self._db.write() as conn:
+            groups = [row[0] for row in conn.execute(_GROUPS, (self.name,))]
             # Repeat while dropped or dead-lettered rows left room; rows delivered with visibility 0
             # stay visible, hence the look-ahead by len(deliveries) and the skip.
+            seen: set[int] = set()  # rows picked already: still visible until taken (or with visibility 0)
+
+            def fetch(group: str, n: int) -> list[_Row]:
+                found = conn.execute(_GROUP_VISIBLE, (self.name, group, now, n + len(seen))).fetchall()
+                rows = [r for r in found if r[0] not in seen][:n]
+                seen.update(r[0] for r in rows)
+                return rows
+
             while len(deliveries) < max_messages:
-                limit = max_messages + len(deliveries)
-                rows = [r for r in conn.execute(_VISIBLE, (self.name, now, limit)) if r[0] not in deliveries]
+                rows = self._turns.pick(groups, max_messages - len(deliveries), fetch, weights)
                 if not rows:
                     break
-                for row in rows[: max_messages - len(deliveries)]:
+                for row in rows:
                     delivery = self._take(conn, row, now, visibility_s)
                     if delivery is not None:
                         deliveries[row[0]] = delivery
         return list(deliveries.values())
+
+    def _owner_weights(self, now: int) -> dict[str, int]:
+        """Owners whose tenant weight is not 1, read at most every ``WEIGHTS_TTL_MS``."""
+        read_at, weights = self._weights
+        if now - read_at >= WEIGHTS_TTL_MS or now < read_at:
+            weights = {owner: int(weight) for owner, weight in self._db.connection().execute(_WEIGHTS)}
+            self._weights = (now, weights)
+        return weights
 
     def _take(self, conn: sqlite3.Connection, row: _Row, now: int, visibility_s: int) -> Delivery | None:
         """Deliver one visible message (a ``_VISIBLE`` row), or drop it (past retention) or move it

@@ -14,6 +14,8 @@ Tables mirror DESIGN.md §2:
 - ``queue``: the dispatch queue and its dead-letter queue (column ``queue``), with per-message
   ``visible_at`` (delay and visibility timeout), ``receive_count`` and the current ``receipt``.
 - ``dependents``, ``releases``: job dependencies (reverse edges and release records; v5).
+- ``tenants``, ``tenant_slots``, ``tenant_rates``: per-owner limits, the concurrency slots held by
+  running runs of limited owners, and per-owner start counts per rate window (``punctual.tenancy``).
 - ``meta``: facts fixed when the file was created (the number of due shards).
 
 Migrations: ``PRAGMA user_version`` is the schema version; :func:`migrate` applies the steps a
@@ -150,8 +152,41 @@ _V5 = (
     """,
 )
 
+# v6: tenants (punctual.tenancy). Limits per owner, the concurrency slots runs of limited owners
+# hold while they run, per-owner rate windows, and the owner of each queued message (the
+# round-robin hand-out across owners; '' for none, as for messages sent before v6).
+_V6 = (
+    """
+    CREATE TABLE tenants (
+        owner      TEXT PRIMARY KEY,
+        weight     INTEGER NOT NULL DEFAULT 1,
+        updated_at INTEGER NOT NULL,
+        doc        TEXT NOT NULL
+    )
+    """,
+    """
+    CREATE TABLE tenant_slots (
+        owner    TEXT NOT NULL,
+        run_id   TEXT NOT NULL,
+        taken_at INTEGER NOT NULL,
+        PRIMARY KEY (owner, run_id)
+    ) WITHOUT ROWID
+    """,
+    """
+    CREATE TABLE tenant_rates (
+        owner      TEXT NOT NULL,
+        window     INTEGER NOT NULL,
+        used       INTEGER NOT NULL,
+        expires_at INTEGER NOT NULL,
+        PRIMARY KEY (owner, window)
+    ) WITHOUT ROWID
+    """,
+    "ALTER TABLE queue ADD COLUMN grp TEXT NOT NULL DEFAULT ''",
+    "CREATE INDEX queue_group_visible ON queue(queue, grp, visible_at, id)",
+)
+
 # MIGRATIONS[n] takes a file from version n to n + 1
-MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3, _V4, _V5)
+MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3, _V4, _V5, _V6)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 SYNCHRONOUS_MODES = frozenset({"NORMAL", "FULL", "EXTRA"})

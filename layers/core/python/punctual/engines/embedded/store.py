@@ -25,6 +25,7 @@ from punctual.engines.embedded import bulk, stats
 from punctual.engines.embedded.db import Database
 from punctual.engines.embedded.dependencies import DependencyRows
 from punctual.engines.embedded.schema import DUE_COLUMNS, OPEN_STATES_SQL, RUN_EXPIRY_SQL, TERMINAL_STATES_SQL
+from punctual.engines.embedded.tenants import EmbeddedTenants
 from punctual.errors import ConcurrentModification, InvalidCursor, JobAlreadyExists, JobNotFound, LeaseLost, RunNotFound
 from punctual.model import Catchup, Job, JobStatus, Overlap, Run
 from punctual.port import (
@@ -99,7 +100,7 @@ _OVERLAP = {o.value: o for o in Overlap}
 _CATCHUP = {c.value: c for c in Catchup}
 
 
-class EmbeddedStore(DependencyRows, Store):
+class EmbeddedStore(DependencyRows, EmbeddedTenants, Store):
     """The Store port on one SQLite file (see the module docstring for the row layout)."""
 
     def __init__(self, db: Database, *, shards: int, clock: Clock) -> None:

@@ -1,0 +1,117 @@
+"""``punctual bench tenants``: the noisy neighbour, measured on the embedded engine.
+
+Tenant A has ``flood`` one-time jobs due at second T, tenant B has ``few`` jobs due at the same T;
+every run calls a no-op HTTP target that answers after ``delay_ms``. A real scheduler claims them
+(in this process) and real ``punctual worker`` processes execute them. The figure that matters is
+B's start lateness (its attempt's start minus T) while A's backlog drains: with the fair hand-out
+(``punctual.tenancy.fairness``) B's runs are handed out between A's, not behind them.
+
+``fair=False`` sends the same runs without an owner group (one queue order for everyone, as before
+issue 12), for comparison.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from punctual import metrics as m
+from punctual.bench.burst import LEAD_MS, SHARDS, _run_until_claimed, _start_worker
+from punctual.bench.jobs import bench_jobs
+from punctual.clock import SystemClock
+from punctual.engines.embedded import EmbeddedEngine
+from punctual.model import Job, Run, RunState
+from punctual.port import Dispatch
+from punctual.scheduling.scheduler import Scheduler, SchedulerOptions
+
+NOISY, QUIET = "tenant-a", "tenant-b"
+
+
+def bench_noisy_neighbour(
+    flood: int = 10_000,
+    few: int = 50,
+    *,
+    delay_ms: int = 200,
+    processes: int = 2,
+    concurrency: int = 32,
+    fair: bool = True,
+    lookahead_ms: int = 3_000,
+) -> dict[str, Any]:
+    from punctual.bench.target import noop_target
+
+    clock = SystemClock()
+    with noop_target(delay_ms) as url, tempfile.TemporaryDirectory(prefix="punctual-tenants-") as tmp:
+        engine = EmbeddedEngine(Path(tmp) / "punctual.db", shards=SHARDS, clock=clock)
+        workers = [_start_worker(tmp, concurrency) for _ in range(processes)]
+        try:
+            now = clock.now_ms()
+            due_at = (now + LEAD_MS + lookahead_ms) // 1000 * 1000 + 1000
+            a = list(bench_jobs(flood, now=now, due_at=due_at, shards=SHARDS, cron=None, url=url, owner=NOISY))
+            b = list(bench_jobs(few, now=now, due_at=due_at, shards=SHARDS, cron=None, url=url, owner=QUIET))
+            store: Any = engine.store
+            store.bulk_load_jobs([*a, *b])
+            if not fair:
+                _drop_groups(engine)
+            scheduler = Scheduler(engine, clock, metrics=m.InMemoryMetrics(), options=SchedulerOptions(lookahead_ms))
+            _run_until_claimed(scheduler, flood + few, until_ms=due_at + 20_000)
+            quiet_done = _wait_for(engine, b, due_at, until_ms=due_at + 120_000)
+            deadline = due_at + 120_000 + flood * (delay_ms + 5)  # bounded: A's drain at one run at a time, at worst
+            while engine.queue.depth() and clock.now_ms() < deadline:
+                time.sleep(0.2)
+            runs_a = [engine.store.get_run(job.id, due_at) for job in a]
+            runs_b = [engine.store.get_run(job.id, due_at) for job in b]
+        finally:
+            for worker in workers:
+                worker.terminate()
+            for worker in workers:
+                worker.wait(30)
+            engine.close()
+    return {
+        "fair": fair,
+        "tenant_a_runs": flood,
+        "tenant_b_runs": few,
+        "target_delay_ms": delay_ms,
+        "worker_processes": processes,
+        "threads_per_worker": concurrency,
+        "b_all_started_after_ms": quiet_done,
+        **_figures("a", runs_a),
+        **_figures("b", runs_b),
+    }
+
+
+def _drop_groups(engine: EmbeddedEngine) -> None:
+    """The comparison without fairness: every dispatch in one group, oldest first (as before)."""
+    queue = engine.queue
+    send = queue.send
+
+    def ungrouped(dispatches: Sequence[Dispatch]) -> None:
+        send([Dispatch(d.run_id, d.not_before, d.delay_s) for d in dispatches])
+
+    queue.send = ungrouped  # type: ignore[method-assign]
+
+
+def _wait_for(engine: EmbeddedEngine, jobs: list[Job], due_at: int, *, until_ms: int) -> int | None:
+    """Ms after ``due_at`` when every run of ``jobs`` had started (None if not by ``until_ms``)."""
+    clock = SystemClock()
+    pending = list(jobs)
+    while pending and clock.now_ms() < until_ms:
+        pending = [j for j in pending if engine.store.get_run(j.id, due_at).state is RunState.SCHEDULED]
+        if pending:
+            time.sleep(0.1)
+    return None if pending else clock.now_ms() - due_at
+
+
+def _figures(prefix: str, runs: list[Run]) -> dict[str, Any]:
+    started = sorted(max(0, (r.attempts[0].started_at or 0) - r.scheduled_at) for r in runs if r.attempts)
+    done = [r for r in runs if r.state is RunState.SUCCEEDED]
+    last = max((r.finished_at or 0) - r.scheduled_at for r in done) if done else None
+    return {
+        f"{prefix}_succeeded": len(done),
+        f"{prefix}_start_lateness_ms_p50": m.percentile(started, 50),
+        f"{prefix}_start_lateness_ms_p99": m.percentile(started, 99),
+        f"{prefix}_start_lateness_ms_max": started[-1] if started else None,
+        f"{prefix}_last_finish_after_ms": last,
+    }

@@ -1,0 +1,215 @@
+"""The ``aws`` engine's tenant records: limits, concurrency slots and rate windows in the leases table.
+
+A mixin of :class:`~punctual.engines.aws.store.DynamoStore` (the ``tenants`` part of the port).
+Items (all in the ``leases`` table, partition ``pk`` / sort ``sk``):
+
+- ``tenant`` / ``<owner>``: the limits an operator set (written by ``punctual tenants set`` only).
+- ``slots#<bucket>`` / ``<owner>``: the map ``holders`` of the runs holding the owner's
+  concurrency slots (run id → when it took the slot). Taking a slot is one conditional UpdateItem
+  (``size(holders) < :limit``), releasing one another: the count can never exceed the limit, and a
+  run id can hold at most one slot. ``bucket`` = crc32(owner) mod ``SLOT_BUCKETS`` spreads owners
+  over partitions yet lets the reaper list them with a few Queries.
+- ``rate#<owner>`` / ``<window>``: starts counted in one rate window (``ADD used 1`` while
+  ``used < :quota``), expired by TTL.
+
+Owners without ``max_concurrency`` or ``max_runs_per_minute`` never touch these items.
+Item size, hence write units: a slot item is ~60 bytes per holder, so taking or releasing a slot
+costs 1 WCU up to ~15 holders and 1 more per further KB (see docs/decisions.md).
+"""
+
+from __future__ import annotations
+
+import zlib
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from punctual.engines.aws.items import Item, n, s
+from punctual.engines.aws.tables import Tables
+from punctual.port import SlotOutcome, Tenant
+
+SLOT_BUCKETS = 16
+TENANT_PK = "tenant"
+_LIMITS = ("max_jobs", "max_runs_per_minute", "max_concurrency", "api_requests_per_second")
+_CONDITION_FAILED = "ConditionalCheckFailedException"
+
+# -- named conditions ------------------------------------------------------------------------------
+SLOT_FREE = "attribute_exists(holders) AND attribute_not_exists(holders.#run) AND size(holders) < :limit"
+SLOT_ITEM_ABSENT = "attribute_not_exists(pk)"
+SLOT_HELD = "attribute_exists(holders.#run)"
+RATE_LEFT = "attribute_not_exists(used) OR used < :quota"
+LIVE_JOB = "#status IN (:active, :paused)"
+
+
+def slot_key(owner: str) -> dict[str, Any]:
+    return {"pk": s(f"slots#{zlib.crc32(owner.encode()) % SLOT_BUCKETS}"), "sk": s(owner)}
+
+
+def rate_key(owner: str, window: int) -> dict[str, Any]:
+    return {"pk": s(f"rate#{owner}"), "sk": s(str(window))}
+
+
+class DynamoTenants:
+    """Tenant records in DynamoDB (see the module docstring)."""
+
+    _tables: Tables
+    leases_table: str
+    jobs_table: str
+
+    @property
+    def _client(self) -> Any:
+        return self._tables.client
+
+    def put_tenant(self, tenant: Tenant) -> None:
+        item: Item = {
+            "pk": s(TENANT_PK),
+            "sk": s(tenant.owner),
+            "weight": n(tenant.weight),
+            "updated_at": n(tenant.updated_at),
+        }
+        for name in _LIMITS:
+            value = getattr(tenant, name)
+            if value is not None:
+                item[name] = n(value)
+        self._client.put_item(TableName=self.leases_table, Item=item)
+
+    def get_tenant(self, owner: str) -> Tenant | None:
+        key = {"pk": s(TENANT_PK), "sk": s(owner)}
+        item = self._client.get_item(TableName=self.leases_table, Key=key, ConsistentRead=True).get("Item")
+        return None if item is None else _tenant(item)
+
+    def list_tenants(self) -> list[Tenant]:
+        request = {
+            "TableName": self.leases_table,
+            "KeyConditionExpression": "pk = :pk",
+            "ExpressionAttributeValues": {":pk": s(TENANT_PK)},
+            "ConsistentRead": True,
+        }
+        return [_tenant(item) for item in self._pages(request)]
+
+    def count_live_jobs(self, owner: str, at_most: int) -> int:
+        """Counted on the ``by_owner`` index (it projects status), page by page, stopping at ``at_most``."""
+        request: dict[str, Any] = {
+            "TableName": self.jobs_table,
+            "IndexName": "by_owner",
+            "KeyConditionExpression": "#owner = :owner",
+            "FilterExpression": LIVE_JOB,
+            "ExpressionAttributeNames": {"#owner": "owner", "#status": "status"},
+            "ExpressionAttributeValues": {":owner": s(owner), ":active": s("active"), ":paused": s("paused")},
+            "Select": "COUNT",
+        }
+        count = 0
+        while count < at_most:
+            page = self._client.query(**request)
+            count += int(page.get("Count", 0))
+            if "LastEvaluatedKey" not in page:
+                break
+            request = {**request, "ExclusiveStartKey": page["LastEvaluatedKey"]}
+        return min(count, max(0, at_most))
+
+    def take_slot(self, owner: str, run_id: str, limit: int, now: int) -> SlotOutcome:
+        request = {
+            "TableName": self.leases_table,
+            "Key": slot_key(owner),
+            "UpdateExpression": "SET holders.#run = :now",
+            "ConditionExpression": SLOT_FREE,
+            "ExpressionAttributeNames": {"#run": run_id},
+            "ExpressionAttributeValues": {":now": n(now), ":limit": n(limit)},
+            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+        }
+        for _ in range(2):  # the first slot of an owner creates the item, then takes the slot
+            try:
+                self._client.update_item(**request)
+            except ClientError as exc:
+                if exc.response.get("Error", {}).get("Code") != _CONDITION_FAILED:
+                    raise
+                old: Item | None = exc.response.get("Item")  # type: ignore[assignment]
+            else:
+                return SlotOutcome.TAKEN
+            if old is not None and "holders" in old:
+                holders = old["holders"].get("M", {})
+                return SlotOutcome.ALREADY_HELD if run_id in holders else SlotOutcome.FULL
+            self._create_slot_item(owner)
+        return SlotOutcome.FULL  # the item kept vanishing under us: wait rather than exceed the limit
+
+    def release_slot(self, owner: str, run_id: str) -> bool:
+        try:
+            self._client.update_item(
+                TableName=self.leases_table,
+                Key=slot_key(owner),
+                UpdateExpression="REMOVE holders.#run",
+                ConditionExpression=SLOT_HELD,
+                ExpressionAttributeNames={"#run": run_id},
+            )
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") != _CONDITION_FAILED:
+                raise
+            return False
+        return True
+
+    def slot_holders(self, owner: str) -> dict[str, int]:
+        item = self._client.get_item(TableName=self.leases_table, Key=slot_key(owner), ConsistentRead=True).get("Item")
+        holders = (item or {}).get("holders", {}).get("M", {})
+        return {run_id: int(value["N"]) for run_id, value in holders.items()}
+
+    def slot_owners(self) -> list[str]:
+        owners: list[str] = []
+        for bucket in range(SLOT_BUCKETS):
+            request = {
+                "TableName": self.leases_table,
+                "KeyConditionExpression": "pk = :pk",
+                "FilterExpression": "size(holders) > :zero",
+                "ExpressionAttributeValues": {":pk": s(f"slots#{bucket}"), ":zero": n(0)},
+                "ProjectionExpression": "sk",
+            }
+            owners += [item["sk"]["S"] for item in self._pages(request)]
+        return sorted(owners)
+
+    def take_rate(self, owner: str, window: int, quota: int, expires_at: int) -> bool:
+        try:
+            self._client.update_item(
+                TableName=self.leases_table,
+                Key=rate_key(owner, window),
+                UpdateExpression="ADD used :one SET expires_ttl = :ttl",
+                ConditionExpression=RATE_LEFT,
+                ExpressionAttributeValues={":one": n(1), ":quota": n(quota), ":ttl": n(-(-expires_at // 1000))},
+            )
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") != _CONDITION_FAILED:
+                raise
+            return False
+        return True
+
+    def rate_used(self, owner: str, window: int) -> int:
+        key = rate_key(owner, window)
+        item = self._client.get_item(TableName=self.leases_table, Key=key, ConsistentRead=True).get("Item")
+        return 0 if item is None else int(item.get("used", {"N": "0"})["N"])
+
+    # -- helpers -----------------------------------------------------------------------------------
+
+    def _create_slot_item(self, owner: str) -> None:
+        item = {**slot_key(owner), "owner": s(owner), "holders": {"M": {}}}
+        try:
+            self._client.put_item(TableName=self.leases_table, Item=item, ConditionExpression=SLOT_ITEM_ABSENT)
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") != _CONDITION_FAILED:
+                raise  # someone else created it meanwhile: fine
+
+    def _pages(self, request: dict[str, Any]) -> list[Item]:
+        items: list[Item] = []
+        while True:
+            page = self._client.query(**request)
+            items.extend(page.get("Items", []))
+            if "LastEvaluatedKey" not in page:
+                return items
+            request = {**request, "ExclusiveStartKey": page["LastEvaluatedKey"]}
+
+
+def _tenant(item: Item) -> Tenant:
+    limits = {name: int(item[name]["N"]) for name in _LIMITS if name in item}
+    return Tenant(
+        owner=item["sk"]["S"],
+        weight=int(item.get("weight", {"N": "1"})["N"]),
+        updated_at=int(item.get("updated_at", {"N": "0"})["N"]),
+        **limits,
+    )

@@ -1,0 +1,107 @@
+"""The embedded engine's tenant records: limits, concurrency slots and rate windows in SQLite.
+
+A mixin of :class:`~punctual.engines.embedded.store.EmbeddedStore` (the ``tenants`` part of the
+port). Each conditional method is one ``BEGIN IMMEDIATE`` transaction, so a slot or a rate window
+is counted and taken with no other writer in between.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from punctual.engines.embedded.db import Database
+from punctual.port import SlotOutcome, Tenant
+
+_TENANT_FIELDS = ("max_jobs", "max_runs_per_minute", "max_concurrency", "api_requests_per_second")
+_COUNT_LIVE = (
+    "SELECT count(*) FROM (SELECT 1 FROM jobs INDEXED BY jobs_by_owner"
+    " WHERE owner = ? AND status IN ('active', 'paused') LIMIT ?)"
+)
+
+
+class EmbeddedTenants:
+    """Tenant records on the store's SQLite file (see the module docstring)."""
+
+    _db: Database
+
+    def put_tenant(self, tenant: Tenant) -> None:
+        doc = json.dumps({name: getattr(tenant, name) for name in _TENANT_FIELDS}, separators=(",", ":"))
+        with self._db.write() as conn:
+            conn.execute(
+                "INSERT INTO tenants (owner, weight, updated_at, doc) VALUES (?, ?, ?, ?) ON CONFLICT (owner)"
+                " DO UPDATE SET weight = excluded.weight, updated_at = excluded.updated_at, doc = excluded.doc",
+                (tenant.owner, tenant.weight, tenant.updated_at, doc),
+            )
+
+    def get_tenant(self, owner: str) -> Tenant | None:
+        row = (
+            self._db.connection()
+            .execute("SELECT owner, weight, updated_at, doc FROM tenants WHERE owner = ?", (owner,))
+            .fetchone()
+        )
+        return None if row is None else _tenant(row)
+
+    def list_tenants(self) -> list[Tenant]:
+        rows = self._db.connection().execute("SELECT owner, weight, updated_at, doc FROM tenants ORDER BY owner")
+        return [_tenant(row) for row in rows]
+
+    def count_live_jobs(self, owner: str, at_most: int) -> int:
+        row = self._db.connection().execute(_COUNT_LIVE, (owner, max(0, at_most))).fetchone()
+        return int(row[0])
+
+    def take_slot(self, owner: str, run_id: str, limit: int, now: int) -> SlotOutcome:
+        with self._db.write() as conn:
+            held = conn.execute("SELECT 1 FROM tenant_slots WHERE owner = ? AND run_id = ?", (owner, run_id))
+            if held.fetchone() is not None:
+                return SlotOutcome.ALREADY_HELD
+            used = conn.execute("SELECT count(*) FROM tenant_slots WHERE owner = ?", (owner,)).fetchone()[0]
+            if used >= limit:
+                return SlotOutcome.FULL
+            conn.execute("INSERT INTO tenant_slots (owner, run_id, taken_at) VALUES (?, ?, ?)", (owner, run_id, now))
+        return SlotOutcome.TAKEN
+
+    def release_slot(self, owner: str, run_id: str) -> bool:
+        with self._db.write() as conn:
+            deleted = conn.execute("DELETE FROM tenant_slots WHERE owner = ? AND run_id = ?", (owner, run_id))
+            return deleted.rowcount == 1
+
+    def slot_holders(self, owner: str) -> dict[str, int]:
+        rows = self._db.connection().execute("SELECT run_id, taken_at FROM tenant_slots WHERE owner = ?", (owner,))
+        return {run_id: taken_at for run_id, taken_at in rows}
+
+    def slot_owners(self) -> list[str]:
+        rows = self._db.connection().execute("SELECT DISTINCT owner FROM tenant_slots ORDER BY owner")
+        return [row[0] for row in rows]
+
+    def take_rate(self, owner: str, window: int, quota: int, expires_at: int) -> bool:
+        with self._db.write() as conn:
+            row = conn.execute(
+                "SELECT used, expires_at FROM tenant_rates WHERE owner = ? AND window = ?", (owner, window)
+            ).fetchone()
+            if row is not None and row[0] >= quota:
+                return False
+            if row is None:
+                # Forget the owner's windows that ended (their counts are never read again).
+                conn.execute("DELETE FROM tenant_rates WHERE owner = ? AND window < ?", (owner, window))
+                conn.execute(
+                    "INSERT INTO tenant_rates (owner, window, used, expires_at) VALUES (?, ?, 1, ?)",
+                    (owner, window, expires_at),
+                )
+            else:
+                conn.execute("UPDATE tenant_rates SET used = used + 1 WHERE owner = ? AND window = ?", (owner, window))
+        return True
+
+    def rate_used(self, owner: str, window: int) -> int:
+        row = (
+            self._db.connection()
+            .execute("SELECT used FROM tenant_rates WHERE owner = ? AND window = ?", (owner, window))
+            .fetchone()
+        )
+        return 0 if row is None else int(row[0])
+
+
+def _tenant(row: Any) -> Tenant:
+    owner, weight, updated_at, doc = row
+    limits = json.loads(doc)
+    return Tenant(owner=owner, weight=weight, updated_at=updated_at, **{k: limits.get(k) for k in _TENANT_FIELDS})

@@ -1,0 +1,230 @@
+"""Tenant limits under real worker processes, on both engines (SQLite under tmp_path; DynamoDB + SQS
+on a moto server bound to 127.0.0.1):
+
+- concurrency cap: an owner with max_concurrency 5 and a burst of runs due at once against a 1 s
+  target; the target never sees more than 5 of its calls at once, every run succeeds on its first
+  attempt (waiting costs no attempt);
+- the same with a worker SIGKILLed mid-run: its slots come back with the takeover of its runs,
+  within the lease time, and the cap still holds;
+- rate (scaled down): max_runs_per_minute 60 spreads a burst at about one start per second.
+
+The issue's full scale is 100 runs on the embedded engine; moto (about 100-200 writes/s, and every
+waiting run polls) gets 40. moto's conditional writes are not atomic under concurrent requests
+(measured: 16 threads racing for 5 slots took 6), so on aws one worker process at a time runs,
+with its DynamoDB requests serialized (PUNCTUAL_AWS_SERIALIZE); a real table needs neither.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+from punctual import ids
+from punctual.clock import SystemClock
+from punctual.model import HttpTarget, Job, Run, RunState
+from punctual.port import Dispatch, Engine, Tenant
+from tests.faults import test_worker_kill as kill
+from tests.faults.test_worker_kill import Backend, wait_for
+
+pytestmark = pytest.mark.faults
+
+backend = kill.backend  # the same two backends as the worker-kill test (fixture)
+
+OWNER = "tenant-capped"
+CAP = 5
+TIMEOUT_S = 3  # lease = 3 + 1 (PUNCTUAL_LEASE_MARGIN_S) = 4 s
+
+
+class Counting(BaseHTTPRequestHandler):
+    """Answers 200 after ``server.delay_s``, counting the calls in flight (and the most at once)."""
+
+    server: Any
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        srv = self.server
+        with srv.lock:
+            srv.in_flight += 1
+            srv.most = max(srv.most, srv.in_flight)
+            srv.calls.append((time.monotonic(), self.headers["Idempotency-Key"], self.headers["X-Punctual-Attempt"]))
+        time.sleep(srv.delay_s)
+        with srv.lock:  # the call ends when the target answers: before the worker can see the answer
+            srv.in_flight -= 1
+        try:
+            self.send_response(200)
+            self.send_header("Content-Length", "2")
+            self.end_headers()
+            self.wfile.write(b"ok")
+        except OSError:  # the worker that called was killed: its connection is gone
+            pass
+
+
+@pytest.fixture
+def target() -> Iterator[Any]:
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), Counting)
+    srv.daemon_threads = True
+    srv.lock, srv.in_flight, srv.most, srv.calls, srv.delay_s = threading.Lock(), 0, 0, [], 1.0
+    thread = threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    yield srv
+    srv.shutdown()
+    srv.server_close()
+
+
+def burst(engine: Engine, target: Any, count: int) -> list[Run]:
+    """``count`` runs of OWNER due now (one job each), dispatched with their owner group."""
+    now = SystemClock().now_ms()
+    url = f"http://127.0.0.1:{target.server_address[1]}/hook"
+    runs = []
+    for i in range(count):
+        job = Job(
+            id=ids.new_job_id(),
+            owner=OWNER,
+            name=f"capped-{i}",
+            schedule="0 0 1 1 *",
+            target=HttpTarget(url=url),
+            timeout_s=TIMEOUT_S,
+            max_retries=2,
+            created_at=now,
+            updated_at=now,
+            next_run_at=now + 3_600_000,
+        )
+        engine.store.create_job(job)
+        runs.append(Run(job_id=job.id, scheduled_at=now, owner=OWNER, deadline_at=now + 600_000, created_at=now))
+    engine.store.insert_runs(runs)
+    engine.queue.send([Dispatch(run.run_id, not_before=now, group=OWNER) for run in runs])
+    return runs
+
+
+def states(engine: Engine, runs: list[Run]) -> list[Run]:
+    return [engine.store.get_run(run.job_id, run.scheduled_at) for run in runs]
+
+
+def embedded(backend: Backend) -> bool:
+    return "embedded" in backend.worker_args
+
+
+def scale(backend: Backend) -> int:
+    return 100 if embedded(backend) else 40
+
+
+def workers(backend: Backend, names: list[str], concurrency: int = 8) -> list[subprocess.Popen[bytes]]:
+    """``punctual worker`` processes (``concurrency`` threads each), environment as in test_worker_kill."""
+    inherited = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "PUNCTUAL_"))}
+    env = {**inherited, **backend.worker_env, "PUNCTUAL_LEASE_MARGIN_S": "1", "PYTHONUNBUFFERED": "1"}
+    if not embedded(backend):
+        env["PUNCTUAL_AWS_SERIALIZE"] = "true"  # moto is not atomic under concurrent requests
+    command = [sys.executable, "-m", "punctual.cli", "worker", *backend.worker_args, "--allow-loopback"]
+    return [
+        subprocess.Popen(
+            [*command, "--max-in-flight", str(concurrency), "--visibility-s", "5", "--worker-id", name],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env=env,
+        )
+        for name in names
+    ]
+
+
+def stop(procs: list[subprocess.Popen[bytes]]) -> None:
+    for proc in procs:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+    for proc in procs:
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+
+
+def test_max_concurrency_caps_the_calls_a_target_sees(backend: Backend, target: Any) -> None:
+    # Given an owner with max_concurrency 5 and a burst of runs due at once, and 16 worker threads
+    engine = backend.engine
+    engine.store.put_tenant(Tenant(owner=OWNER, max_concurrency=CAP))
+    count = scale(backend)
+    runs = burst(engine, target, count)
+    procs = workers(backend, ["cap-a", "cap-b"] if embedded(backend) else ["cap-a"], 8 if embedded(backend) else 16)
+    try:
+        # When the workers drain them
+        done = lambda: all(r.state is RunState.SUCCEEDED for r in states(engine, runs))  # noqa: E731
+        assert wait_for(done, timeout_s=count * 1.0 + 120), [r.state for r in states(engine, runs)]
+    finally:
+        stop(procs)
+    # Then the target never saw more than 5 calls at once, every run succeeded on attempt 1
+    assert target.most <= CAP, target.most
+    assert target.most >= 2  # the cap was in play (several ran at once)
+    finished = states(engine, runs)
+    assert [r.attempt for r in finished] == [1] * count
+    assert sorted(key for _, key, _ in target.calls) == sorted(r.run_id for r in runs)
+    assert engine.store.slot_holders(OWNER) == {}
+    assert engine.dead_letters.depth() == 0
+
+
+def test_a_killed_worker_gives_its_slots_back_within_the_lease_time(backend: Backend, target: Any) -> None:
+    # Given capped runs being executed by worker A (alone at first)
+    engine = backend.engine
+    engine.store.put_tenant(Tenant(owner=OWNER, max_concurrency=CAP))
+    count = scale(backend) // 4
+    runs = burst(engine, target, count)
+    [a] = workers(backend, ["kill-a"])
+    b: list[Any] = []
+    try:
+        assert wait_for(lambda: target.in_flight >= 1, timeout_s=30), "worker A never called the target"
+        time.sleep(0.3)
+        # When A is killed mid-run (its runs hold slots) and worker B starts
+        a.send_signal(signal.SIGKILL)
+        a.wait(timeout=10)
+        killed_at = time.monotonic()
+        held = engine.store.slot_holders(OWNER)
+        assert 1 <= len(held) <= CAP
+        b = workers(backend, ["kill-b"])
+        # Then B takes the killed runs over in their slots once their lease (4 s) has ended
+        retaken = lambda: any(c[2] == "2" for c in target.calls)  # noqa: E731
+        assert wait_for(retaken, timeout_s=30)
+        first_retake = min(t for t, _, attempt in target.calls if attempt == "2")
+        assert first_retake - killed_at <= TIMEOUT_S + 1 + 6  # the lease, plus a hidden message's backoff
+        done = lambda: all(r.state is RunState.SUCCEEDED for r in states(engine, runs))  # noqa: E731
+        assert wait_for(done, timeout_s=count * 1.0 + 120), [r.state for r in states(engine, runs)]
+    finally:
+        stop([a, *b])
+    # and the cap held throughout, every run succeeded, only the killed attempts were retried
+    assert target.most <= CAP, target.most
+    finished = states(engine, runs)
+    assert {r.run_id for r in finished if r.attempt == 2} <= set(held)
+    assert all(r.attempt == 1 for r in finished if r.run_id not in held)
+    assert engine.store.slot_holders(OWNER) == {}
+
+
+def test_max_runs_per_minute_spreads_a_burst_over_time(backend: Backend, target: Any) -> None:
+    # Given 60 starts per minute (one per second) and a burst of 12 runs due at once
+    engine = backend.engine
+    engine.store.put_tenant(Tenant(owner=OWNER, max_runs_per_minute=60))
+    target.delay_s = 0.05
+    runs = burst(engine, target, 12)
+    procs = workers(backend, ["rate-a", "rate-b"] if embedded(backend) else ["rate-a"])
+    try:
+        done = lambda: all(r.state is RunState.SUCCEEDED for r in states(engine, runs))  # noqa: E731
+        assert wait_for(done, timeout_s=90), [r.state for r in states(engine, runs)]
+    finally:
+        stop(procs)
+    # Then they started about one per second: over at least 10 s, never more than 2 in one second
+    starts = sorted(r.started_at or 0 for r in states(engine, runs))
+    assert starts[-1] - starts[0] >= 10_000, starts
+    per_second: dict[int, int] = {}
+    for at in starts:
+        per_second[at // 1000] = per_second.get(at // 1000, 0) + 1
+    assert max(per_second.values()) <= 2, per_second
+    assert all(r.attempt == 1 for r in states(engine, runs))
