@@ -39,7 +39,8 @@ def register(subparsers: Any) -> None:
     tenants.add_argument("--few", type=int, default=50, help="tenant B's runs due at the same T")
     tenants.add_argument("--delay-ms", type=int, default=200, help="the no-op target's answer delay")
     tenants.add_argument("--processes", type=int, default=2, help="worker processes")
-    tenants.add_argument("--concurrency", type=int, default=32, help="threads per worker process")
+    tenants.add_argument("--concurrency", type=int, default=64, help="--max-in-flight of each worker process")
+    tenants.add_argument("--lookahead-ms", type=int, default=3_000, help="the scheduler's lookahead")
     tenants.add_argument("--unfair", action="store_true", help="also measure without owner groups (comparison)")
     tenants.add_argument("--json", action="store_true", help="print one JSON object")
     tenants.set_defaults(func=run_tenants)
@@ -120,7 +121,12 @@ def run_burst(args: argparse.Namespace) -> int:
 def run_tenants(args: argparse.Namespace) -> int:
     from punctual.bench.tenants import bench_noisy_neighbour
 
-    options = {"delay_ms": args.delay_ms, "processes": args.processes, "concurrency": args.concurrency}
+    options = {
+        "delay_ms": args.delay_ms,
+        "processes": args.processes,
+        "concurrency": args.concurrency,
+        "lookahead_ms": args.lookahead_ms,
+    }
     results = [bench_noisy_neighbour(args.flood, args.few, **options)]
     if args.unfair:
         results.append(bench_noisy_neighbour(args.flood, args.few, fair=False, **options))
@@ -129,8 +135,8 @@ def run_tenants(args: argparse.Namespace) -> int:
         return 0
     print(
         f"Noisy neighbour, embedded engine: A has {args.flood:,} runs and B {args.few:,} runs due at one second;"
-        f" no-op target answering after {args.delay_ms} ms; {args.processes} worker processes x"
-        f" {args.concurrency} threads:"
+        f" no-op target answering after {args.delay_ms} ms; {args.processes} worker processes,"
+        f" --max-in-flight {args.concurrency}:"
     )
     for r in results:
         kind = "fair hand-out" if r["fair"] else "one queue order"

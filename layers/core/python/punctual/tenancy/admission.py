@@ -41,10 +41,8 @@ logger = logging.getLogger(__name__)
 
 SLOT_BACKOFF_MS = 1_000  # first wait of a run refused a slot; doubles per refusal (receive count)
 MAX_SLOT_BACKOFF_MS = 16_000
-RATE_SPREAD_MS = 2_000
-_RUN_OVER = frozenset(
-    {LeaseOutcome.FINISHED, LeaseOutcome.NOT_FOUND, LeaseOutcome.SKIPPED}
-)  # never runs again  # rate-refused runs come back spread over this much past the next window
+RATE_SPREAD_MS = 2_000  # rate-refused runs come back spread over this much past the next window
+_RUN_OVER = frozenset({LeaseOutcome.FINISHED, LeaseOutcome.NOT_FOUND, LeaseOutcome.SKIPPED})  # it never runs again
 
 
 @dataclass(frozen=True, slots=True)
