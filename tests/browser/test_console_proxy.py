@@ -212,7 +212,9 @@ def test_punctual_console_command_signs_with_the_callers_credentials(gateway: Ga
         response = httpx.get(f"{base}/jobs", headers={"Authorization": f"Bearer {token}"}, timeout=10)
         assert response.status_code == 200, response.text
         assert response.json()["items"], "the signing identity's jobs"
-        assert gateway.verified[before:] == ["GET /v1/jobs"]
+        # the stand-in records only requests whose SigV4 signature verified; a page left open by an
+        # earlier test of this module may still poll through its own proxy, hence "in", not "=="
+        assert "GET /v1/jobs" in gateway.verified[before:]
     finally:
         process.terminate()
         process.wait(timeout=20)
