@@ -92,7 +92,6 @@ def test_mission_load_sizes_the_design_target() -> None:
         "ddb_table_quota",
         "lambda_min_pollers",
         "lambda_account_concurrency",
-        "stack_worker_cap",  # the CDK app has no provisioned pollers yet
         "stats_counters",  # 20,000 finishes/s of one owner exceed its 8 counter items
     }
 
@@ -113,7 +112,6 @@ def test_ten_times_the_mission_hits_hard_limits() -> None:
         "lambda_poller_ceiling",
         "lambda_account_concurrency",
         "target_latency",
-        "stack_worker_cap",
         "stats_counters",
     }
     quota = {t.name: t.quota_wru_needed for t in ten_x.tables}
@@ -158,6 +156,9 @@ def test_deploy_line_carries_the_plan() -> None:
     line = result["deploy_command"]
     assert line.startswith("npx cdk deploy --no-notices -c shards=32 -c open_shards=128 -c scheduler_instances=14")
     assert "-c lambda_concurrency_quota=4000" in line
+    # above 1,000 concurrent workers the plan asks the stack for provisioned pollers, not a cap
+    assert "-c worker_min_pollers=200 -c worker_max_pollers=351" in line
+    assert "worker_max_concurrency" not in line
     # leases: 20,000 stats counter writes/s + 11 shard renewals, x1.2 -> 25,000
     assert """'warm_write_units={"jobs":5000,"jobs.due":10000,"runs":53000,"runs.open":29000,"leases":25000}'""" in line
 

@@ -273,6 +273,8 @@ def _context(load: Load, s: Scheduling, w: Workers, tables: list[Throughput], st
             "fargate_worker_count": min(w.fargate_tasks, 100),
             "fargate_worker_concurrency": min(w.fargate_in_flight_per_task, 1000),
         }
+    elif w.min_pollers:  # provisioned mode: pollers kept warm; the stack sets no MaximumConcurrency then
+        context |= {"worker_min_pollers": w.min_pollers, "worker_max_pollers": max(w.max_pollers, w.min_pollers)}
     else:
         context["worker_max_concurrency"] = min(w.max_concurrency, int(value("lambda_sqs_max_concurrency")))
     if not load.open_index:

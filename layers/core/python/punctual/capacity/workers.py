@@ -76,16 +76,6 @@ def size_workers(load: Load, s: Scheduling, tables: list[Throughput], warnings: 
                     " kept: the rest scales at +1,000/min (see the first-burst lateness)",
                 )
             )
-    if reserved > value("lambda_sqs_max_concurrency"):
-        warnings.append(
-            QuotaWarning(
-                "stack_worker_cap",
-                f"the CDK app caps worker concurrency at {int(value('lambda_sqs_max_concurrency')):,}"
-                f" (worker_max_concurrency, standard mode): this load needs {reserved:,} with provisioned pollers"
-                f" ({min_pollers}-{max_pollers}); set them and the worker's reserved concurrency on the event source"
-                " mapping after deploying",
-            )
-        )
     if concurrency >= value("lambda_poller_max_concurrency"):
         warnings.append(
             QuotaWarning(
