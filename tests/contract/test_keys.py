@@ -37,3 +37,12 @@ def test_signing_secrets_are_stable_per_owner_and_differ_between_owners(engine: 
     assert alice == engine.keys.signing_secret("alice")
     assert alice != engine.keys.signing_secret("bob")
     assert alice.startswith("psk_") and len(alice) == 47
+
+
+def test_keys_say_when_opening_needs_no_io(engine: Engine, engine_kind: str) -> None:
+    """An asyncio worker opens secrets on its loop only when no KMS call is needed."""
+    token = engine.keys.seal("alice", "x")
+    assert engine.keys.at_hand("alice", [token]) is (engine_kind == "embedded")
+    engine.keys.open("alice", token)
+    engine.keys.signing_secret("alice")
+    assert engine.keys.at_hand("alice", [token])

@@ -16,7 +16,7 @@ Rules every engine keeps:
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Generic, Protocol, TypeVar
@@ -592,6 +592,11 @@ class Keys(ABC):
     def signing_secret(self, owner: str) -> str:
         """``owner``'s request-signing secret (``psk_`` + 43 url-safe characters): the same for
         every call, process and worker of one deployment, different for every owner."""
+
+    def at_hand(self, owner: str, tokens: Collection[str]) -> bool:
+        """Whether opening ``tokens`` and the signing secret of ``owner`` need no I/O (an asyncio
+        worker calls the keys on its loop only then, else in a thread). Local keys: always."""
+        return True
 
 
 class Engine(ABC):

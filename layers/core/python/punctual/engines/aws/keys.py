@@ -15,6 +15,7 @@ from __future__ import annotations
 import base64
 import threading
 from collections import OrderedDict
+from collections.abc import Collection
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -65,6 +66,10 @@ class KmsKeys(Keys):
             while len(self._opened) > CACHE_SIZE:
                 self._opened.popitem(last=False)
         return str(plaintext)
+
+    def at_hand(self, owner: str, tokens: Collection[str]) -> bool:
+        with self._lock:
+            return owner in self._signing and all((owner, token) in self._opened for token in tokens)
 
     def signing_secret(self, owner: str) -> str:
         with self._lock:

@@ -73,7 +73,7 @@ class AsyncTargets:
         if timeout_s <= 0:
             return timed_out(0)
         try:
-            invocation = Invocation.of(job, run, attempt, self.keys)
+            invocation = await self._invocation(job, run, attempt)
         except ValueError as exc:  # a secret sealed under another key: retrying cannot fix it
             return failed(f"a secret header of the job does not open: {exc}", retryable=False)
         except Exception as exc:  # KMS unavailable: transient
@@ -94,6 +94,16 @@ class AsyncTargets:
 
     def close(self) -> None:
         self._pool.close()
+
+    async def _invocation(self, job: Job, run: Run, attempt: int) -> Invocation:
+        """The invocation with its secrets; KMS calls (first use per owner and secret in this
+        process) run in a thread, never on the loop."""
+        keys = self.keys
+        sealed = job.target.secret_headers.values() if isinstance(job.target, HttpTarget) else ()
+        if keys is None or keys.at_hand(job.owner, list(sealed)):
+            return Invocation.of(job, run, attempt, keys)
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._blocking, Invocation.of, job, run, attempt, keys)
 
     async def _http(self, target: HttpTarget, invocation: Invocation, timeout_s: float) -> TargetResult:
         url = _parse(target.url)
