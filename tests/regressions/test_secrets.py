@@ -169,3 +169,27 @@ def _raw_storage(api: Api) -> bytes:
         return json.dumps(items).encode()
     engine.store._db.connection().execute("PRAGMA wal_checkpoint(FULL)")
     return b"".join(path.read_bytes() for path in engine.path.parent.glob(engine.path.name + "*"))
+
+
+@pytest.mark.integration
+def test_the_async_worker_signs_and_sends_the_secret_too(
+    api: Api, receiver: tuple[str, list[tuple[dict[str, str], bytes]]]
+) -> None:
+    import asyncio
+
+    from punctual.execution.targets.aio import AsyncTargets
+
+    url, received = receiver
+    created = api.call("POST", "/jobs", secret_job(url, Authorization=SECRET))
+    job = api.engine.store.get_job(created.body["id"])
+    run = Run(job_id=job.id, scheduled_at=1_800_000_000_000, owner=OWNER, deadline_at=1, created_at=1)
+    targets = AsyncTargets(TargetPolicy(allow_loopback=True), keys=api.engine.keys)
+    try:
+        result = asyncio.run(targets.execute(job, run, 1, 10.0))
+    finally:
+        targets.close()
+    assert result.ok, result
+    [(headers, body)] = received
+    lowered = {k.lower(): v for k, v in headers.items()}
+    assert lowered["authorization"] == SECRET
+    verify(api.engine.keys.signing_secret(OWNER), lowered["punctual-signature"], run.run_id, body)
