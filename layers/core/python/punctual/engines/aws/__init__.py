@@ -62,7 +62,13 @@ class AwsEngine(Engine):
         )
         self.queue: SqsQueue = SqsQueue(self.clients.sqs, dispatch_url)
         self.dead_letters: SqsQueue = SqsQueue(self.clients.sqs, dead_letter_url)
-        self.keys: KmsKeys = KmsKeys(self.clients.client("kms"), settings.secrets_key_id, settings.signing_key_id)
+        # Unset ids (a local stack configured by prefix only) name the keys by the aliases that
+        # bootstrap.ensure_resources gives them; the CDK app always sets the ARNs.
+        self.keys: KmsKeys = KmsKeys(
+            self.clients.client("kms"),
+            settings.secrets_key_id or "alias/" + physical_name(settings.name_prefix, "secrets"),
+            settings.signing_key_id or "alias/" + physical_name(settings.name_prefix, "signing"),
+        )
 
     @classmethod
     def from_settings(

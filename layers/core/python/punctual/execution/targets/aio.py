@@ -96,14 +96,11 @@ class AsyncTargets:
         self._pool.close()
 
     async def _invocation(self, job: Job, run: Run, attempt: int) -> Invocation:
-        """The invocation with its secrets; KMS calls (first use per owner and secret in this
-        process) run in a thread, never on the loop."""
-        keys = self.keys
-        sealed = job.target.secret_headers.values() if isinstance(job.target, HttpTarget) else ()
-        if keys is None or keys.at_hand(job.owner, list(sealed)):
-            return Invocation.of(job, run, attempt, keys)
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._blocking, Invocation.of, job, run, attempt, keys)
+        """The invocation with its secrets opened. KNOWN LIMIT: on the aws engine the first use per
+        owner and secret in a process makes one KMS call on the loop (cached afterwards); running it
+        in the blocking pool instead made leases expire in tests/faults/test_worker_kill.py, not yet
+        understood. ``Keys.at_hand`` tells the two cases apart for that follow-up."""
+        return Invocation.of(job, run, attempt, self.keys)
 
     async def _http(self, target: HttpTarget, invocation: Invocation, timeout_s: float) -> TargetResult:
         url = _parse(target.url)
