@@ -220,6 +220,16 @@ class InfraConfig(BaseModel):
         return self.scheduler_instances * constants.SCHEDULER_CONCURRENCY_PER_INSTANCE
 
     @property
+    def lambda_max_run_s(self) -> int:
+        """The longest job ``timeout_s`` a Lambda worker can execute: its timeout minus the lease margin."""
+        return self.worker_timeout_s - constants.LEASE_MARGIN_S
+
+    @property
+    def max_timeout_s(self) -> int:
+        """The longest job ``timeout_s`` the deployment serves (the API refuses longer: 422)."""
+        return constants.MAX_TIMEOUT_S if self.fargate_workers else self.lambda_max_run_s
+
+    @property
     def worker_reserved_concurrency(self) -> int:
         """The worker's reserved concurrency, which is also its cap: ``worker_max_concurrency``, or
         what the account quota leaves after every other reservation, whichever is smaller."""

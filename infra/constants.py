@@ -12,7 +12,8 @@ from pathlib import Path
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 
-from punctual import metrics, resources
+from punctual import metrics, model, resources
+from punctual.config import Settings
 from punctual.scheduling import invocation
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -111,6 +112,10 @@ REAPER_FUNCTION = FunctionSpec("reaper", "Punctual reaper: requeues stuck runs, 
 # executions.
 SCHEDULER_CONCURRENCY_PER_INSTANCE = 2
 EVENTBRIDGE_MAX_TARGETS_PER_RULE = 5  # EventBridge quota: 5 targets per rule
+
+# -- long runs (infra.config: fargate_workers) --------------------------------------------------------
+LEASE_MARGIN_S: int = Settings.model_fields["lease_margin_s"].default  # a lease = timeout_s + this
+MAX_TIMEOUT_S = model.MAX_TIMEOUT_S  # the longest timeout_s any worker serves (12 h, SQS visibility)
 
 # -- concurrency isolation (infra.config: lambda_concurrency_quota) ---------------------------------
 UNRESERVED_CONCURRENCY = 100  # Lambda keeps this much of the account quota unreserved, always

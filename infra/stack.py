@@ -35,7 +35,9 @@ class PunctualStack(cdk.Stack):
                 resources.DISPATCH_QUEUE.logical_name: config.worker_timeout_s,
                 resources.DEAD_LETTER_QUEUE.logical_name: constants.REAPER_FUNCTION.timeout_s,
             },
+            long_run=config.fargate_workers,
         )
+        long_run_queue = dispatch.long_run_queue
         alerts = Alerts(self, "Alerts", config=config)
         secrets = Secrets(self, "Secrets")
         environment = punctual_environment(
@@ -47,6 +49,7 @@ class PunctualStack(cdk.Stack):
             alert_topic_arn=alerts.owner_topic.topic_arn,
             secrets_key_id=secrets.secrets_key.key_arn,
             signing_key_id=secrets.signing_key.key_arn,
+            long_run_queue_url=long_run_queue.queue_url if long_run_queue else None,
         )
         shared = Shared(config, environment, Layers(self, "Layers").all, storage.tables)
 
@@ -66,10 +69,22 @@ class PunctualStack(cdk.Stack):
             alerts=alerts,
         )
         if config.fargate_workers:
+            assert long_run_queue is not None
+            # Whoever dispatches may send a long run; only the long-run Fargate service consumes them.
+            for sender in (api, scheduler, reaper):
+                long_run_queue.grant_send_messages(sender.handler.role)
             fargate = FargateWorkers(
-                self, "FargateWorkers", shared=shared, dispatch_queue=dispatch.queue, alerts=alerts
+                self,
+                "FargateWorkers",
+                shared=shared,
+                dispatch_queue=dispatch.queue,
+                alerts=alerts,
+                long_run_queue=long_run_queue,
+                long_run_visibility_s=dispatch.visibility_timeout_s(resources.LONG_RUN_QUEUE),
             )
             secrets.grant_open(fargate.task_definition.task_role)
+            if fargate.long_run_task_definition is not None:
+                secrets.grant_open(fargate.long_run_task_definition.task_role)
 
         observability = Observability(
             self,
@@ -80,6 +95,7 @@ class PunctualStack(cdk.Stack):
             tables=storage.tables,
             dispatch_queue=dispatch.queue,
             dead_letter_queue=dispatch.dead_letter_queue,
+            long_run_queue=long_run_queue,
             ops_topic=alerts.ops_topic,
         )
         self._outputs(

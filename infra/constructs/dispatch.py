@@ -21,14 +21,27 @@ from punctual import resources
 
 
 class Dispatch(Construct):
-    """``queue`` (dispatch) and ``dead_letter_queue``; ``consumer_timeouts_s``: queue name -> timeout."""
+    """``queue`` (dispatch) and ``dead_letter_queue``; ``consumer_timeouts_s``: queue name -> timeout.
 
-    def __init__(self, scope: Construct, construct_id: str, *, consumer_timeouts_s: Mapping[str, int]) -> None:
+    With ``long_run`` also ``long_run_queue``: runs longer than a Lambda worker may take are
+    dispatched there, and only the Fargate workers consume it (its messages redrive to the same
+    dead-letter queue).
+    """
+
+    def __init__(
+        self, scope: Construct, construct_id: str, *, consumer_timeouts_s: Mapping[str, int], long_run: bool = False
+    ) -> None:
         super().__init__(scope, construct_id)
         self._consumer_timeouts_s = consumer_timeouts_s
         self.queues: dict[str, sqs.Queue] = {}
         for definition in resources.QUEUES:  # dead-letter queues are defined before their sources
             self.queues[definition.logical_name] = self._build_queue(definition)
+        if long_run:
+            self.queues[resources.LONG_RUN_QUEUE.logical_name] = self._build_queue(resources.LONG_RUN_QUEUE)
+
+    @property
+    def long_run_queue(self) -> sqs.Queue | None:
+        return self.queues.get(resources.LONG_RUN_QUEUE.logical_name)
 
     @property
     def queue(self) -> sqs.Queue:

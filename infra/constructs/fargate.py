@@ -1,6 +1,9 @@
 """Optional Fargate workers (context ``fargate_workers``): ``punctual worker --max-in-flight N`` (the
 async worker) as an ECS service polling the same dispatch queue, for runs longer than a Lambda
-worker may take, or a warm fleet for the top-of-hour burst.
+worker may take, or a warm fleet for the top-of-hour burst. With a long-run queue, a second
+service reads only that queue (its environment names it as the dispatch queue): runs longer than
+a Lambda worker may take are dispatched there (``PUNCTUAL_LONG_RUN_AFTER_S``), so no Lambda ever
+receives one.
 
 - Image: built from ``infra/fargate/Dockerfile`` by ``cdk deploy`` (Docker is needed to deploy with
   this option, never to synth: synth only stages the build context).
@@ -46,6 +49,8 @@ class FargateWorkers(Construct):
         shared: Shared,
         dispatch_queue: sqs.IQueue,
         alerts: Alerts,
+        long_run_queue: sqs.IQueue | None = None,
+        long_run_visibility_s: int = 60,
     ) -> None:
         super().__init__(scope, construct_id)
         config = self._config = shared.config
@@ -72,6 +77,40 @@ class FargateWorkers(Construct):
             circuit_breaker=ecs.DeploymentCircuitBreaker(rollback=True),
         )
         self._build_scaling(dispatch_queue)
+        self.long_run_task_definition: ecs.FargateTaskDefinition | None = None
+        if long_run_queue is not None:
+            self.long_run_task_definition = self._build_long_run_service(
+                shared, long_run_queue, long_run_visibility_s, alerts
+            )
+
+    def _build_long_run_service(
+        self, shared: Shared, queue: sqs.IQueue, visibility_s: int, alerts: Alerts
+    ) -> ecs.FargateTaskDefinition:
+        """``fargate_worker_count`` tasks that consume only the long-run queue."""
+        environment = {
+            **shared.environment,
+            "PUNCTUAL_DISPATCH_QUEUE_URL": queue.queue_url,
+            "PUNCTUAL_DISPATCH_VISIBILITY_S": str(visibility_s),
+        }
+        task_definition = self._build_task_definition(environment, prefix="LongRun")
+        task_role = task_definition.task_role
+        access.grant_tables(task_role, access.WORKER, shared.tables)
+        queue.grant_consume_messages(task_role)
+        alerts.grant_publish_owner_alerts(task_role)
+        access.grant_targets(task_role, self._config.target_arns, task_role)
+        ecs.FargateService(
+            self,
+            "LongRunService",
+            cluster=self.cluster,
+            task_definition=task_definition,
+            desired_count=self._config.fargate_worker_count,
+            assign_public_ip=True,
+            vpc_subnets=ec2.SubnetSelection(subnet_type=ec2.SubnetType.PUBLIC),
+            min_healthy_percent=100,
+            max_healthy_percent=200,
+            circuit_breaker=ecs.DeploymentCircuitBreaker(rollback=True),
+        )
+        return task_definition
 
     def _build_scaling(self, dispatch_queue: sqs.IQueue) -> None:
         """Scale on the visible messages of the dispatch queue (runs waiting for a worker), one step per
@@ -128,10 +167,10 @@ class FargateWorkers(Construct):
         )
         return vpc
 
-    def _build_task_definition(self, environment: Mapping[str, str]) -> ecs.FargateTaskDefinition:
+    def _build_task_definition(self, environment: Mapping[str, str], prefix: str = "") -> ecs.FargateTaskDefinition:
         task_definition = ecs.FargateTaskDefinition(
             self,
-            "Task",
+            f"{prefix}Task",
             cpu=1024,
             memory_limit_mib=2048,
             runtime_platform=ecs.RuntimePlatform(
@@ -141,7 +180,7 @@ class FargateWorkers(Construct):
         )
         log_group = logs.LogGroup(
             self,
-            "Logs",
+            f"{prefix}Logs",
             retention=constants.LOG_RETENTION[self._config.log_retention_days],
             removal_policy=cdk.RemovalPolicy.DESTROY,
         )

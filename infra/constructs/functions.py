@@ -44,6 +44,7 @@ def punctual_environment(
     alert_topic_arn: str,
     secrets_key_id: str,
     signing_key_id: str,
+    long_run_queue_url: str | None = None,
 ) -> dict[str, str]:
     """The environment of every function: ``PUNCTUAL_<FIELD>`` of ``punctual.config.Settings``."""
     settings = {
@@ -59,6 +60,14 @@ def punctual_environment(
         "dispatch_queue_url": dispatch_queue_url,
         "dead_letter_queue_url": dead_letter_queue_url,
         "dispatch_visibility_s": str(dispatch_visibility_s),
+        # the longest job timeout_s the API accepts; with Fargate workers, longer runs than a Lambda
+        # worker may take go to the long-run queue
+        "max_timeout_s": str(config.max_timeout_s),
+        **(
+            {"long_run_queue_url": long_run_queue_url, "long_run_after_s": str(config.lambda_max_run_s)}
+            if long_run_queue_url
+            else {}
+        ),
         "alert_topic_arn": alert_topic_arn,
         "secrets_key_id": secrets_key_id,
         "signing_key_id": signing_key_id,

@@ -79,6 +79,7 @@ class Observability(Construct):
         tables: Mapping[str, dynamodb.ITable],
         dispatch_queue: sqs.IQueue,
         dead_letter_queue: sqs.IQueue,
+        long_run_queue: sqs.IQueue | None,
         ops_topic: sns.ITopic,
     ) -> None:
         super().__init__(scope, construct_id)
@@ -88,6 +89,7 @@ class Observability(Construct):
         self._tables = tables
         self._queue = dispatch_queue
         self._dlq = dead_letter_queue
+        self._long_run = long_run_queue
         action = cw_actions.SnsAction(ops_topic)
         self.alarms = [self._build_alarm(spec, action) for spec in self._alarm_specs()]
         self.dashboard = self._build_dashboard()
@@ -169,6 +171,17 @@ class Observability(Construct):
                 constants.NOISY_TENANT_ALARM_MINUTES,
             ),
         ]
+        if self._long_run is not None:
+            specs.append(
+                AlarmSpec(
+                    "LongRunOldestMessage",
+                    f"A long-run message is older than {config.alarm_oldest_message_s} s: the Fargate workers do "
+                    "not consume the long-run queue (service stopped, tasks crashing)",
+                    self._long_run.metric_approximate_age_of_oldest_message(statistic="Maximum", period=ONE_MINUTE),
+                    config.alarm_oldest_message_s,
+                    constants.DEPTH_ALARM_MINUTES,
+                )
+            )
         for name, function in self._functions.items():
             specs.append(
                 AlarmSpec(

@@ -114,6 +114,61 @@ def test_dashboard_graphs_shards_owned_as_the_fleet_total(default_synth: Synth) 
     assert constants.START_LATENESS_MS in body
 
 
+# -- long runs ------------------------------------------------------------------------------------------
+
+
+def _env(synth: Synth, component: str) -> dict[str, Any]:
+    variables: dict[str, Any] = synth.template["Resources"][_function_id(synth, component)]["Properties"][
+        "Environment"
+    ]["Variables"]
+    return variables
+
+
+def test_without_fargate_there_is_no_long_run_queue_and_the_api_refuses_long_timeouts(default_synth: Synth) -> None:
+    assert len(default_synth.resources("AWS::SQS::Queue")) == 2  # dispatch and its dead-letter queue
+    for component in ("api", "scheduler", "worker", "reaper"):
+        env = _env(default_synth, component)
+        # 900 s worker timeout - 30 s lease margin: a longer job would be killed on every attempt
+        assert env["PUNCTUAL_MAX_TIMEOUT_S"] == "870" == str(DEFAULTS.max_timeout_s)
+        assert "PUNCTUAL_LONG_RUN_QUEUE_URL" not in env
+
+
+def test_with_fargate_long_runs_have_a_queue_only_fargate_consumes(options_synth: Synth) -> None:
+    long_id = _logical_id(options_synth, "AWS::SQS::Queue", "DispatchDispatchLong")
+    dlq_id = _logical_id(options_synth, "AWS::SQS::Queue", "DispatchDispatchDlq")
+    long_queue = options_synth.resources("AWS::SQS::Queue")[long_id]["Properties"]
+    assert long_queue["RedrivePolicy"] == {
+        "deadLetterTargetArn": {"Fn::GetAtt": [dlq_id, "Arn"]},
+        "maxReceiveCount": 1000,
+    }
+    assert long_queue["MessageRetentionPeriod"] == 14 * 24 * 3600
+    for component in ("api", "scheduler", "worker", "reaper"):
+        env = _env(options_synth, component)
+        assert env["PUNCTUAL_LONG_RUN_QUEUE_URL"] == {"Ref": long_id}
+        assert env["PUNCTUAL_LONG_RUN_AFTER_S"] == "870"  # longer than a Lambda worker may take
+        assert env["PUNCTUAL_MAX_TIMEOUT_S"] == "43200"
+    long_arn = json.dumps({"Fn::GetAtt": [long_id, "Arn"]}, sort_keys=True)
+    for sender in ("api", "scheduler", "reaper"):
+        assert long_arn in _role_actions(options_synth, sender)["sqs:SendMessage"], sender
+    assert long_arn not in _role_actions(options_synth, "worker").get("sqs:ReceiveMessage", set())
+    # One Fargate service reads the long-run queue as its dispatch queue, and no other.
+    tasks = options_synth.resources("AWS::ECS::TaskDefinition")
+    (task,) = [t["Properties"] for k, t in tasks.items() if "LongRun" in k]
+    (container,) = task["ContainerDefinitions"]
+    env = {e["Name"]: e["Value"] for e in container["Environment"]}
+    assert env["PUNCTUAL_DISPATCH_QUEUE_URL"] == {"Ref": long_id}
+    task_role = task["TaskRoleArn"]["Fn::GetAtt"][0]
+    receives = [
+        s["Resource"]
+        for p in options_synth.properties("AWS::IAM::Policy")
+        if {"Ref": task_role} in p["Roles"]
+        for s in p["PolicyDocument"]["Statement"]
+        if "sqs:ReceiveMessage" in s["Action"]
+    ]
+    assert receives == [{"Fn::GetAtt": [long_id, "Arn"]}]
+    assert _alarm_named(options_synth, "LongRunOldestMessage")["MetricName"] == "ApproximateAgeOfOldestMessage"
+
+
 # -- the scheduler's minute hand-over -------------------------------------------------------------------
 
 

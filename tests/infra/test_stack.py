@@ -254,14 +254,16 @@ def test_workers_consume_the_dispatch_queue_with_partial_batch_failures(default_
 
 def test_fargate_workers_run_the_worker_command_when_enabled(default_synth: Synth, options_synth: Synth) -> None:
     assert not default_synth.resources("AWS::ECS::Service")
-    (service,) = options_synth.properties("AWS::ECS::Service")
-    assert service["LaunchType"] == "FARGATE"
-    assert service["DesiredCount"] == DEFAULTS.fargate_worker_count
-    (task,) = options_synth.properties("AWS::ECS::TaskDefinition")
-    (container,) = task["ContainerDefinitions"]
-    assert container["Command"] == ["worker", "--max-in-flight", str(DEFAULTS.fargate_worker_concurrency)]
-    assert container["LogConfiguration"]["LogDriver"] == "awslogs"
-    assert task["RuntimePlatform"]["CpuArchitecture"] == "ARM64"
+    services = options_synth.properties("AWS::ECS::Service")
+    assert len(services) == 2  # the dispatch queue's fleet, and the long-run queue's (test_operations)
+    for service in services:
+        assert service["LaunchType"] == "FARGATE"
+        assert service["DesiredCount"] == DEFAULTS.fargate_worker_count
+    for task in options_synth.properties("AWS::ECS::TaskDefinition"):
+        (container,) = task["ContainerDefinitions"]
+        assert container["Command"] == ["worker", "--max-in-flight", str(DEFAULTS.fargate_worker_concurrency)]
+        assert container["LogConfiguration"]["LogDriver"] == "awslogs"
+        assert task["RuntimePlatform"]["CpuArchitecture"] == "ARM64"
     assert not options_synth.resources("AWS::EC2::NatGateway")
 
 

@@ -49,6 +49,12 @@ class Settings(BaseModel):
     # the dispatch queue's visibility timeout as deployed (the CDK app raises it to 6x the worker's
     # timeout): how long a message a Lambda worker received stays hidden unless the worker changes it
     dispatch_visibility_s: Annotated[int | None, Field(ge=0, le=43_200)] = None
+    # Long runs (aws, with Fargate workers): runs of jobs whose timeout_s exceeds long_run_after_s
+    # are dispatched to the long-run queue, which only the long-running workers consume.
+    long_run_queue_url: str | None = None
+    long_run_after_s: Annotated[int | None, Field(ge=1, le=43_200)] = None
+    # The longest job timeout_s this deployment can execute: the API refuses longer ones (422).
+    max_timeout_s: Annotated[int, Field(ge=1, le=43_200)] = 43_200
     region: str = "us-east-1"
     # aws engine: DynamoDB requests one at a time per process. Only for moto, whose conditional
     # writes are not atomic under concurrent requests (a real table's are); never in production.

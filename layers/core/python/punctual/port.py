@@ -48,6 +48,9 @@ class DueJob:
     max_backfill: int
     last_run_at: int | None
     due_shard: int
+    # The job's timeout, where the engine routes long runs to a queue of their own (aws); None
+    # where one queue serves every run (embedded), so claiming there reads nothing more.
+    timeout_s: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -510,6 +513,9 @@ class Dispatch:
     not_before: int
     delay_s: int = 0
     group: str | None = None  # the run's owner: fair hand-out across owners (SQS MessageGroupId)
+    # The run may take longer than a Lambda worker can: an engine with a long-run queue sends it
+    # there (consumed only by long-running workers); others ignore it.
+    long_run: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -53,6 +53,9 @@ class QueueDef:
 # Sparse GSI "due": the key attributes exist only while the job is active. Its projection carries
 # exactly what claiming needs (punctual.port.DueJob), never the payload or target, so a claim
 # reads one small index row and writes one small index row.
+# What the aws engine routes a dispatch by: a run longer than a Lambda worker may take goes to the
+# long-run queue. The embedded engine has one queue and leaves them out of its due index.
+ROUTING_ATTRIBUTES = ("timeout_s",)
 DUE_INDEX = IndexDef(
     name="due",
     partition=KeyAttr("due_shard", "N"),
@@ -67,6 +70,7 @@ DUE_INDEX = IndexDef(
         "catchup",
         "max_backfill",
         "last_run_at",
+        *ROUTING_ATTRIBUTES,
     ),
 )
 # "by_owner" projects only status (the listing filter): everything a claim rewrites stays out of
@@ -161,6 +165,15 @@ DISPATCH_QUEUE = QueueDef(
     dead_letter=DEAD_LETTER_QUEUE.logical_name,
 )
 QUEUES: tuple[QueueDef, ...] = (DEAD_LETTER_QUEUE, DISPATCH_QUEUE)
+# Runs longer than a Lambda worker may take (Settings.long_run_after_s), consumed only by the
+# long-running workers (Fargate). Deployed only with them, so not in QUEUES (local bootstrap).
+LONG_RUN_QUEUE = QueueDef(
+    logical_name="dispatch-long",
+    visibility_timeout_s=60,
+    retention_s=QUEUE_RETENTION_S,
+    max_receives=MAX_RECEIVES,
+    dead_letter=DEAD_LETTER_QUEUE.logical_name,
+)
 
 MAX_DELAY_S = 900  # SQS DelaySeconds maximum
 MAX_BATCH = 10  # SQS SendMessageBatch / ReceiveMessage maximum

@@ -145,6 +145,7 @@ def create_job(
         policy=services.settings.target_policy(),
         keys=services.keys,
         max_jobs=None if limits is None else limits.max_jobs,
+        max_timeout_s=services.settings.max_timeout_s,
     )
     headers = {"Location": f"/jobs/{created.job.id}"}
     if created.replayed:
@@ -216,6 +217,7 @@ def update_job(job_id: JobId, body: JobPatch) -> JobResponse:
         services.clock.now_ms(),
         policy=services.settings.target_policy(),
         keys=services.keys,
+        max_timeout_s=services.settings.max_timeout_s,
     )
     return JobResponse.from_job(job)
 
@@ -280,6 +282,7 @@ def trigger_job(job_id: JobId) -> Response[RunResponse]:
         job_id,
         services.clock.now_ms(),
         retention_s=services.settings.retention_s,
+        long_run_after_s=services.settings.long_run_after_s,
     )
     return _json(202, RunResponse.from_run(run), {"Location": f"/runs/{run.run_id}"})
 

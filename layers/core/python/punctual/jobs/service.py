@@ -55,6 +55,7 @@ from punctual.model import (
     JOB_TRANSITIONS,
     MAX_JOB_BYTES,
     MAX_SECRET_CHARS,
+    MAX_TIMEOUT_S,
     REDACTED,
     HttpTarget,
     Job,
@@ -65,7 +66,7 @@ from punctual.model import (
 )
 from punctual.port import Keys, Page, Queue, RunQuery, Store
 from punctual.scheduling import cron as schedule
-from punctual.scheduling.planning import PlanOptions, dispatch_for, manual_run
+from punctual.scheduling.planning import PlanOptions, dispatch_for, is_long_run, manual_run
 
 RUN_AT_TOLERANCE_MS = 1_000
 WRITE_ATTEMPTS = 3  # optimistic-write retries before ConcurrentModification reaches the caller
@@ -95,6 +96,7 @@ def create_job(
     policy: TargetPolicy = STRICT_TARGETS,
     keys: Keys | None = None,
     max_jobs: int | None = None,
+    max_timeout_s: int = MAX_TIMEOUT_S,
 ) -> Created:
     """Create an active job for ``owner``; with ``idempotency_key``, at most one job per key.
 
@@ -109,6 +111,7 @@ def create_job(
     check_target(spec.target, policy)
     sealed = _sealed(spec, owner, keys, stored=None)
     check_size(sealed)
+    check_timeout(spec.timeout_s, max_timeout_s)
     job_id = _job_id(owner, idempotency_key)
     if max_jobs is not None and store.count_live_jobs(owner, max_jobs) >= max_jobs:
         existing = _find_job(store, job_id) if idempotency_key else None
@@ -181,6 +184,7 @@ def update_job(
     *,
     policy: TargetPolicy = STRICT_TARGETS,
     keys: Keys | None = None,
+    max_timeout_s: int = MAX_TIMEOUT_S,
 ) -> Job:
     """Apply a partial spec (JSON merge-patch semantics) and return the stored job.
 
@@ -194,6 +198,8 @@ def update_job(
     """
     if not changes:
         return get_job(store, owner, job_id)
+    if isinstance(changes.get("timeout_s"), int):
+        check_timeout(changes["timeout_s"], max_timeout_s)
     if "depends_on" not in changes:
         return _write(store, owner, job_id, lambda job: _patched(job, changes, now, policy, keys))
     # New upstreams are checked (existence, owner, cycles) and linked before the job names them;
@@ -267,6 +273,7 @@ def trigger_job(
     *,
     retention_s: int = DEFAULT_RETENTION_S,
     dispatch_grace_ms: int = PlanOptions().dispatch_grace_ms,
+    long_run_after_s: int | None = None,
 ) -> Run:
     """Run the job now, outside its schedule: insert a manual run, then send its dispatch.
 
@@ -283,7 +290,7 @@ def trigger_job(
     if not store.insert_runs([run])[0]:
         run = store.get_run(job.id, now)
     if run.is_open:
-        queue.send([dispatch_for(run, 0, now)])
+        queue.send([dispatch_for(run, 0, now, long_run=is_long_run(job.timeout_s, long_run_after_s))])
     return run
 
 
@@ -491,6 +498,17 @@ def _canonical(spec: JobSpec) -> str:
     data = spec.model_dump(mode="json")
     data["run_at"] = None if spec.run_at is None else from_datetime(spec.run_at)
     return json.dumps(data, sort_keys=True, separators=(",", ":"), allow_nan=False)
+
+
+def check_timeout(timeout_s: int | None, max_timeout_s: int) -> None:
+    """Refuse a ``timeout_s`` this deployment cannot serve (Settings.max_timeout_s): its runs would be
+    killed on every attempt and end dead. Raises :class:`InvalidInput` (422)."""
+    if timeout_s is not None and timeout_s > max_timeout_s:
+        raise InvalidInput(
+            f"timeout_s {timeout_s} is longer than this deployment can run ({max_timeout_s} s): runs longer "
+            "than a Lambda worker may take need the Fargate workers (deploy with -c fargate_workers=true)",
+            field="timeout_s",
+        )
 
 
 def _spec_fields(spec: JobSpec) -> dict[str, Any]:

@@ -55,6 +55,7 @@ from punctual.port import Alert, Delivery, Dispatch, Engine, Queue, RunChange, S
 from punctual.resources import MAX_BATCH
 from punctual.runs.alerts import Alerter, LogAlerter, alert_once
 from punctual.runs.cancel import cancellation, live_job
+from punctual.scheduling.planning import is_long_run
 from punctual.tenancy.admission import repair_slots
 
 logger = logging.getLogger(__name__)
@@ -71,6 +72,7 @@ class ReapOptions:
     drain_dead_letters: bool = True  # False where the DLQ is an event source of the reaper Lambda
     retention_s: int = DEFAULT_RETENTION_S  # deleted jobs are purged this long after deletion (runs: their expires_at)
     purge_limit: int = 1_000  # history rows purged per pass (engines without TTL; see Store.purge_expired)
+    long_run_after_s: int | None = None  # runs of jobs with a longer timeout_s are resent as long runs
 
 
 @dataclass(slots=True)
@@ -274,7 +276,7 @@ class _Pass:
                 self._lost_lease(run, job)
             else:  # scheduled or retrying, and its message is gone: push the deadline, then resend
                 self.store.transition_run(run, RunChange(run.state, now, self._new_deadline(), clear_lease=False))
-                self._resend(run)
+                self._resend(run, job)
                 self.stats.redispatched += 1
         except ConcurrentModification:
             self.stats.conflicts += 1
@@ -285,7 +287,7 @@ class _Pass:
         if rules.attempt_allowed(run.attempt + 1, job.max_retries):
             change = RunChange(RunState.RETRYING, self.now, self._new_deadline(), append=lost, next_attempt_at=self.now)
             self.store.transition_run(run, change)
-            self._resend(run)
+            self._resend(run, job)
             self.stats.requeued += 1
             return
         note = f"dead after {run.attempt} attempts (max_retries={job.max_retries}): the last worker vanished"
@@ -299,9 +301,10 @@ class _Pass:
         self.stats.dead += 1
         self.stats.alerts += alert_once(self.store, self.alerter, _alert(dead, note, self.now))
 
-    def _resend(self, run: Run) -> None:
+    def _resend(self, run: Run, job: Job) -> None:
         # not_before = now: the run is late already; a delayed resend would only make it later
-        self.queue.send([Dispatch(run.run_id, not_before=self.now, group=run.owner)])
+        long = is_long_run(job.timeout_s, self.options.long_run_after_s)
+        self.queue.send([Dispatch(run.run_id, not_before=self.now, group=run.owner, long_run=long)])
 
     def _new_deadline(self) -> int:
         return self.now + self.options.redispatch_grace_ms

@@ -142,7 +142,11 @@ class Runtime:
 
     def reaper(self, *, interval_s: float = 60.0, drain_dead_letters: bool = True) -> Reaper:
         """The reaper; ``drain_dead_letters=False`` where the dead-letter queue has its own event source."""
-        options = ReapOptions(retention_s=self.settings.retention_s, drain_dead_letters=drain_dead_letters)
+        options = ReapOptions(
+            retention_s=self.settings.retention_s,
+            drain_dead_letters=drain_dead_letters,
+            long_run_after_s=self.settings.long_run_after_s,  # resends of long runs go to their queue
+        )
         return Reaper(self.engine, self.clock, alerter=self.alerter, options=options, interval_s=interval_s)
 
     def close(self) -> None:

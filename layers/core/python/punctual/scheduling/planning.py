@@ -29,6 +29,7 @@ class PlanOptions:
     late_after_ms: int = 60_000  # older than this, a due time is "missed" (catch-up policy applies)
     dispatch_grace_ms: int = 120_000  # a scheduled run not leased by not_before + this is reaped
     retention_s: int = DEFAULT_RETENTION_S  # run history retention (TTL)
+    long_run_after_s: int | None = None  # jobs with a longer timeout_s: dispatched as long runs (Settings)
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,10 +50,11 @@ def plan(job: DueJob, now: int, options: PlanOptions) -> Plan:
     nxt = _next_after(job, max(times) if times else now)
     last = max(times) if times else (job.last_run_at or job.next_run_at)
     advance = Advance(job.job_id, job.next_run_at, nxt, last, now)
-    return Plan(job, runs, [dispatch_for(run, job.jitter_s, now) for run in runs], advance)
+    long = is_long_run(job.timeout_s, options.long_run_after_s)
+    return Plan(job, runs, [dispatch_for(run, job.jitter_s, now, long_run=long) for run in runs], advance)
 
 
-def dispatch_for(run: Run, jitter_s: int, now: int) -> Dispatch:
+def dispatch_for(run: Run, jitter_s: int, now: int, *, long_run: bool = False) -> Dispatch:
     """The message for ``run``: it becomes visible at most a second before ``not_before``.
 
     SQS delays are whole seconds, so the delay is rounded down and the worker waits out the rest;
@@ -60,7 +62,12 @@ def dispatch_for(run: Run, jitter_s: int, now: int) -> Dispatch:
     """
     not_before = run.scheduled_at + jitter_offset_ms(run.run_id, jitter_s)
     delay_s = min(max(0, (not_before - now) // 1000), MAX_DELAY_S)
-    return Dispatch(run.run_id, not_before, delay_s, group=run.owner)
+    return Dispatch(run.run_id, not_before, delay_s, group=run.owner, long_run=long_run)
+
+
+def is_long_run(timeout_s: int | None, long_run_after_s: int | None) -> bool:
+    """Whether a run of a job with ``timeout_s`` goes to the long-run queue (see Settings)."""
+    return timeout_s is not None and long_run_after_s is not None and timeout_s > long_run_after_s
 
 
 def jitter_offset_ms(run_id: str, jitter_s: int) -> int:

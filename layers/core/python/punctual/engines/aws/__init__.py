@@ -60,7 +60,7 @@ class AwsEngine(Engine):
         dead_letter_url = settings.dead_letter_queue_url or self._queue_url(
             DEAD_LETTER_QUEUE.logical_name, "dead_letter_queue_url"
         )
-        self.queue: SqsQueue = SqsQueue(self.clients.sqs, dispatch_url)
+        self.queue: SqsQueue = SqsQueue(self.clients.sqs, dispatch_url, long_run_url=settings.long_run_queue_url)
         self.dead_letters: SqsQueue = SqsQueue(self.clients.sqs, dead_letter_url)
         # Unset ids (a local stack configured by prefix only) name the keys by the aliases that
         # bootstrap.ensure_resources gives them; the CDK app always sets the ARNs.

@@ -191,6 +191,7 @@ def item_to_due_job(item: Item) -> DueJob:
         max_backfill=int(item["max_backfill"]["N"]),
         last_run_at=get_n(item, "last_run_at"),
         due_shard=int(item["due_shard"]["N"]),
+        timeout_s=get_n(item, "timeout_s"),
     )
 
 

@@ -47,22 +47,35 @@ class DispatchFailed(PunctualError):
 class SqsQueue(Queue):
     """At-least-once dispatch through the SQS queue at ``url``."""
 
-    def __init__(self, client: Any, url: str, *, max_workers: int = 4) -> None:
+    def __init__(self, client: Any, url: str, *, max_workers: int = 4, long_run_url: str | None = None) -> None:
         self._client = client
         self.url = url
+        # Dispatches of runs longer than a Lambda worker may take go to this queue instead (only
+        # long-running workers consume it); everything else (receive, extend, delete) is this queue's.
+        self.long_run = (
+            SqsQueue(client, long_run_url, max_workers=max_workers) if long_run_url and long_run_url != url else None
+        )
         self.name = url.rstrip("/").rsplit("/", 1)[-1]
         self._max_workers = max_workers
         self._pool: ThreadPoolExecutor | None = None
         self._pool_lock = threading.Lock()
 
     def close(self) -> None:
+        if self.long_run is not None:
+            self.long_run.close()
         with self._pool_lock:
             pool, self._pool = self._pool, None
         if pool is not None:
             pool.shutdown(wait=True)
 
     def send(self, dispatches: Sequence[Dispatch]) -> None:
-        """SendMessageBatch in batches of 10, batches concurrently; raises :class:`DispatchFailed`."""
+        """SendMessageBatch in batches of 10, batches concurrently; raises :class:`DispatchFailed`.
+
+        With a long-run queue, the dispatches marked ``long_run`` are sent there.
+        """
+        if self.long_run is not None and any(d.long_run for d in dispatches):
+            self.long_run.send([d for d in dispatches if d.long_run])
+            dispatches = [d for d in dispatches if not d.long_run]
         batches = [list(dispatches[i : i + MAX_BATCH]) for i in range(0, len(dispatches), MAX_BATCH)]
         if len(batches) <= 1:
             for batch in batches:

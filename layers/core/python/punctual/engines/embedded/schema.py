@@ -28,11 +28,17 @@ import sqlite3
 
 from punctual.errors import ConfigError
 from punctual.model import OPEN_STATES, TERMINAL_STATES
-from punctual.resources import DUE_INDEX
+from punctual.resources import DUE_INDEX, ROUTING_ATTRIBUTES
 
 # SQL literal lists, spelled out so the planner can match the partial indexes' WHERE clauses.
 OPEN_STATES_SQL = "(" + ", ".join(f"'{state.value}'" for state in sorted(OPEN_STATES)) + ")"
-DUE_COLUMNS = ("due_shard", "next_run_at", "job_id", *DUE_INDEX.non_key_attributes)
+# One queue serves every run here: the attributes the aws engine routes by are not claimed.
+DUE_COLUMNS = (
+    "due_shard",
+    "next_run_at",
+    "job_id",
+    *(a for a in DUE_INDEX.non_key_attributes if a not in ROUTING_ATTRIBUTES),
+)
 
 _V1 = (
     """
