@@ -10,9 +10,10 @@
 - Access logs go to a log group as JSON, with the caller's IAM ARN, the gateway's and the
   integration's error messages and the integration latency (what a 5XX or a slow request needs);
   execution logging at ERROR, X-Ray tracing, detailed metrics, and stage throttling from the context.
-- Per-caller limits: API Gateway throttles per API key, never per IAM principal. Each owner's
-  ``api_requests_per_second`` tenant limit is enforced by the API itself (429 with Retry-After);
-  with ``api_usage_plan`` each tenant's key is capped at the gateway too, before any Lambda runs.
+- Per-caller limits: API Gateway throttles per API key, never per IAM principal. Per-owner limits
+  are the tenant limits (``api_requests_per_second``, issue 12: a 429 with Retry-After from the API
+  itself, once tenancy lands); with ``api_usage_plan`` each tenant's key is also capped at the
+  gateway, before any Lambda runs.
 - The account's API Gateway logging role is one setting per region, shared by every API: this
   stack sets it only when asked (``api_cloudwatch_role``), and keeps it when deleted.
 - The admin routes (``/admin/*``: tenant limits, ``punctual.api.tenants``) answer only the

@@ -17,7 +17,7 @@ from punctual.model import (
     Run,
     RunState,
 )
-from punctual.port import DueJob, Page, Queue
+from punctual.port import DueJob, Page, Queue, Store
 
 T = TypeVar("T")
 
@@ -106,9 +106,13 @@ def attempt(
     )
 
 
-def due_view(job: Job) -> DueJob:
-    """What the due index must carry for ``job``."""
+def due_view(job: Job, store: Store | None = None) -> DueJob:
+    """What the due index must carry for ``job`` in ``store``: the job's ``timeout_s`` too where the
+    engine routes long runs to their own queue (aws), None where one queue serves all (embedded)."""
     assert job.next_run_at is not None
+    from punctual.engines.aws.store import DynamoStore
+
+    routes = isinstance(store, DynamoStore)
     return DueJob(
         job_id=job.id,
         owner=job.owner,
@@ -121,6 +125,7 @@ def due_view(job: Job) -> DueJob:
         max_backfill=job.max_backfill,
         last_run_at=job.last_run_at,
         due_shard=job.due_shard,
+        timeout_s=job.timeout_s if routes else None,
     )
 
 

@@ -38,7 +38,7 @@ def test_due_job_carries_the_claim_projection(store: Store, clock: ManualClock) 
         last_run_at=clock.now_ms() - 5 * MINUTE,
         payload={"big": "x" * 2000},
     )
-    assert store.due_jobs(1, FAR, 10) == [due_view(job)]
+    assert store.due_jobs(1, FAR, 10) == [due_view(job, store)]
 
 
 def test_one_time_job_is_due(store: Store, clock: ManualClock) -> None:
@@ -46,7 +46,7 @@ def test_one_time_job_is_due(store: Store, clock: ManualClock) -> None:
 
     job = _create(store, clock, shard=2, run_at=datetime(2027, 1, 15, 8, 0, tzinfo=UTC))
     [due] = store.due_jobs(2, clock.now_ms(), 10)
-    assert due == due_view(job)
+    assert due == due_view(job, store)
     assert due.schedule is None
 
 
@@ -126,7 +126,7 @@ def test_pause_removes_and_resume_restores(store: Store, clock: ManualClock) -> 
         paused.model_copy(update={"status": JobStatus.ACTIVE, "next_run_at": now + 2 * SECOND}), paused.version
     )
     assert _due_ids(store, 1) == [other.id, job.id]
-    assert store.due_jobs(1, FAR, 10)[1] == due_view(resumed)
+    assert store.due_jobs(1, FAR, 10)[1] == due_view(resumed, store)
 
 
 def test_delete_removes_from_the_due_index(store: Store, clock: ManualClock) -> None:
@@ -142,7 +142,7 @@ def test_an_edit_moves_the_due_entry(store: Store, clock: ManualClock) -> None:
         job.model_copy(update={"schedule": "*/2 * * * *", "jitter_s": 4, "next_run_at": now + 2 * MINUTE}),
         job.version,
     )
-    assert store.due_jobs(2, FAR, 10) == [due_view(edited)]
+    assert store.due_jobs(2, FAR, 10) == [due_view(edited, store)]
     assert _due_ids(store, 2, now + MINUTE) == []
 
 
@@ -162,7 +162,7 @@ def test_advance_with_the_expected_time_applies_once(store: Store, clock: Manual
     assert stored.last_run_at == now
     assert stored.status is JobStatus.ACTIVE
     assert store.due_jobs(0, now, 10) == []
-    assert store.due_jobs(0, FAR, 10) == [due_view(stored)]
+    assert store.due_jobs(0, FAR, 10) == [due_view(stored, store)]
 
 
 def test_advance_with_a_stale_expected_time_is_refused(store: Store, clock: ManualClock) -> None:

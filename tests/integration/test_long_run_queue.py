@@ -41,8 +41,8 @@ def test_the_claim_routes_a_job_longer_than_a_lambda_worker(routed: AwsEngine) -
     now = clock.now_ms()
     shards = routed.store.shards
     for name, timeout_s in (("long", 3_600), ("short", 60)):
-        routed.store.create_job(make_job("owner-long", clock, shards=shards, name=name, timeout_s=timeout_s,
-                                         schedule=None, run_at=now - 1_000, next_run_at=now - 1_000))  # fmt: skip
+        job = make_job("owner-long", clock, shards=shards, name=name, timeout_s=timeout_s, next_run_at=now - 1_000)
+        routed.store.create_job(job)
     scheduler = Scheduler(routed, clock, metrics=InMemoryMetrics(), options=options_from_settings(routed.settings))
     assert scheduler.tick().dispatched == 2
     assert routed.queue.long_run is not None
