@@ -109,10 +109,11 @@ def read_template(path: Path) -> Deployment:
         max_pollers=int(pollers.get("MaximumPollers", 0)),
         open_index=str(env.get("PUNCTUAL_OPEN_INDEX", "true")).lower() == "true",
         warm_writes=_warm_writes(resources),
+        # the dispatch queue's Fargate fleet; the long-run queue's service never takes the burst
         fargate_tasks=sum(
             int(r.get("Properties", {}).get("DesiredCount", 0))
-            for r in resources.values()
-            if r["Type"] == "AWS::ECS::Service"
+            for name, r in resources.items()
+            if r["Type"] == "AWS::ECS::Service" and "LongRun" not in name
         ),
     )
 
