@@ -294,7 +294,7 @@ class _Pass:
         if job.has_dependents:
             # The outbox of this burial: should we crash after it, this message's delivery finds the
             # run dead and releases its dependents (or, before it, buries the run itself).
-            self._resend(run)
+            self._resend(run, job)
         dead = self.store.transition_run(run, _dead(lost, note, self.now))
         release = ReleaseOptions(retention_s=self.options.retention_s)
         release_dependents(self.store, self.queue, job, dead, self.now, options=release)
