@@ -29,7 +29,7 @@ from punctual.config import DEFAULT_RETENTION_S
 from punctual.errors import JobNotFound
 from punctual.model import DependencyWhen, Job, JobStatus, Run, RunState, Trigger
 from punctual.port import Queue, ReleaseSlot, ReleaseState, Store
-from punctual.scheduling.planning import PlanOptions, dispatch_for
+from punctual.scheduling.planning import PlanOptions, dispatch_for, is_long_run
 
 logger = logging.getLogger(__name__)
 
@@ -48,6 +48,7 @@ _ROUNDS = 8  # fill/complete rounds per dependent before leaving it to a redeliv
 class ReleaseOptions:
     dispatch_grace_ms: int = PlanOptions().dispatch_grace_ms  # a released run not leased by then is reaped
     retention_s: int = DEFAULT_RETENTION_S
+    long_run_after_s: int | None = None  # released runs of jobs with a longer timeout_s go to the long-run queue
 
 
 def needs_release(upstream: Job, run: Run) -> bool:
@@ -152,7 +153,8 @@ def _release(
     if not store.insert_runs([run])[0]:
         run = store.get_run(dependent.id, at)  # inserted by an earlier (crashed or racing) call
     if run.is_open:  # possibly a second message for it: the worker's conditional lease drops duplicates
-        queue.send([dispatch_for(run, dependent.jitter_s, now)])
+        long = is_long_run(dependent.timeout_s, options.long_run_after_s)
+        queue.send([dispatch_for(run, dependent.jitter_s, now, long_run=long)])
     return run
 
 

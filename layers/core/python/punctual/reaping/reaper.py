@@ -296,7 +296,7 @@ class _Pass:
             # run dead and releases its dependents (or, before it, buries the run itself).
             self._resend(run, job)
         dead = self.store.transition_run(run, _dead(lost, note, self.now))
-        release = ReleaseOptions(retention_s=self.options.retention_s)
+        release = ReleaseOptions(retention_s=self.options.retention_s, long_run_after_s=self.options.long_run_after_s)
         release_dependents(self.store, self.queue, job, dead, self.now, options=release)
         self.stats.dead += 1
         self.stats.alerts += alert_once(self.store, self.alerter, _alert(dead, note, self.now))

@@ -78,7 +78,9 @@ class Runtime:
         return ExecutionOptions(
             lease_margin_s=self.settings.lease_margin_s,
             visibility_s=visibility,
-            release=ReleaseOptions(retention_s=self.settings.retention_s),  # runs released for dependents
+            release=ReleaseOptions(
+                retention_s=self.settings.retention_s, long_run_after_s=self.settings.long_run_after_s
+            ),  # runs released for dependents
         )
 
     def services(self) -> Services:
