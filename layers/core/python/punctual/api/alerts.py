@@ -7,16 +7,17 @@ after that the router shares the app's per-request context (``services`` and ``o
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.event_handler.openapi.params import Query
 from pydantic import BaseModel, Field
 
 from punctual.api import openapi
+from punctual.api.caller import caller
 from punctual.api.schemas import IsoTime
 from punctual.clock import iso
-from punctual.errors import ConfigError, Unauthorized
+from punctual.errors import ConfigError
 from punctual.port import Alert, Store
 
 MAX_ALERTS = 100
@@ -59,11 +60,7 @@ def list_alerts(
 
 def _caller() -> tuple[Store, str]:
     """The store and owner ``punctual.api.app.handle`` put in the (shared) context."""
-    services: Any = router.context.get("services")
-    store = getattr(services, "store", None)
-    if not isinstance(store, Store):
+    services, owner = caller(router.context)
+    if not isinstance(services.store, Store):
         raise ConfigError("the API was called without services; call punctual.api.app.handle")
-    owner = router.context.get("owner")
-    if not owner:
-        raise Unauthorized("authentication required")
-    return store, str(owner)
+    return services.store, owner

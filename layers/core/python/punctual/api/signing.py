@@ -8,13 +8,12 @@ every process, never stored, and only ever shown to its owner.
 
 from __future__ import annotations
 
-from typing import Any
-
 from aws_lambda_powertools.event_handler.api_gateway import Router
 from pydantic import BaseModel, Field
 
 from punctual.api import openapi
-from punctual.errors import ConfigError, Unauthorized
+from punctual.api.caller import caller
+from punctual.errors import ConfigError
 from punctual.execution.targets.signing import DEFAULT_TOLERANCE_S, SCHEME, SIGNATURE_HEADER
 from punctual.port import Keys
 
@@ -50,11 +49,8 @@ def get_signing_secret() -> SigningSecret:
 
 
 def _caller() -> tuple[Keys, str]:
-    services: Any = router.context.get("services")
+    services, owner = caller(router.context)
     keys = getattr(services, "keys", None)
     if not isinstance(keys, Keys):
         raise ConfigError("the API was called without the engine's keys")
-    owner = router.context.get("owner")
-    if not owner:
-        raise Unauthorized("authentication required")
-    return keys, str(owner)
+    return keys, owner

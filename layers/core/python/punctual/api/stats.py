@@ -18,9 +18,9 @@ from aws_lambda_powertools.event_handler.openapi.params import Query
 from pydantic import BaseModel, Field
 
 from punctual.api import openapi
+from punctual.api.caller import caller
 from punctual.api.schemas import IsoTime
 from punctual.clock import iso
-from punctual.errors import ConfigError, Unauthorized
 from punctual.runs import stats as rs
 
 MAX_MINUTES = 360  # the aws engine reads minutes x 8 counter items: 6 h is ~29 BatchGetItem requests
@@ -122,11 +122,4 @@ def _skew(services: Any) -> int | None:
 
 
 def _caller() -> tuple[Any, str]:
-    """The services and owner ``punctual.api.app.handle`` put in the (shared) context."""
-    services: Any = router.context.get("services")
-    if services is None or not hasattr(services, "store"):
-        raise ConfigError("the API was called without services; call punctual.api.app.handle")
-    owner = router.context.get("owner")
-    if not owner:
-        raise Unauthorized("authentication required")
-    return services, str(owner)
+    return caller(router.context)

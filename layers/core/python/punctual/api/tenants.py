@@ -15,7 +15,8 @@ from aws_lambda_powertools.event_handler.openapi.params import Query
 from pydantic import BaseModel, ConfigDict, Field
 
 from punctual.api import openapi
-from punctual.errors import ConfigError, Forbidden, Unauthorized
+from punctual.api.caller import caller
+from punctual.errors import Forbidden
 from punctual.tenancy import service
 from punctual.tenancy.limits import LimitCache, Limits, defaults_from
 
@@ -142,13 +143,7 @@ def set_tenant(body: TenantChange) -> TenantResponse:
 
 
 def _caller() -> tuple[Any, str]:
-    services: Any = router.context.get("services")
-    if services is None or not hasattr(services, "store"):
-        raise ConfigError("the API was called without services; call punctual.api.app.handle")
-    owner = router.context.get("owner")
-    if not owner:
-        raise Unauthorized("authentication required")
-    return services, str(owner)
+    return caller(router.context)
 
 
 def _admin() -> Any:
