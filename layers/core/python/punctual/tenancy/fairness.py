@@ -37,32 +37,56 @@ class RoundRobin:
 
         ``fetch(group, n)`` returns up to ``n`` of that group's next items (fewer or none when it
         has no more); a group that returns fewer than asked is not asked again in this pick.
+
+        The turns are planned first and each group is fetched once per round (one query for a
+        whole turn sequence, not one per turn: with a single owner and weight 1, a receive of 250
+        would otherwise cost 250 queries); the items come back interleaved in turn order.
         """
         weights = weights or {}
         ordered = sorted(groups)
         if not ordered or want < 1:
             return []
         with self._lock:
-            index = self._start(ordered, weights)
             picked: list[T] = []
             exhausted: set[str] = set()
             while len(picked) < want and len(exhausted) < len(ordered):
-                group = ordered[index % len(ordered)]
-                if group in exhausted:
-                    index += 1
-                    continue
-                weight = max(1, weights.get(group, 1))
-                if group != self._current or self._used >= weight:
-                    self._current, self._used = group, 0  # a new turn
-                asked = min(weight - self._used, want - len(picked))
-                items = fetch(group, asked)
-                picked.extend(items)
-                self._used += len(items)
-                if len(items) < asked:
-                    exhausted.add(group)
-                if self._used >= weight or len(items) < asked:
-                    index += 1
+                live = [g for g in ordered if g not in exhausted]
+                turns = self._plan(live, want - len(picked), weights)
+                asked: dict[str, int] = {}
+                for group, n in turns:
+                    asked[group] = asked.get(group, 0) + n
+                fetched = {group: fetch(group, n) for group, n in asked.items()}
+                for group, n in asked.items():
+                    if len(fetched[group]) < n:
+                        exhausted.add(group)
+                cursor = dict.fromkeys(asked, 0)
+                for group, n in turns:  # interleave in turn order
+                    at = cursor[group]
+                    picked.extend(fetched[group][at : at + n])
+                    cursor[group] = at + n
             return picked
+
+    def _plan(self, ordered: Sequence[str], want: int, weights: Mapping[str, int]) -> list[tuple[str, int]]:
+        """The turns that hand out ``want`` items from ``ordered`` if every group has enough, as
+        (group, count) in order; moves the position past them."""
+        index = self._start(ordered, weights)
+        turns: list[tuple[str, int]] = []
+        left = want
+        while left > 0:
+            group = ordered[index % len(ordered)]
+            weight = max(1, weights.get(group, 1))
+            if group != self._current or self._used >= weight:
+                self._current, self._used = group, 0  # a new turn
+            n = min(weight - self._used, left)
+            if turns and turns[-1][0] == group:
+                turns[-1] = (group, turns[-1][1] + n)
+            else:
+                turns.append((group, n))
+            self._used += n
+            left -= n
+            if self._used >= weight:
+                index += 1
+        return turns
 
     def _start(self, ordered: Sequence[str], weights: Mapping[str, int]) -> int:
         """Where the next pick begins: the current group if its turn is not used up, else the next one."""

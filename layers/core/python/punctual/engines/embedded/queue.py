@@ -169,12 +169,13 @@ class EmbeddedQueue(Queue):
             groups = [row[0] for row in conn.execute(_GROUPS, (self.name,))]
             # Repeat while dropped or dead-lettered rows left room; rows delivered with visibility 0
             # stay visible, hence the look-ahead by len(deliveries) and the skip.
-            seen: set[int] = set()  # rows picked already: still visible until taken (or with visibility 0)
+            seen: dict[str, set[int]] = {}  # rows picked already, per group: still visible until taken
 
             def fetch(group: str, n: int) -> list[_Row]:
-                found = conn.execute(_GROUP_VISIBLE, (self.name, group, now, n + len(seen))).fetchall()
-                rows = [r for r in found if r[0] not in seen][:n]
-                seen.update(r[0] for r in rows)
+                picked = seen.setdefault(group, set())
+                found = conn.execute(_GROUP_VISIBLE, (self.name, group, now, n + len(picked))).fetchall()
+                rows = [r for r in found if r[0] not in picked][:n]
+                picked.update(r[0] for r in rows)
                 return rows
 
             while len(deliveries) < max_messages:
