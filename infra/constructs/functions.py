@@ -56,6 +56,9 @@ def punctual_environment(
         "open_index": str(config.open_index).lower(),
         "sweep_pages": str(config.sweep_pages),
         "lookahead_ms": str(config.lookahead_ms),
+        # Lambda workers consume the dispatch queue and never pre-lease (their wait is billed either
+        # way): messages turn visible at most a second early, as before pre-leasing existed
+        "prelease_s": "0",
         "retention_days": str(config.retention_days),
         "dispatch_queue_url": dispatch_queue_url,
         "dead_letter_queue_url": dead_letter_queue_url,

@@ -70,8 +70,14 @@ class Settings(BaseModel):
     # history
     retention_days: Annotated[int, Field(ge=1, le=3650)] = DEFAULT_RETENTION_DAYS
     # scheduling
-    lookahead_ms: Annotated[int, Field(ge=0, le=60_000)] = 3_000
+    # 5 s: a 20,000-run burst is claimed, enqueued and pre-leased before its second on 2 cores (the
+    # CDK app's default too, from the capacity plan); docs/decisions.md, "Pre-leasing"
+    lookahead_ms: Annotated[int, Field(ge=0, le=60_000)] = 5_000
     lease_margin_s: Annotated[int, Field(ge=1, le=600)] = 30
+    # Pre-leasing: messages turn visible up to prelease_s + 1 s before their instant and a
+    # long-running worker leases them on arrival, so that only the target call is left at the
+    # instant (docs/decisions.md, "Pre-leasing"). 0: every run is leased at its instant.
+    prelease_s: Annotated[int, Field(ge=0, le=10)] = 2
     # tenants: the limits of owners without a tenant record (punctual.tenancy); None: unlimited
     tenant_max_jobs: Annotated[int | None, Field(ge=1, le=100_000_000)] = None
     tenant_max_runs_per_minute: Annotated[int | None, Field(ge=1, le=10_000_000)] = None

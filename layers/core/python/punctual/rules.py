@@ -79,9 +79,11 @@ def takeover_record(run: Run) -> Attempt:
     )
 
 
-def leased(run: Run, worker_id: str, now: int, lease_ms: int) -> Run:
-    """``run`` after a successful lease by ``worker_id``."""
+def leased(run: Run, worker_id: str, now: int, lease_ms: int, starts_at: int | None = None) -> Run:
+    """``run`` after a successful lease by ``worker_id`` at ``now``; a pre-lease's attempt starts
+    at ``starts_at`` (``started_at`` and the lease's end count from it)."""
     attempts = [*run.attempts, takeover_record(run)] if is_takeover(run) else run.attempts
+    now = max(now, starts_at or now)
     until = now + lease_ms
     return run.model_copy(
         update={

@@ -16,23 +16,26 @@ import sys
 import tempfile
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from punctual import metrics as m
 from punctual.bench.jobs import bench_jobs
 from punctual.clock import SystemClock
+from punctual.config import Settings
 from punctual.engines.embedded import EmbeddedEngine
 from punctual.errors import RunNotFound
 from punctual.model import Run, RunState
 from punctual.scheduling.claim import ClaimStats
-from punctual.scheduling.scheduler import Scheduler, SchedulerOptions
+from punctual.scheduling.scheduler import Scheduler, SchedulerOptions, options_from_settings
 
 SHARDS = 16
 LEAD_MS = 4_000  # the burst second is this far after loading, so the lookahead precomputes it
 
 
-def bench_burst(count: int, *, lookahead_ms: int = 3_000) -> dict[str, Any]:
+def bench_burst(count: int, *, lookahead_ms: int | None = None) -> dict[str, Any]:
+    lookahead_ms = Settings().lookahead_ms if lookahead_ms is None else lookahead_ms
     clock = SystemClock()
     with tempfile.TemporaryDirectory(prefix="punctual-burst-") as tmp:
         engine = EmbeddedEngine(Path(tmp) / "burst.db", shards=SHARDS, clock=clock)
@@ -42,7 +45,7 @@ def bench_burst(count: int, *, lookahead_ms: int = 3_000) -> dict[str, Any]:
             store: Any = engine.store
             store.bulk_load_jobs(bench_jobs(count, now=now, due_at=due_at, shards=SHARDS))
             sink = m.InMemoryMetrics(reservoir=count + 10)
-            scheduler = Scheduler(engine, clock, metrics=sink, options=SchedulerOptions(lookahead_ms=lookahead_ms))
+            scheduler = Scheduler(engine, clock, metrics=sink, options=_scheduler_options(lookahead_ms))
             busy_s, stats = _run_until_claimed(scheduler, count, until_ms=due_at + 10_000)
         finally:
             engine.close()
@@ -79,10 +82,11 @@ def _run_until_claimed(scheduler: Scheduler, count: int, *, until_ms: int) -> tu
 def bench_burst_execution(
     count: int,
     *,
-    lookahead_ms: int = 3_000,
+    lookahead_ms: int | None = None,
     processes: int = 2,
     max_in_flight: int = 10_000,
     target_delay_ms: int = 0,
+    prelease_s: int | None = None,
 ) -> dict[str, Any]:
     """N one-time jobs due at one second, executed by ``processes`` real ``punctual worker``
     processes (up to ``max_in_flight`` runs each) against a no-op HTTP target that answers after
@@ -95,10 +99,12 @@ def bench_burst_execution(
     """
     from punctual.bench.target import noop_target
 
+    lookahead_ms = Settings().lookahead_ms if lookahead_ms is None else lookahead_ms
     clock = SystemClock()
     with noop_target(target_delay_ms) as url, tempfile.TemporaryDirectory(prefix="punctual-burst-") as tmp:
         engine = EmbeddedEngine(Path(tmp) / "punctual.db", shards=SHARDS, clock=clock)
-        workers = [_start_worker(tmp, max_in_flight) for _ in range(processes)]
+        prelease_s = Settings().prelease_s if prelease_s is None else prelease_s
+        workers = [_start_worker(tmp, max_in_flight, prelease_s) for _ in range(processes)]
         usage: list[Any] = []
         try:
             now = clock.now_ms()
@@ -106,7 +112,7 @@ def bench_burst_execution(
             jobs = list(bench_jobs(count, now=now, due_at=due_at, shards=SHARDS, cron=None, url=url))
             store: Any = engine.store
             store.bulk_load_jobs(jobs)
-            options = SchedulerOptions(lookahead_ms=lookahead_ms)
+            options = _scheduler_options(lookahead_ms, prelease_s)
             scheduler = Scheduler(engine, clock, metrics=m.InMemoryMetrics(), options=options)
             # the scheduler shares the SQLite file's write lock with the workers: give it a minute
             _run_until_claimed(scheduler, count, until_ms=due_at + 60_000)
@@ -123,6 +129,8 @@ def bench_burst_execution(
     cpu_s = sum(u.ru_utime + u.ru_stime for u in usage if u is not None)
     done = figures["runs_succeeded"]
     figures["target_delay_ms"] = target_delay_ms
+    figures["prelease_s"] = prelease_s
+    figures["lookahead_ms"] = lookahead_ms
     figures["worker_cpu_seconds"] = round(cpu_s, 2)
     figures["worker_cpu_seconds_per_1000_runs"] = round(cpu_s * 1000 / done, 3) if done else None
     peaks = [u.ru_maxrss / 1024 for u in usage if u is not None]  # ru_maxrss is KiB on Linux
@@ -139,10 +147,17 @@ def _runs_of(engine: EmbeddedEngine, jobs: list[Any], due_at: int) -> list[Run]:
     return runs
 
 
-def _start_worker(data_dir: str, max_in_flight: int) -> subprocess.Popen[bytes]:
+def _scheduler_options(lookahead_ms: int, prelease_s: int | None = None) -> SchedulerOptions:
+    """The deployed scheduler's options (``Settings`` defaults) with the bench's lookahead."""
+    settings = Settings() if prelease_s is None else Settings(prelease_s=prelease_s)
+    return replace(options_from_settings(settings), lookahead_ms=lookahead_ms)
+
+
+def _start_worker(data_dir: str, max_in_flight: int, prelease_s: int) -> subprocess.Popen[bytes]:
     command = [sys.executable, "-m", "punctual.cli", "worker", "--engine", "embedded", "--data-dir", data_dir]
     command += ["--shards", str(SHARDS), "--max-in-flight", str(max_in_flight), "--allow-loopback", "--wait-s", "0.2"]
-    return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # noqa: S603 - our own CLI
+    env = {**os.environ, "PUNCTUAL_PRELEASE_S": str(prelease_s)}
+    return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)  # noqa: S603
 
 
 def _exit_usage(worker: subprocess.Popen[bytes], timeout_s: float = 60.0) -> Any:

@@ -22,6 +22,7 @@ from punctual import metrics as m
 from punctual.bench.burst import LEAD_MS, SHARDS, _run_until_claimed, _start_worker
 from punctual.bench.jobs import bench_jobs
 from punctual.clock import SystemClock
+from punctual.config import Settings
 from punctual.engines.embedded import EmbeddedEngine
 from punctual.model import Job, Run, RunState
 from punctual.port import Dispatch
@@ -45,7 +46,7 @@ def bench_noisy_neighbour(
     clock = SystemClock()
     with noop_target(delay_ms) as url, tempfile.TemporaryDirectory(prefix="punctual-tenants-") as tmp:
         engine = EmbeddedEngine(Path(tmp) / "punctual.db", shards=SHARDS, clock=clock)
-        workers = [_start_worker(tmp, concurrency) for _ in range(processes)]
+        workers = [_start_worker(tmp, concurrency, Settings().prelease_s) for _ in range(processes)]
         try:
             now = clock.now_ms()
             due_at = (now + LEAD_MS + lookahead_ms) // 1000 * 1000 + 1000

@@ -32,6 +32,15 @@ def register(subparsers: Any) -> None:
     burst.add_argument(
         "--target-delay-ms", type=int, default=0, help="the no-op target answers after this long (a real webhook)"
     )
+    burst.add_argument(
+        "--lookahead-ms", type=int, default=None, help="the scheduler's lookahead (default: the settings')"
+    )
+    burst.add_argument(
+        "--prelease-s",
+        type=int,
+        default=None,
+        help="lease runs up to this long ahead of their instant (default: the settings' prelease_s; 0: off)",
+    )
     burst.add_argument("--json", action="store_true", help="print one JSON object")
     burst.set_defaults(func=run_burst)
     tenants = kinds.add_parser("tenants", help="noisy neighbour: A floods, B's start lateness (embedded engine)")
@@ -88,6 +97,8 @@ def run_burst(args: argparse.Namespace) -> int:
             processes=args.processes,
             max_in_flight=args.max_in_flight,
             target_delay_ms=args.target_delay_ms,
+            prelease_s=args.prelease_s,
+            lookahead_ms=args.lookahead_ms,
         )
         for size in sizes
         if args.execute

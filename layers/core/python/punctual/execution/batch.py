@@ -44,11 +44,11 @@ from punctual.execution.delivery import (
     wait_for_limits,
 )
 from punctual.execution.targets.types import TargetResult
-from punctual.model import Job, Run, RunState
+from punctual.model import Job, JobStatus, Overlap, Run, RunState
 from punctual.port import Alert, Beat, Delivery, Finish, Hold, LeaseOutcome, LeaseRequest, Queue, Store
 from punctual.runs import retry
 from punctual.runs.alerts import Alerter, alert_once
-from punctual.runs.cancel import cancel_open_run, live_job
+from punctual.runs.cancel import cancel_open_run
 from punctual.tenancy.admission import Admission, Gate
 
 logger = logging.getLogger(__name__)
@@ -89,6 +89,7 @@ class Done:
 class Prepared:
     leased: list[Leased] = field(default_factory=list)
     settled: list[tuple[Delivery, Outcome]] = field(default_factory=list)
+    later: list[Delivery] = field(default_factory=list)  # not pre-leased: leased at their instant
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,23 +117,33 @@ class Port:
             alert_once(self.store, self.alerter, Alert(run.owner, run.run_id, run.job_id, now, reason))
 
 
-def prepare(port: Port, deliveries: Sequence[Delivery]) -> Prepared:
+def prepare(port: Port, deliveries: Sequence[Delivery], *, starts_at: int | None = None) -> Prepared:
     """Lease the runs of ``deliveries`` (already parsed and due: see the async worker) in one batch.
+
+    With ``starts_at`` (their instant, still ahead) this is a pre-lease: the attempts start at
+    ``starts_at`` (:attr:`LeaseRequest.starts_at`) and the worker holds them until then, then calls
+    :func:`recheck`. Runs whose rules are judged at the instant are not pre-leased but returned in
+    ``later``: overlap forbid/replace (the earlier runs' state at the instant decides) and owners
+    with tenant limits (the slot and the rate window are taken when the run starts).
 
     Returns the leased runs, and the outcome of every delivery already settled here.
     """
     now = port.clock.now_ms()
     prepared = Prepared()
-    jobs: dict[str, Job | None] = {}
+    parsed = [ids.parse_run_id(delivery.run_id) for delivery in deliveries]
+    found = port.store.get_jobs([job_id for job_id, _ in parsed])
+    jobs: dict[str, Job | None] = {
+        job_id: job if job.status is not JobStatus.DELETED else None for job_id, job in found.items()
+    }
     requests: list[LeaseRequest] = []
     waiting: list[tuple[Delivery, Job]] = []
     admissions: list[Admission] = []  # one per request when the port has a gate
     drops: list[str] = []
-    for delivery in deliveries:
-        job_id, scheduled_at = ids.parse_run_id(delivery.run_id)
-        if job_id not in jobs:
-            jobs[job_id] = live_job(port.store, job_id)
-        job = jobs[job_id]
+    for delivery, (job_id, scheduled_at) in zip(deliveries, parsed, strict=True):
+        job = jobs.get(job_id)
+        if job is not None and starts_at is not None and not _may_prelease(port, job):
+            prepared.later.append(delivery)
+            continue
         if job is None:
             outcome = _cancel_orphan(port, job_id, scheduled_at, now)
             if outcome is Outcome.CANCELLED:
@@ -146,7 +157,7 @@ def prepare(port: Port, deliveries: Sequence[Delivery]) -> Prepared:
                 prepared.settled.append((delivery, outcome))
                 continue
             admissions.append(admission)
-        requests.append(LeaseRequest(job_id, scheduled_at, lease_length_ms(job, port.options), job.overlap))
+        requests.append(LeaseRequest(job_id, scheduled_at, lease_length_ms(job, port.options), job.overlap, starts_at))
         waiting.append((delivery, job))
 
     hides: defaultdict[int, list[str]] = defaultdict(list)
@@ -176,6 +187,58 @@ def prepare(port: Port, deliveries: Sequence[Delivery]) -> Prepared:
     if drops:
         port.queue.delete_many(drops)
     return prepared
+
+
+def _may_prelease(port: Port, job: Job) -> bool:
+    return job.overlap is Overlap.ALLOW and (port.gate is None or not port.gate.limits_starts(job.owner))
+
+
+@dataclass(slots=True)
+class Rechecked:
+    leased: list[Leased] = field(default_factory=list)  # still ours, with the job as it is now
+    settled: list[tuple[Delivery, Outcome]] = field(default_factory=list)
+
+
+def recheck(port: Port, held: Sequence[Leased]) -> Rechecked:
+    """At the instant of pre-leased runs: what happened while they were held is honoured.
+
+    A run no longer held by this worker (cancelled meanwhile) is dropped (LEASE_LOST: its message
+    comes back and finds the run finished); a run whose job was deleted is cancelled; a run whose
+    job changed (replaced, patched) executes the job as it is now. Two batched reads: the leases
+    (:meth:`Store.held_runs`) and the jobs' versions (:meth:`Store.job_marks`), plus the changed
+    jobs themselves (:meth:`Store.get_jobs`), usually none.
+    """
+    result = Rechecked()
+    if not held:
+        return result
+    still = port.store.held_runs([leased.hold for leased in held])
+    read = {leased.job.id: leased.job.version for leased in held}
+    marks = port.store.job_marks(read)
+    changed = {
+        job_id
+        for job_id, mark in marks.items()
+        if mark.status is not JobStatus.DELETED and mark.version != read[job_id]
+    }
+    fresh = port.store.get_jobs(changed) if changed else {}
+    drops: list[str] = []
+    now = port.clock.now_ms()
+    for leased, ours in zip(held, still, strict=True):
+        mark = marks.get(leased.job.id)
+        if not ours:
+            result.settled.append((leased.delivery, Outcome.LEASE_LOST))
+        elif mark is None or mark.status is JobStatus.DELETED:
+            outcome = _cancel_orphan(port, leased.job.id, leased.run.scheduled_at, now)
+            if outcome is Outcome.CANCELLED:
+                drops.append(leased.delivery.receipt)
+            result.settled.append((leased.delivery, outcome))
+        elif leased.job.id in fresh:
+            job = fresh[leased.job.id]
+            result.leased.append(Leased(leased.delivery, job, leased.run, lease_length_ms(job, port.options)))
+        else:
+            result.leased.append(leased)
+    if drops:
+        port.queue.delete_many(drops)
+    return result
 
 
 def settle(port: Port, done: Sequence[Done]) -> list[Outcome]:

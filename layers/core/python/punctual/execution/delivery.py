@@ -98,6 +98,10 @@ class ExecutionOptions:
     lease_margin_s: int = 30  # lease = job.timeout_s + this (Settings.lease_margin_s)
     visibility_s: int = 60  # visibility the message was received with (the worker's receive, or the queue's)
     max_early_ms: int = 1_500  # wait at most this long for not_before; earlier messages are hidden again
+    # Pre-leasing (the long-running worker): messages arrive up to prelease_s + 1 s early (the
+    # scheduler's PlanOptions.early_s) and are leased on arrival, held until their instant
+    # (punctual.execution.batch.prepare/recheck). 0: leased at the instant.
+    prelease_s: int = 0
     retry_grace_ms: int = 60_000  # a retrying run is reaped if not leased by next_attempt_at + this
     jitter: retry.Jitter = retry.Jitter.DETERMINISTIC
     min_heartbeat_s: float = 0.2  # the heartbeat interval is lease/3, but never below this

@@ -149,8 +149,10 @@ class Worker:
         delivery in flight is settled first."""
         loop = asyncio.get_running_loop()
         executor = ThreadPoolExecutor(max_workers=self.tuning.engine_threads, thread_name_prefix="punctual-engine")
+        # the runs due now (recheck, lease at the instant) never queue behind a pre-lease or a settle
+        urgent = ThreadPoolExecutor(max_workers=1, thread_name_prefix="punctual-instant")
         targets = await loop.run_in_executor(executor, self.make_targets)  # loads the CA bundle off the loop
-        state = _LoopState(loop, executor, targets)
+        state = _LoopState(loop, executor, targets, urgent)
         self._state = state
         tasks = [asyncio.create_task(self._settle_loop(state)), asyncio.create_task(self._beat_loop(state))]
         try:
@@ -163,6 +165,7 @@ class Worker:
             await asyncio.gather(*tasks, return_exceptions=True)
             targets.close()
             executor.shutdown(wait=True)
+            urgent.shutdown(wait=True)
             self._state = None
 
     # -- receive and prepare ------------------------------------------------------------------
@@ -231,35 +234,77 @@ class Worker:
         await asyncio.gather(*(self._at_instant(not_before, group) for not_before, group in due.items()))
 
     async def _at_instant(self, not_before: int, group: list[tuple[Delivery, asyncio.Future[Settled]]]) -> None:
-        """Lease the group at its instant, then start one coroutine per leased run."""
-        wait_ms = not_before - self.clock.now_ms()
-        if wait_ms > 0:
-            await asyncio.sleep(wait_ms / 1000)
+        """Lease the group (ahead of its instant where allowed), then at the instant start one
+        coroutine per leased run."""
         futures = {delivery.receipt: future for delivery, future in group}
-        try:
-            prepared = await self._blocking(batch.prepare, self.port, [delivery for delivery, _ in group])
-        except Exception as exc:
-            logger.exception("could not lease a batch of %d runs", len(group))
-            for future in futures.values():
-                self._resolve(future, exc)
-            return
-        for delivery, outcome in prepared.settled:
-            self._resolve(futures[delivery.receipt], outcome)
+        deliveries = [delivery for delivery, _ in group]
+        leased: list[batch.Leased] = []
+        if self.options.prelease_s > 0 and not_before > self.clock.now_ms():
+            # Pre-lease: only the target calls are left at the instant (see batch.prepare/recheck)
+            prepared = await self._prepare(futures, deliveries, starts_at=not_before)
+            if prepared is None:
+                return
+            await self._until(not_before)
+            try:
+                rechecked = await self._blocking(batch.recheck, self.port, prepared.leased, urgent=True)
+            except Exception as exc:  # the leases expire and the runs are taken over
+                logger.exception("could not recheck %d pre-leased runs", len(prepared.leased))
+                for held in prepared.leased:
+                    self._resolve(futures[held.delivery.receipt], exc)
+                rechecked = batch.Rechecked()
+            for delivery, outcome in rechecked.settled:
+                self._resolve(futures[delivery.receipt], outcome)
+            leased.extend(rechecked.leased)
+            deliveries = prepared.later
+        await self._until(not_before)
+        if deliveries:
+            prepared = await self._prepare(futures, deliveries, urgent=True)
+            if prepared is not None:
+                leased.extend(prepared.leased)
         state = self._require_state()
-        for leased in prepared.leased:
-            run = leased.run
-            if self.metrics is not None and run.attempt == 1 and run.started_at is not None:
-                # a retry starts at its backoff, not its instant: only first attempts count
-                self.metrics.observe(m.START_LATENESS_MS, max(0, run.started_at - run.scheduled_at))
-            task = asyncio.create_task(self._attempt(leased, futures[leased.delivery.receipt]))
+        state.starting += len(leased)
+        for one in leased:
+            task = asyncio.create_task(self._attempt(one, futures[one.delivery.receipt]))
             state.tasks.add(task)
             task.add_done_callback(state.tasks.discard)
+
+    async def _prepare(
+        self,
+        futures: dict[str, asyncio.Future[Settled]],
+        deliveries: list[Delivery],
+        *,
+        starts_at: int | None = None,
+        urgent: bool = False,
+    ) -> batch.Prepared | None:
+        """Lease ``deliveries`` in one batch and resolve those settled already; None if the batch failed."""
+        try:
+            lease = partial(batch.prepare, starts_at=starts_at)
+            prepared = await self._blocking(lease, self.port, deliveries, urgent=urgent)
+        except Exception as exc:
+            logger.exception("could not lease a batch of %d runs", len(deliveries))
+            for delivery in deliveries:
+                self._resolve(futures[delivery.receipt], exc)
+            return None
+        for delivery, outcome in prepared.settled:
+            self._resolve(futures[delivery.receipt], outcome)
+        return prepared
+
+    async def _until(self, at_ms: int) -> None:
+        """Sleep until the clock reads ``at_ms`` (timers may fire a little early)."""
+        while (wait_ms := at_ms - self.clock.now_ms()) > 0:
+            await asyncio.sleep(wait_ms / 1000)
 
     # -- execute ------------------------------------------------------------------------------
 
     async def _attempt(self, leased: batch.Leased, future: asyncio.Future[Settled]) -> None:
         state = self._require_state()
+        state.starting -= 1
+        if not state.starting:
+            state.started.set()
         started = self.clock.now_ms()
+        run = leased.run
+        if self.metrics is not None and run.attempt == 1:  # a retry starts at its backoff, not its instant
+            self.metrics.observe(m.START_LATENESS_MS, max(0, started - run.scheduled_at))
         if not leased.may_execute:  # earlier attempts lost their workers and used up the retries
             state.done.put_nowait((batch.Done(leased, None, started, started), future))
             return
@@ -285,6 +330,9 @@ class Worker:
         """Finish and acknowledge done attempts, as many per call as have accumulated."""
         while True:
             items = [await state.done.get()]
+            if state.starting:  # runs are being started: their target calls go first, the finishes after
+                state.started.clear()
+                await state.started.wait()
             while len(items) < self.tuning.settle_batch and not state.done.empty():
                 items.append(state.done.get_nowait())
             try:
@@ -333,9 +381,9 @@ class Worker:
         if self.metrics is not None and isinstance(settled, Outcome) and settled in RUN_METRICS:
             self.metrics.count(RUN_METRICS[settled])
 
-    async def _blocking(self, fn: Callable[..., T], *args: Any) -> T:
+    async def _blocking(self, fn: Callable[..., T], *args: Any, urgent: bool = False) -> T:
         state = self._require_state()
-        return await state.loop.run_in_executor(state.executor, partial(fn, *args))
+        return await state.loop.run_in_executor(state.urgent if urgent else state.executor, partial(fn, *args))
 
     def _require_state(self) -> _LoopState:
         if self._state is None:
@@ -347,9 +395,15 @@ class _LoopState:
     """Everything the worker holds while its loop runs (touched only on the loop)."""
 
     def __init__(
-        self, loop: asyncio.AbstractEventLoop, executor: ThreadPoolExecutor, targets: AsyncTargetExecutor
+        self,
+        loop: asyncio.AbstractEventLoop,
+        executor: ThreadPoolExecutor,
+        targets: AsyncTargetExecutor,
+        urgent: ThreadPoolExecutor,
     ) -> None:
-        self.loop, self.executor, self.targets = loop, executor, targets
+        self.loop, self.executor, self.targets, self.urgent = loop, executor, targets, urgent
+        self.starting = 0  # attempts created whose coroutine has not begun yet (the settle loop waits)
+        self.started = asyncio.Event()
         self.in_flight = 0  # deliveries received and not yet settled
         self.reserved = 0  # room claimed by receives in progress
         self.room = asyncio.Event()

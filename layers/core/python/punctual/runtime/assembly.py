@@ -72,10 +72,18 @@ class Runtime:
             allow_private=base.allow_private or allow_private, allow_loopback=base.allow_loopback or allow_loopback
         )
 
-    def execution_options(self, *, visibility_s: int | None = None) -> ExecutionOptions:
-        """``visibility_s``: what the messages are received with (default: the deployed queue's)."""
+    def execution_options(self, *, visibility_s: int | None = None, prelease: bool = True) -> ExecutionOptions:
+        """``visibility_s``: what the messages are received with (default: the deployed queue's).
+
+        ``prelease``: lease runs ahead of their instant (``Settings.prelease_s``); the Lambda worker
+        does not (it would only pay the extra reads: its wait is billed either way).
+        """
         visibility = visibility_s or self.settings.dispatch_visibility_s or DISPATCH_QUEUE.visibility_timeout_s
+        early_s = self.settings.prelease_s
         return ExecutionOptions(
+            # messages arrive up to early_s + 1 s early (whole-second delays): wait for them, not hide them
+            max_early_ms=1_500 + early_s * 1_000,
+            prelease_s=early_s if prelease else 0,
             lease_margin_s=self.settings.lease_margin_s,
             visibility_s=visibility,
             release=ReleaseOptions(
@@ -136,7 +144,7 @@ class Runtime:
             self.engine,
             self.clock,
             self.target_policy(),
-            self.execution_options(),
+            self.execution_options(prelease=False),
             self.alerter,
             metrics=metrics,
             gate=self.gate,

@@ -83,7 +83,7 @@ def claim_page(
     stats.existed = len(inserted) - stats.inserted
 
     dispatches = [d for p in plans for run, d in zip(p.runs, p.dispatches, strict=True) if run.is_open]
-    dispatches += _passed_over(store, plans, now)
+    dispatches += _passed_over(store, plans, now, options.early_s)
     queue.send(dispatches)  # step 2
     stats.dispatched = len(dispatches)
 
@@ -104,7 +104,7 @@ def _plan_all(due: list[DueJob], now: int, options: PlanOptions, stats: ClaimSta
     return plans
 
 
-def _passed_over(store: Store, plans: list[Plan], now: int) -> list[Dispatch]:
+def _passed_over(store: Store, plans: list[Plan], now: int, early_s: int) -> list[Dispatch]:
     """Dispatches for runs at a job's stored time that its plan moved past and that were never sent.
 
     Such a run exists only if a claim inserted it and died before sending, and no claim came back
@@ -116,7 +116,7 @@ def _passed_over(store: Store, plans: list[Plan], now: int) -> list[Dispatch]:
             continue  # the plan covers the stored time itself
         run = _open_run(store, p.job.job_id, p.job.next_run_at)
         if run is not None and run.state is RunState.SCHEDULED:
-            found.append(dispatch_for(run, p.job.jitter_s, now))
+            found.append(dispatch_for(run, p.job.jitter_s, now, early_s=early_s))
     return found
 
 

@@ -30,6 +30,9 @@ class PlanOptions:
     dispatch_grace_ms: int = 120_000  # a scheduled run not leased by not_before + this is reaped
     retention_s: int = DEFAULT_RETENTION_S  # run history retention (TTL)
     long_run_after_s: int | None = None  # jobs with a longer timeout_s: dispatched as long runs (Settings)
+    # messages turn visible up to early_s + 1 s before their instant, so that a long-running
+    # worker can pre-lease them (Settings.prelease_s; ExecutionOptions.prelease_s)
+    early_s: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,17 +54,19 @@ def plan(job: DueJob, now: int, options: PlanOptions) -> Plan:
     last = max(times) if times else (job.last_run_at or job.next_run_at)
     advance = Advance(job.job_id, job.next_run_at, nxt, last, now)
     long = is_long_run(job.timeout_s, options.long_run_after_s)
-    return Plan(job, runs, [dispatch_for(run, job.jitter_s, now, long_run=long) for run in runs], advance)
+    dispatches = [dispatch_for(run, job.jitter_s, now, long_run=long, early_s=options.early_s) for run in runs]
+    return Plan(job, runs, dispatches, advance)
 
 
-def dispatch_for(run: Run, jitter_s: int, now: int, *, long_run: bool = False) -> Dispatch:
-    """The message for ``run``: it becomes visible at most a second before ``not_before``.
+def dispatch_for(run: Run, jitter_s: int, now: int, *, long_run: bool = False, early_s: int = 0) -> Dispatch:
+    """The message for ``run``: it becomes visible at most ``early_s`` + 1 seconds before ``not_before``.
 
     SQS delays are whole seconds, so the delay is rounded down and the worker waits out the rest;
-    a run is never started late because of rounding.
+    a run is never started late because of rounding. ``early_s`` gives a pre-leasing worker time
+    to lease the run before its instant.
     """
     not_before = run.scheduled_at + jitter_offset_ms(run.run_id, jitter_s)
-    delay_s = min(max(0, (not_before - now) // 1000), MAX_DELAY_S)
+    delay_s = min(max(0, (not_before - now) // 1000 - early_s), MAX_DELAY_S)
     return Dispatch(run.run_id, not_before, delay_s, group=run.owner, long_run=long_run)
 
 

@@ -37,7 +37,9 @@ class SchedulerOptions:
 def options_from_settings(settings: Settings) -> SchedulerOptions:
     return SchedulerOptions(
         lookahead_ms=settings.lookahead_ms,
-        plan=PlanOptions(retention_s=settings.retention_s, long_run_after_s=settings.long_run_after_s),
+        plan=PlanOptions(
+            retention_s=settings.retention_s, long_run_after_s=settings.long_run_after_s, early_s=settings.prelease_s
+        ),
     )
 
 

@@ -84,6 +84,10 @@ class Gate:
                 return Admission(owner, run_id, False, None, at, f"max_runs_per_minute {limits.max_runs_per_minute}")
         return Admission(owner, run_id, True, slot)
 
+    def limits_starts(self, owner: str) -> bool:
+        """Whether ``owner``'s runs wait for a slot or a rate window when they start (cached limits)."""
+        return self.limits.get(owner).limits_starts
+
     def settle(self, admission: Admission, outcome: LeaseOutcome) -> None:
         """After the lease: give back a slot the run does not use.
 

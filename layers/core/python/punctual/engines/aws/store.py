@@ -16,7 +16,7 @@ advance the job (table 1, ``due`` key move 2, ``by_owner`` ALL projection 1), in
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from typing import Any
 
 from punctual import ids, rules
@@ -43,6 +43,7 @@ from punctual.port import (
     Beat,
     DueJob,
     Finish,
+    Hold,
     LeaseOutcome,
     LeaseRequest,
     LeaseResult,
@@ -145,6 +146,21 @@ class DynamoStore(DependencyItems, DynamoTenants, Store):
         keys = [{"job_id": item["job_id"]} for item in index_items]
         by_id = {item["job_id"]["S"]: item for item in self._tables.batch_get(self.jobs_table, keys, complete=True)}
         return [it.item_to_job(by_id[key["job_id"]["S"]]) for key in keys if key["job_id"]["S"] in by_id]
+
+    def get_jobs(self, job_ids: Collection[str]) -> dict[str, Job]:
+        keys = [it.job_key(job_id) for job_id in dict.fromkeys(job_ids)]
+        return {
+            item["job_id"]["S"]: it.item_to_job(item)
+            for item in self._tables.batch_get(self.jobs_table, keys, complete=True)
+        }
+
+    def held_runs(self, holds: Sequence[Hold]) -> list[bool]:
+        keys = [it.run_key(*key) for key in dict.fromkeys((h.job_id, h.scheduled_at) for h in holds)]
+        runs = {(run.job_id, run.scheduled_at): run for run in self._get_runs_complete(keys)}
+        return [rules.holds_lease(runs.get((h.job_id, h.scheduled_at)), h.worker_id, h.attempt) for h in holds]
+
+    def _get_runs_complete(self, keys: list[Key]) -> list[Run]:
+        return [it.item_to_run(item) for item in self._tables.batch_get(self.runs_table, keys, complete=True)]
 
     def update_job(self, job: Job, expected_version: int) -> Job:
         stored = job.model_copy(update={"version": expected_version + 1})
@@ -262,6 +278,7 @@ class DynamoStore(DependencyItems, DynamoTenants, Store):
         lease_ms: int,
         *,
         overlap: Overlap = Overlap.ALLOW,
+        starts_at: int | None = None,
     ) -> LeaseResult:
         """One conditional write in the common case (scheduled, or retrying past its backoff).
 
@@ -287,13 +304,15 @@ class DynamoStore(DependencyItems, DynamoTenants, Store):
             if skipped is not None:
                 return skipped
         key = it.run_key(job_id, scheduled_at)
-        until = now + lease_ms
+        start = max(now, starts_at or now)  # a pre-lease's attempt starts at the run's instant
+        until = start + lease_ms
         seen: Run | None = None
         for _ in range(_LEASE_ROUNDS):
             if seen is not None and rules.is_takeover(seen):
-                written = self._tables.update(self.runs_table, key, u.takeover_request(seen, worker_id, now, until))
+                request = u.takeover_request(seen, worker_id, now, until, start)
             else:
-                written = self._tables.update(self.runs_table, key, u.lease_request(worker_id, now, until))
+                request = u.lease_request(worker_id, now, until, start)
+            written = self._tables.update(self.runs_table, key, request)
             found = None if written.item is None else it.item_to_run(written.item)
             if written.applied:
                 return LeaseResult(LeaseOutcome.LEASED, found)
@@ -320,7 +339,9 @@ class DynamoStore(DependencyItems, DynamoTenants, Store):
 
     def lease_runs(self, requests: Sequence[LeaseRequest], worker_id: str, now: int) -> list[LeaseResult]:
         def one(r: LeaseRequest) -> LeaseResult:
-            return self.lease_run(r.job_id, r.scheduled_at, worker_id, now, r.lease_ms, overlap=r.overlap)
+            return self.lease_run(
+                r.job_id, r.scheduled_at, worker_id, now, r.lease_ms, overlap=r.overlap, starts_at=r.starts_at
+            )
 
         return self._tables.each(one, requests)
 

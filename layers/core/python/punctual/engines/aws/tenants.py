@@ -123,7 +123,7 @@ class DynamoTenants:
             except ClientError as exc:
                 if exc.response.get("Error", {}).get("Code") != _CONDITION_FAILED:
                     raise
-                old: Item | None = exc.response.get("Item")  # type: ignore[assignment]
+                old: Item | None = exc.response.get("Item")  # type: ignore[assignment,unused-ignore]
             else:
                 return SlotOutcome.TAKEN
             if old is not None and "holders" in old:

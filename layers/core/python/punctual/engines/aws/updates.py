@@ -16,19 +16,20 @@ from punctual.model import Run, RunState
 from punctual.port import RunChange
 
 
-def lease_request(worker_id: str, now: int, until: int) -> dict[str, Any]:
-    """The common lease: scheduled, or retrying past its backoff (rules.leased)."""
-    return leased_expression(worker_id, now, until).request(
+def lease_request(worker_id: str, now: int, until: int, start: int | None = None) -> dict[str, Any]:
+    """The common lease: scheduled, or retrying past its backoff at ``now`` (rules.leased); the
+    attempt starts at ``start`` (a pre-lease: later than ``now``)."""
+    return leased_expression(worker_id, now, until, start).request(
         c.LEASABLE,
         scheduled=s(RunState.SCHEDULED.value),
         retrying=s(RunState.RETRYING.value),
     )
 
 
-def takeover_request(seen: Run, worker_id: str, now: int, until: int) -> dict[str, Any]:
+def takeover_request(seen: Run, worker_id: str, now: int, until: int, start: int | None = None) -> dict[str, Any]:
     """Take over ``seen``'s expired lease, logging the lost attempt (rules.leased on a running run)."""
     assert seen.lease_expires_at is not None  # a running run whose lease expired has one
-    expr = leased_expression(worker_id, now, until)
+    expr = leased_expression(worker_id, now, until, start)
     expr.set(
         "attempts = list_append(if_not_exists(attempts, :no_attempts), :lost)",
         no_attempts={"L": []},
@@ -37,12 +38,15 @@ def takeover_request(seen: Run, worker_id: str, now: int, until: int) -> dict[st
     return expr.request(c.TAKEOVER, seen_attempt=n(seen.attempt), seen_lease=n(seen.lease_expires_at))
 
 
-def leased_expression(worker_id: str, now: int, until: int) -> c.Expression:
+def leased_expression(worker_id: str, now: int, until: int, start: int | None = None) -> c.Expression:
+    """``:now`` also serves the conditions (a retry's backoff, an expired lease): a pre-lease's
+    later ``start`` gets its own value."""
     expr = c.Expression().set("#state = :running", running=s(RunState.RUNNING.value))
     expr.set("worker_id = :worker", worker=s(worker_id))
     expr.set("lease_expires_at = :until, deadline_at = :until", until=n(until))
     expr.set("attempt = attempt + :one", one=n(1))
-    expr.set("started_at = if_not_exists(started_at, :now)", now=n(now))
+    expr.set("started_at = if_not_exists(started_at, :start)", start=n(max(now, start or now)))
+    expr.values[":now"] = n(now)  # read by the guarding conditions only
     return expr.remove("next_attempt_at")
 
 

@@ -14,7 +14,6 @@ advance binds five small values and never parses or re-serializes JSON; a read m
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
@@ -24,6 +23,7 @@ from punctual.clock import Clock
 from punctual.engines.embedded import bulk, stats
 from punctual.engines.embedded.db import Database
 from punctual.engines.embedded.dependencies import DependencyRows
+from punctual.engines.embedded.reads import SELECT_JOB, BatchReads, job_from_row
 from punctual.engines.embedded.schema import DUE_COLUMNS, OPEN_STATES_SQL, RUN_EXPIRY_SQL, TERMINAL_STATES_SQL
 from punctual.engines.embedded.tenants import EmbeddedTenants
 from punctual.errors import ConcurrentModification, InvalidCursor, JobAlreadyExists, JobNotFound, LeaseLost, RunNotFound
@@ -56,7 +56,7 @@ _JOB_COLUMNS = (
 _JOB_VALUES = f"({', '.join(_JOB_COLUMNS)}) VALUES ({', '.join('?' * len(_JOB_COLUMNS))})"
 _INSERT_JOB = f"INSERT INTO jobs {_JOB_VALUES} ON CONFLICT DO NOTHING"
 _REPLACE_JOB = f"UPDATE jobs SET ({', '.join(_JOB_COLUMNS)}) = ({', '.join('?' * len(_JOB_COLUMNS))}) WHERE job_id = ?"
-_SELECT_JOB = "SELECT doc, status, next_run_at, last_run_at, updated_at, version FROM jobs"
+_SELECT_JOB = SELECT_JOB
 
 # The due query names the partial index: INDEXED BY makes a plan that cannot use it an error
 # instead of a silent table scan. The index covers every selected column.
@@ -100,7 +100,7 @@ _OVERLAP = {o.value: o for o in Overlap}
 _CATCHUP = {c.value: c for c in Catchup}
 
 
-class EmbeddedStore(DependencyRows, EmbeddedTenants, Store):
+class EmbeddedStore(BatchReads, DependencyRows, EmbeddedTenants, Store):
     """The Store port on one SQLite file (see the module docstring for the row layout)."""
 
     def __init__(self, db: Database, *, shards: int, clock: Clock) -> None:
@@ -120,7 +120,7 @@ class EmbeddedStore(DependencyRows, EmbeddedTenants, Store):
         row = self._db.connection().execute(f"{_SELECT_JOB} WHERE job_id = ?", (job_id,)).fetchone()
         if row is None:
             raise JobNotFound(f"job {job_id} not found", field="job_id")
-        return _job_from_row(row)
+        return job_from_row(row)
 
     def list_jobs(
         self, owner: str, *, status: JobStatus | None = None, limit: int = 50, cursor: str | None = None
@@ -138,7 +138,7 @@ class EmbeddedStore(DependencyRows, EmbeddedTenants, Store):
             params += [_field(position, "created_at", int), _field(position, "job_id", str)]
         order = "ORDER BY created_at DESC, job_id DESC"
         rows, more = self._page(f"{_SELECT_JOB} WHERE {' AND '.join(where)} {order}", params, limit)
-        jobs = [_job_from_row(row) for row in rows]
+        jobs = [job_from_row(row) for row in rows]
         if not more:
             return Page(jobs)
         last = {"for": owner, "created_at": jobs[-1].created_at, "job_id": jobs[-1].id}
@@ -369,13 +369,6 @@ class EmbeddedStore(DependencyRows, EmbeddedTenants, Store):
         )  # fmt: skip
 
 
-def _job_from_row(row: Sequence[Any]) -> Job:
-    doc, status, next_run_at, last_run_at, updated_at, version = row
-    data = json.loads(doc)
-    data.update(status=status, next_run_at=next_run_at, last_run_at=last_run_at, updated_at=updated_at, version=version)
-    return Job.model_validate(data)
-
-
 def _due_job(row: Sequence[Any]) -> DueJob:
     shard, next_run_at, job_id, owner, schedule, timezone, jitter_s, overlap, catchup, max_backfill, last_run_at = row
     return DueJob(
@@ -423,7 +416,7 @@ def lease_in(conn: sqlite3.Connection, request: LeaseRequest, worker_id: str, no
             return LeaseResult(LeaseOutcome.SKIPPED, skipped)
         for blocker in blockers:  # REPLACE (LEASE: none)
             _save_run(conn, rules.apply_change(blocker, rules.overlap_replacement(run, now)))
-    leased = rules.leased(run, worker_id, now, request.lease_ms)
+    leased = rules.leased(run, worker_id, now, request.lease_ms, request.starts_at)
     _save_run(conn, leased)
     return LeaseResult(LeaseOutcome.LEASED, leased)
 

@@ -193,7 +193,7 @@ def default_client_factory(service: str) -> Any:
 
     read_timeout = 900 if service == "lambda" else 30  # RequestResponse invokes last up to 15 min
     config = Config(connect_timeout=5, read_timeout=read_timeout, retries={"mode": "standard", "max_attempts": 2})
-    return boto3.session.Session().client(service, config=config)  # type: ignore[call-overload]
+    return boto3.session.Session().client(service, config=config)  # type: ignore[call-overload,unused-ignore]
 
 
 def _code_retryable(code: str) -> bool:

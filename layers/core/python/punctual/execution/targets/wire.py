@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import ssl
-from collections import defaultdict
+from collections import defaultdict, deque
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -78,6 +78,46 @@ class _Connection:
         self.writer.close()
 
 
+class _Slots:
+    """A FIFO counting semaphore whose release is O(1) with thousands of waiters.
+
+    ``asyncio.Semaphore`` (3.11) scans its whole waiter queue on every release: with 10,000
+    requests waiting for 1,024 connections that was the worker's largest single cost.
+    """
+
+    __slots__ = ("_free", "_waiters")
+
+    def __init__(self, limit: int) -> None:
+        self._free = limit
+        self._waiters: deque[asyncio.Future[None]] = deque()
+
+    async def __aenter__(self) -> None:
+        if self._free > 0 and not self._waiters:
+            self._free -= 1
+            return
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        try:
+            await waiter
+        except asyncio.CancelledError:
+            if waiter.done() and not waiter.cancelled():  # handed a slot, then cancelled: pass it on
+                self._release()
+            else:
+                waiter.cancel()  # left in the queue: _release skips it
+            raise
+
+    async def __aexit__(self, *exc: object) -> None:
+        self._release()
+
+    def _release(self) -> None:
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)  # the slot goes straight to the next waiter
+                return
+        self._free += 1
+
+
 class WirePool:
     """Idle keep-alive connections per pool key, for one event loop (not thread-safe, no locks needed).
 
@@ -91,7 +131,7 @@ class WirePool:
         self._max_idle = max_idle_per_key
         self._max_per_key = max_per_key
         self._idle: defaultdict[tuple[str, str, str, int], list[_Connection]] = defaultdict(list)
-        self._slots: dict[tuple[str, str, str, int], asyncio.Semaphore] = {}
+        self._slots: dict[tuple[str, str, str, int], _Slots] = {}
 
     def idle_connections(self) -> int:
         return sum(len(idle) for idle in self._idle.values())
@@ -103,7 +143,7 @@ class WirePool:
         """
         slots = self._slots.get(request.pool_key)
         if slots is None:
-            slots = self._slots[request.pool_key] = asyncio.Semaphore(self._max_per_key)
+            slots = self._slots[request.pool_key] = _Slots(self._max_per_key)
         async with asyncio.timeout(timeout_s), slots:
             connection, reused = await self._connection(request)
             try:

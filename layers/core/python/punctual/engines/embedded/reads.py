@@ -1,0 +1,80 @@
+"""Reads of many jobs or runs in one query, and the job row decoder (the worker's hot path).
+
+A job row keeps its state fields (status, next_run_at, last_run_at, updated_at, version) in
+columns and the rest of the Job in ``doc`` (see ``engines.embedded.store``). Decoding splices the
+columns into the document and parses it once, in pydantic's JSON parser: about twice as fast as
+``json.loads`` plus ``model_validate``, which the worker pays for every job of a burst.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterator, Sequence
+from typing import Any
+
+from punctual.engines.embedded.db import Database
+from punctual.model import Job, JobStatus, RunState
+from punctual.port import Hold, JobMark
+
+SELECT_JOB = "SELECT doc, status, next_run_at, last_run_at, updated_at, version FROM jobs"
+_CHUNK = 500  # ids per IN (...) list: far below SQLite's bound on variables
+
+
+def job_from_row(row: Sequence[Any]) -> Job:
+    doc, status, next_run_at, last_run_at, updated_at, version = row
+    # ``doc`` is a JSON object without these keys (written with exclude=_JOB_STATE); the columns
+    # are a status word (one of JobStatus) and integers or NULL, so they are spliced in as text.
+    state = (
+        f'"status":"{JobStatus(status).value}","next_run_at":{_number(next_run_at)},'
+        f'"last_run_at":{_number(last_run_at)},"updated_at":{int(updated_at)},"version":{int(version)}}}'
+    )
+    return Job.model_validate_json(f"{doc[:-1]},{state}" if doc != "{}" else "{" + state)
+
+
+def _number(value: int | None) -> str:
+    return "null" if value is None else str(int(value))
+
+
+def _chunks(items: Sequence[Any]) -> Iterator[Sequence[Any]]:
+    for start in range(0, len(items), _CHUNK):
+        yield items[start : start + _CHUNK]
+
+
+class BatchReads:
+    """:meth:`Store.get_jobs`, :meth:`Store.job_marks` and :meth:`Store.held_runs` for the
+    embedded store: one query per few hundred ids, on the reader connection (no write lock)."""
+
+    _db: Database
+
+    def get_jobs(self, job_ids: Collection[str]) -> dict[str, Job]:
+        found: dict[str, Job] = {}
+        conn = self._db.connection()
+        for chunk in _chunks(list(dict.fromkeys(job_ids))):
+            marks = ", ".join("?" * len(chunk))
+            for row in conn.execute(f"SELECT job_id, {SELECT_JOB[7:]} WHERE job_id IN ({marks})", chunk):
+                found[row[0]] = job_from_row(row[1:])
+        return found
+
+    def job_marks(self, job_ids: Collection[str]) -> dict[str, JobMark]:
+        found: dict[str, JobMark] = {}
+        conn = self._db.connection()
+        for chunk in _chunks(list(dict.fromkeys(job_ids))):
+            marks = ", ".join("?" * len(chunk))
+            query = f"SELECT job_id, status, version FROM jobs WHERE job_id IN ({marks})"
+            for job_id, status, version in conn.execute(query, chunk):
+                found[job_id] = JobMark(JobStatus(status), version)
+        return found
+
+    def held_runs(self, holds: Sequence[Hold]) -> list[bool]:
+        held: set[tuple[str, int, str, int]] = set()
+        conn = self._db.connection()
+        running = RunState.RUNNING.value
+        for chunk in _chunks(holds):
+            keys = ", ".join("(?, ?)" for _ in chunk)
+            params = [value for hold in chunk for value in (hold.job_id, hold.scheduled_at)]
+            query = (
+                f"SELECT job_id, scheduled_at, worker_id, attempt FROM runs WHERE state = ? "
+                f"AND (job_id, scheduled_at) IN (VALUES {keys})"
+            )
+            for job_id, scheduled_at, worker_id, attempt in conn.execute(query, [running, *params]):
+                held.add((job_id, scheduled_at, worker_id, attempt))
+        return [(hold.job_id, hold.scheduled_at, hold.worker_id, hold.attempt) in held for hold in holds]
