@@ -95,3 +95,62 @@ def test_held_runs_tells_which_leases_the_caller_still_holds(engine, clock):
     # Then only the untouched leases (expired or not) are its own
     assert flags == [True, False, False, True, False, False]
     assert store.held_runs([]) == []
+
+
+def _port(engine, clock):
+    from punctual.execution.batch import Port
+    from punctual.execution.delivery import ExecutionOptions
+    from punctual.runs.alerts import LogAlerter
+
+    options = ExecutionOptions(lease_margin_s=1, prelease_s=2)
+    return Port(engine.store, engine.queue, engine.finish_and_ack, clock, "w1", options, LogAlerter())
+
+
+def test_a_pre_leased_run_honours_at_its_instant_what_happened_meanwhile(engine, clock):
+    from punctual.execution import batch
+    from punctual.execution.delivery import Outcome
+    from punctual.model import HttpTarget, Overlap
+    from punctual.port import Dispatch
+    from punctual.runs.cancel import cancellation
+    from tests.contract.factories import drain
+
+    # Given five jobs with a run due in two seconds, one of them with overlap forbid, all received early
+    store = engine.store
+    now = clock.now_ms()
+    at = now + 2 * SECOND
+    jobs = [make_job(OWNER, clock, shards=store.shards) for _ in range(4)]
+    jobs.append(make_job(OWNER, clock, shards=store.shards, overlap=Overlap.FORBID))
+    for job in jobs:
+        store.create_job(job)
+    runs = [make_run(job, at, clock) for job in jobs]
+    assert store.insert_runs(runs) == [True] * 5
+    engine.queue.send([Dispatch(run.run_id, at) for run in runs])
+    deliveries = sorted(drain(engine.queue), key=lambda d: [r.run_id for r in runs].index(d.run_id))
+    port = _port(engine, clock)
+    # When the worker pre-leases them for their instant
+    prepared = batch.prepare(port, deliveries, starts_at=at)
+    # Then the four that allow overlap are held from their instant on; the forbid one waits for it
+    assert [held.run.run_id for held in prepared.leased] == [run.run_id for run in runs[:4]]
+    assert all(held.run.started_at == at for held in prepared.leased)
+    assert [d.run_id for d in prepared.later] == [runs[4].run_id] and not prepared.settled
+    # When, before the instant, job 0 is deleted, job 1 gets a new target and run 2 is cancelled
+    deleted = store.get_job(jobs[0].id)
+    store.update_job(deleted.model_copy(update={"status": JobStatus.DELETED, "next_run_at": None}), deleted.version)
+    replaced = store.get_job(jobs[1].id)
+    new_target = HttpTarget(url="https://example.com/v2")
+    store.update_job(replaced.model_copy(update={"target": new_target}), replaced.version)
+    held_run = store.get_run(jobs[2].id, at)
+    store.transition_run(held_run, cancellation(now + SECOND, "cancelled by its owner"))
+    clock.advance(2 * SECOND)
+    rechecked = batch.recheck(port, prepared.leased)
+    # Then only runs 1 (with the job as it is now) and 3 are executed; run 0 is cancelled, run 2 left alone
+    assert [(held.run.run_id, held.job.target) for held in rechecked.leased] == [
+        (runs[1].run_id, new_target),
+        (runs[3].run_id, jobs[3].target),
+    ]
+    settled = {delivery.run_id: outcome for delivery, outcome in rechecked.settled}
+    assert settled == {runs[0].run_id: Outcome.CANCELLED, runs[2].run_id: Outcome.LEASE_LOST}
+    assert store.get_run(jobs[0].id, at).state is RunState.CANCELLED
+    assert store.get_run(jobs[2].id, at).state is RunState.CANCELLED
+    # and the cancelled run's message is gone: three stay (two executing, one left for redelivery)
+    assert engine.queue.depth() == 4

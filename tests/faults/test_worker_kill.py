@@ -252,7 +252,8 @@ def blocking_target() -> Iterator[Any]:
 def test_a_worker_killed_with_batches_in_flight_and_waiting_loses_no_run_and_repeats_none(
     backend: Backend, blocking_target: Any
 ) -> None:
-    # Given 10 runs due now and 10 due 3 s from now (their messages arrive ~1 s early and wait in the worker)
+    # Given 10 runs due now and 10 due 3 s from now (their messages arrive ~1 s early: the worker
+    # pre-leases them on arrival and holds them until their instant)
     engine = backend.engine
     url = f"http://127.0.0.1:{blocking_target.server_address[1]}/hook"
     now = SystemClock().now_ms()
@@ -312,6 +313,9 @@ def test_a_worker_killed_with_batches_in_flight_and_waiting_loses_no_run_and_rep
         assert attempts[-1][1:] == ("worker-b", AttemptOutcome.SUCCEEDED), attempts
         assert all(w == "worker-a" and o is AttemptOutcome.LEASE_EXPIRED for _, w, o in attempts[:-1]), attempts
         assert [n for n, _, _ in attempts] == list(range(1, len(attempts) + 1))
+        # a pre-leased attempt starts at the run's instant, never before it (nor does its takeover)
+        assert final.started_at is not None and final.started_at >= run.scheduled_at, final
+        assert all(a.started_at is None or a.started_at >= run.scheduled_at for a in final.attempts), final.attempts
         # none executed twice except by that takeover: the target saw each attempt at most once (A may have
         # died between a lease and its call), and B's attempt exactly once
         seen = calls.get(run.run_id, [])

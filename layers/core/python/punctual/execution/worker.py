@@ -290,8 +290,12 @@ class Worker:
         return prepared
 
     async def _until(self, at_ms: int) -> None:
-        """Sleep until the clock reads ``at_ms`` (timers may fire a little early)."""
-        while (wait_ms := at_ms - self.clock.now_ms()) > 0:
+        """Sleep until the clock reads ``at_ms`` (timers may fire a little early: a few tries, bounded
+        for clocks that do not follow the loop's)."""
+        for _ in range(3):
+            wait_ms = at_ms - self.clock.now_ms()
+            if wait_ms <= 0:
+                return
             await asyncio.sleep(wait_ms / 1000)
 
     # -- execute ------------------------------------------------------------------------------
