@@ -32,7 +32,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, TypeVar
 
@@ -244,17 +244,13 @@ class Worker:
             prepared = await self._prepare(futures, deliveries, starts_at=not_before)
             if prepared is None:
                 return
-            await self._until(not_before)
-            try:
-                rechecked = await self._blocking(batch.recheck, self.port, prepared.leased, urgent=True)
-            except Exception as exc:  # the leases expire and the runs are taken over
-                logger.exception("could not recheck %d pre-leased runs", len(prepared.leased))
-                for held in prepared.leased:
-                    self._resolve(futures[held.delivery.receipt], exc)
-                rechecked = batch.Rechecked()
-            for delivery, outcome in rechecked.settled:
-                self._resolve(futures[delivery.receipt], outcome)
-            leased.extend(rechecked.leased)
+            checked = await self._recheck_at(not_before, prepared.leased)
+            for held in prepared.leased:
+                verdict = checked[held.delivery.receipt]
+                if isinstance(verdict, batch.Leased):
+                    leased.append(verdict)
+                else:
+                    self._resolve(futures[held.delivery.receipt], verdict)
             deliveries = prepared.later
         await self._until(not_before)
         if deliveries:
@@ -267,6 +263,38 @@ class Worker:
             task = asyncio.create_task(self._attempt(one, futures[one.delivery.receipt]))
             state.tasks.add(task)
             task.add_done_callback(state.tasks.discard)
+
+    async def _recheck_at(self, not_before: int, held: list[batch.Leased]) -> dict[str, batch.Leased | Settled]:
+        """At ``not_before``, :func:`batch.recheck` of every run pre-leased for that instant, in one
+        call for all the receives it came in (one batched read before any target call, instead of
+        one per receive interleaved with them). Maps each receipt to its run, or to how it settled."""
+        state = self._require_state()
+        instant = state.instants.get(not_before)
+        if instant is None or instant.closed:
+            instant = state.instants[not_before] = _Instant(state.loop.create_future())
+            task = asyncio.create_task(self._recheck_instant(not_before, instant))
+            state.tasks.add(task)
+            task.add_done_callback(state.tasks.discard)
+        instant.held.extend(held)
+        return await asyncio.shield(instant.done)
+
+    async def _recheck_instant(self, not_before: int, instant: _Instant) -> None:
+        state = self._require_state()
+        verdicts: dict[str, batch.Leased | Settled] = {}
+        try:
+            await self._until(not_before)
+        finally:
+            instant.closed = True  # later arrivals for this instant get their own recheck
+            if state.instants.get(not_before) is instant:
+                del state.instants[not_before]
+        try:
+            rechecked = await self._blocking(batch.recheck, self.port, instant.held, urgent=True)
+            verdicts.update((leased.delivery.receipt, leased) for leased in rechecked.leased)
+            verdicts.update((delivery.receipt, outcome) for delivery, outcome in rechecked.settled)
+        except Exception as exc:  # the leases expire and the runs are taken over
+            logger.exception("could not recheck %d pre-leased runs", len(instant.held))
+            verdicts = dict.fromkeys((leased.delivery.receipt for leased in instant.held), exc)
+        instant.done.set_result(verdicts)
 
     async def _prepare(
         self,
@@ -408,12 +436,22 @@ class _LoopState:
         self.loop, self.executor, self.targets, self.urgent = loop, executor, targets, urgent
         self.starting = 0  # attempts created whose coroutine has not begun yet (the settle loop waits)
         self.started = asyncio.Event()
+        self.instants: dict[int, _Instant] = {}  # pre-leased runs waiting for their instant
         self.in_flight = 0  # deliveries received and not yet settled
         self.reserved = 0  # room claimed by receives in progress
         self.room = asyncio.Event()
         self.done: asyncio.Queue[tuple[batch.Done, asyncio.Future[Settled]]] = asyncio.Queue()
         self.running: dict[int, _Running] = {}
         self.tasks: set[asyncio.Task[None]] = set()  # strong references: the loop keeps only weak ones
+
+
+@dataclass(slots=True)
+class _Instant:
+    """The runs pre-leased for one instant, rechecked together when it comes (:meth:`Worker._recheck_at`)."""
+
+    done: asyncio.Future[dict[str, batch.Leased | Settled]]
+    held: list[batch.Leased] = field(default_factory=list)
+    closed: bool = False
 
 
 @dataclass(slots=True)

@@ -71,10 +71,11 @@ class BatchReads:
         for chunk in _chunks(holds):
             keys = ", ".join("(?, ?)" for _ in chunk)
             params = [value for hold in chunk for value in (hold.job_id, hold.scheduled_at)]
+            # a join, not "(job_id, scheduled_at) IN (VALUES ...)": SQLite plans that as a scan
             query = (
-                f"SELECT job_id, scheduled_at, worker_id, attempt FROM runs WHERE state = ? "
-                f"AND (job_id, scheduled_at) IN (VALUES {keys})"
+                f"WITH k(j, s) AS (VALUES {keys}) SELECT r.job_id, r.scheduled_at, r.worker_id, r.attempt"
+                " FROM k JOIN runs r ON r.job_id = k.j AND r.scheduled_at = k.s WHERE r.state = ?"
             )
-            for job_id, scheduled_at, worker_id, attempt in conn.execute(query, [running, *params]):
+            for job_id, scheduled_at, worker_id, attempt in conn.execute(query, [*params, running]):
                 held.add((job_id, scheduled_at, worker_id, attempt))
         return [(hold.job_id, hold.scheduled_at, hold.worker_id, hold.attempt) in held for hold in holds]
