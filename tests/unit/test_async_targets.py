@@ -306,3 +306,52 @@ def test_garbage_and_oversized_heads_are_errors(raw):
     big = raw([b"HTTP/1.1 200 OK\r\nX: " + b"a" * 70_000 + b"\r\n\r\n"])
     [answer] = exchange(WirePool(), [request(big.port)])
     assert isinstance(answer, WireError)
+
+
+def test_a_request_built_ahead_of_its_instant_is_sent_as_built(server):
+    # Given an attempt whose request was built ahead of its instant (a pre-leased run), off the loop
+    job = job_with(HttpTarget(url=url(server, "/ok")))
+    run = run_of(job)
+    targets = AsyncTargets(LOCAL)
+
+    async def go():
+        try:
+            targets.prebuild(job, run, INVOCATION.attempt)
+            assert len(targets._prebuilt) == 1
+            # When it executes with the job unchanged
+            return await targets.execute(job, run, INVOCATION.attempt, 5.0)
+        finally:
+            targets.close()
+
+    result = asyncio.run(go())
+    # Then the prebuilt request was sent (and used up), with every header of an attempt
+    assert result.ok and not targets._prebuilt
+    [(method, path, headers, body)] = server.requests
+    assert (method, path) == ("POST", "/ok") and headers["Idempotency-Key"] == RUN_ID
+    assert headers["X-Punctual-Attempt"] == str(INVOCATION.attempt) and json.loads(body) == INVOCATION.payload
+
+
+def test_a_request_built_ahead_is_rebuilt_when_the_job_changed_and_never_for_a_refused_address(server):
+    # Given a request built for version 1 of a job, which then moved to another path (version 2)
+    job = job_with(HttpTarget(url=url(server, "/ok")))
+    changed = job.model_copy(update={"target": HttpTarget(url=url(server, "/ok?v=2")), "version": 2})
+    run = run_of(job)
+    targets = AsyncTargets(LOCAL)
+
+    async def go():
+        try:
+            targets.prebuild(job, run, INVOCATION.attempt)
+            return await targets.execute(changed, run, INVOCATION.attempt, 5.0)
+        finally:
+            targets.close()
+
+    asyncio.run(go())
+    # Then the job as it is now was executed (the test server answers that path 404)
+    [(_, path, _, _)] = server.requests
+    assert path == "/ok?v=2"
+    # And an address the policy refuses is never built ahead (execute answers it as always)
+    strict = AsyncTargets(STRICT)
+    strict.prebuild(job, run, INVOCATION.attempt)
+    assert not strict._prebuilt
+    strict.forget(run, INVOCATION.attempt)  # a no-op for an attempt never built
+    strict.close()

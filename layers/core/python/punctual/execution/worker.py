@@ -42,7 +42,7 @@ from punctual.clock import Clock
 from punctual.errors import InvalidId
 from punctual.execution import batch
 from punctual.execution.delivery import RUN_METRICS, ExecutionOptions, Outcome
-from punctual.execution.targets.aio import AsyncTargetExecutor, AsyncTargets
+from punctual.execution.targets.aio import AsyncTargetExecutor, AsyncTargets, Prebuilding
 from punctual.execution.targets.policy import TargetPolicy
 from punctual.metrics import Metrics
 from punctual.port import Delivery, Engine, Queue
@@ -244,12 +244,17 @@ class Worker:
             prepared = await self._prepare(futures, deliveries, starts_at=not_before)
             if prepared is None:
                 return
+            targets = self._require_state().targets
+            if isinstance(targets, Prebuilding) and prepared.leased:  # the requests too, before the instant
+                await self._blocking(_prebuild, targets, prepared.leased)
             checked = await self._recheck_at(not_before, prepared.leased)
             for held in prepared.leased:
                 verdict = checked[held.delivery.receipt]
                 if isinstance(verdict, batch.Leased):
                     leased.append(verdict)
                 else:
+                    if isinstance(targets, Prebuilding):
+                        targets.forget(held.run, held.run.attempt)
                     self._resolve(futures[held.delivery.receipt], verdict)
             deliveries = prepared.later
         await self._until(not_before)
@@ -443,6 +448,12 @@ class _LoopState:
         self.done: asyncio.Queue[tuple[batch.Done, asyncio.Future[Settled]]] = asyncio.Queue()
         self.running: dict[int, _Running] = {}
         self.tasks: set[asyncio.Task[None]] = set()  # strong references: the loop keeps only weak ones
+
+
+def _prebuild(targets: Prebuilding, held: Sequence[batch.Leased]) -> None:
+    for leased in held:
+        if leased.may_execute:
+            targets.prebuild(leased.job, leased.run, leased.run.attempt)
 
 
 @dataclass(slots=True)

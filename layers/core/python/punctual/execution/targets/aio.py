@@ -18,7 +18,7 @@ import logging
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import httpx
 
@@ -44,6 +44,15 @@ class AsyncTargetExecutor(Protocol):
         ...
 
 
+@runtime_checkable
+class Prebuilding(Protocol):
+    """Targets that can build an attempt's request ahead of its instant (:meth:`AsyncTargets.prebuild`)."""
+
+    def prebuild(self, job: Job, run: Run, attempt: int) -> None: ...
+
+    def forget(self, run: Run, attempt: int) -> None: ...
+
+
 class AsyncTargets:
     """Executes attempts on the running event loop; one instance per loop (its pool is the loop's).
 
@@ -63,6 +72,8 @@ class AsyncTargets:
         self.policy = policy or TargetPolicy()
         self.keys = keys  # opens secret headers and signs HTTP requests (the engine's keys)
         self._sync = sync or Targets(self.policy, keys=keys)
+        # requests built ahead of their instant, by (run id, attempt): (the job version, the request)
+        self._prebuilt: dict[tuple[str, int], tuple[int, Request]] = {}
         self._blocking = blocking or ThreadPoolExecutor(max_workers=16, thread_name_prefix="punctual-targets")
         pool_size = max_connections_per_host
         self._pool = WirePool(tls=http.tls_context(), max_idle_per_key=pool_size, max_per_key=pool_size)
@@ -72,6 +83,13 @@ class AsyncTargets:
         retryable failure (as :meth:`Targets.execute`)."""
         if timeout_s <= 0:
             return timed_out(0)
+        built = self._prebuilt.pop((run.run_id, attempt), None)
+        if built is not None and built[0] == job.version:  # the job did not change since: send as built
+            try:
+                return await self._send(built[1], timeout_s)
+            except Exception as exc:  # a target must never take the worker down
+                logger.exception("target %s of job %s raised", job.target.type, job.id)
+                return failed(f"{type(exc).__name__}: {exc}", retryable=True)
         try:
             invocation = await self._invocation(job, run, attempt)
         except ValueError as exc:  # a secret sealed under another key: retrying cannot fix it
@@ -94,6 +112,33 @@ class AsyncTargets:
 
     def close(self) -> None:
         self._pool.close()
+        self._prebuilt.clear()
+
+    def prebuild(self, job: Job, run: Run, attempt: int) -> None:
+        """Build an HTTP attempt's request ahead of its instant (a pre-leased run), off the loop, so
+        that at the instant only its write is left; :meth:`execute` sends it if the job is still at
+        the same version. Thread-safe, best effort: whatever is unusual (another kind of target, a
+        secret that does not open, an address refused or not resolved) is left to :meth:`execute`.
+        The address is checked here (SSRF guard) and the request is pinned to it, as in execute.
+        """
+        target = job.target
+        if not isinstance(target, HttpTarget):
+            return
+        try:
+            invocation = Invocation.of(job, run, attempt, self.keys)
+            url = _parse(target.url)
+            if url.literal:
+                address, _ = _literal_verdict(url.host, url.port, self.policy)
+            else:
+                address = http.resolve(url.host, url.port, self.policy)
+        except Exception:  # execute() meets the same problem and answers it
+            return
+        if address is not None:
+            self._prebuilt[(run.run_id, attempt)] = (job.version, _request(target, invocation, url, address))
+
+    def forget(self, run: Run, attempt: int) -> None:
+        """Drop a request built for an attempt that will not be executed here."""
+        self._prebuilt.pop((run.run_id, attempt), None)
 
     async def _invocation(self, job: Job, run: Run, attempt: int) -> Invocation:
         """The invocation with its secrets opened. KNOWN LIMIT: on the aws engine the first use per
@@ -121,11 +166,10 @@ class AsyncTargets:
         remaining = timeout_s - (loop.time() - started)
         if remaining <= 0:
             return timed_out(timeout_s)
-        body = None
-        if target.method in http.METHODS_WITH_BODY:
-            body = json.dumps(invocation.payload, separators=(",", ":"), allow_nan=False).encode()
-        headers = http.request_headers(target, invocation, url.netloc, body)
-        request = Request(target.method, url.scheme, url.host, address, url.port, url.path, headers, body)
+        return await self._send(_request(target, invocation, url, address), remaining, timeout_s)
+
+    async def _send(self, request: Request, remaining: float, timeout_s: float | None = None) -> TargetResult:
+        timeout_s = remaining if timeout_s is None else timeout_s
         try:
             answer = await self._pool.send(request, timeout_s=remaining, excerpt_bytes=http.EXCERPT_BYTES)
         except TimeoutError:
@@ -133,6 +177,15 @@ class AsyncTargets:
         except (WireError, OSError) as exc:
             return failed(f"{type(exc).__name__}: {exc}", retryable=True)
         return http.result_of(answer.status, http.excerpt_text(answer.body), answer.headers.get("location"))
+
+
+def _request(target: HttpTarget, invocation: Invocation, url: _Url, address: str) -> Request:
+    """The request of one attempt, to the checked ``address``."""
+    body = None
+    if target.method in http.METHODS_WITH_BODY:
+        body = json.dumps(invocation.payload, separators=(",", ":"), allow_nan=False).encode()
+    headers = http.request_headers(target, invocation, url.netloc, body)
+    return Request(target.method, url.scheme, url.host, address, url.port, url.path, headers, body)
 
 
 @dataclass(frozen=True, slots=True)
