@@ -69,6 +69,9 @@ class InfraConfig(BaseModel):
     # The runs table's sparse open index costs 2 write units per run (8 instead of 6); without it
     # the reaper sweeps the runs table, sweep_pages Scan pages (<= 1 MB) a minute (docs/capacity.md)
     open_index: bool = True
+    # GET /stats' run figures: per-owner minute counters, 1 write unit per run (the 7th of 7, or the
+    # 9th of 9); false: 6 units per run with open_index=false, and GET /stats marks them unavailable
+    stats_counters: bool = True
     sweep_pages: Annotated[int, Field(ge=1, le=10_000, description="reaper Scan pages per pass")] = 8
     scheduler_instances: Annotated[int, Field(ge=1, le=100, description="K scheduler Lambdas per minute")] = 16
     scheduler_memory_mb: Annotated[int, Field(ge=128, le=10_240, description="1,769 MB = one vCPU")] = (

@@ -54,6 +54,7 @@ def punctual_environment(
         "shards": str(config.shards),
         "open_shards": str(config.open_shards),
         "open_index": str(config.open_index).lower(),
+        "stats_counters": str(config.stats_counters).lower(),
         "sweep_pages": str(config.sweep_pages),
         "lookahead_ms": str(config.lookahead_ms),
         # Lambda workers consume the dispatch queue and never pre-lease (their wait is billed either

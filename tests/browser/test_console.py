@@ -186,6 +186,28 @@ def test_operations_view_shows_the_engines_figures(dev: Dev, browser: Browser, j
     browser.shot("ops", docs=True)
 
 
+def test_operations_view_copes_with_a_deployment_without_run_counters(dev: Dev, browser: Browser) -> None:
+    # Given an API that keeps no run counters (aws, -c stats_counters=false): the run figures are null
+    def uncounted(route: Any) -> None:
+        response = route.fetch()
+        body = response.json() | {"runs_counted": False, "totals": None, "per_minute": None, "lateness": None}
+        route.fulfill(response=response, json=body)
+
+    page, errors = browser.page, len(browser.console_errors)
+    page.route("**/stats?*", uncounted)
+    try:
+        page = _open(browser, dev, "/console/ops")
+        # Then the page says so, draws no run charts, and still shows the queue figures
+        expect(page.get_by_test_id("ops-not-counted")).to_contain_text("stats_counters=false")
+        for card in ("ops-finished", "ops-p50", "ops-p99"):
+            expect(page.get_by_test_id(card)).to_contain_text("not counted")
+        expect(page.get_by_test_id("ops-depth")).not_to_have_text("—")
+        assert page.locator("#per-minute").count() == 0
+    finally:
+        page.unroute("**/stats?*")
+    assert browser.console_errors[errors:] == []
+
+
 def test_pause_resume_and_delete_ask_first(dev: Dev, browser: Browser, target: str) -> None:
     job = dev.create(**http_job("to-be-deleted", f"{target}/ok"))
     page = _open(browser, dev, f"/console/jobs/{job['id']}")

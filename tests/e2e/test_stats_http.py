@@ -44,6 +44,7 @@ def test_stats_count_the_callers_runs_only(stack: Stack) -> None:
     assert [b["le_ms"] for b in body["lateness"]["buckets"]] == [*LATENESS_BOUNDS_MS, None]
     assert body["queue"]["depth"] is not None and body["queue"]["dead_letters"] is not None
     assert (body["clock_skew_ms"] is None) == (stack.name == "embedded")
+    assert body["runs_counted"] is True
     assert theirs.status_code == 200 and theirs.json()["totals"]["succeeded"] == 0
     assert theirs.json()["lateness"]["p50_ms"] is None
 
@@ -56,3 +57,31 @@ def test_stats_window_is_checked(stack: Stack, minutes: str) -> None:
 
 def test_stats_need_a_caller(stack: Stack) -> None:
     assert stack.anonymous().get("/stats").status_code == 401
+
+
+def test_without_counters_the_run_figures_are_unavailable_not_zero(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if stack.name != "aws":
+        pytest.skip("stats_counters is the aws engine's option (embedded derives its figures from an index)")
+    # Given a deployment without run counters (-c stats_counters=false, Settings.stats_counters)
+    monkeypatch.setattr(stack.engine.store, "stats_counters", False)
+    alice = stack.client()
+    job = alice.create(name="stats-uncounted")
+
+    # When a run finishes and the owner asks for the figures
+    _finish_a_run(stack, job["id"], late_ms=30, state=RunState.SUCCEEDED)
+    response = alice.get("/stats", params={"minutes": 5})
+
+    # Then the run figures are null and marked so, the queue figures still answered (and documented)
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["runs_counted"] is False
+    assert (body["totals"], body["per_minute"], body["lateness"]) == (None, None, None)
+    assert body["queue"]["depth"] is not None and body["queue"]["dead_letters"] is not None
+    assert body["since"] < body["until"]
+
+    # And nothing was written for it: with the counters back on, the run is still not counted
+    monkeypatch.setattr(stack.engine.store, "stats_counters", True)
+    counted = alice.get("/stats", params={"minutes": 5}).json()
+    assert counted["runs_counted"] is True and counted["totals"]["succeeded"] == 0

@@ -25,6 +25,7 @@ def test_the_deploy_context_is_valid(load: Load) -> None:
     config = InfraConfig.from_values(context)  # every name known, every value valid
     assert config.shards == context["shards"] and config.scheduler_instances == context["scheduler_instances"]
     assert config.open_index is context.get("open_index", True)
+    assert config.stats_counters is context.get("stats_counters", True)
     assert config.warm_throughput is context.get("warm_throughput", False)
     if config.warm_throughput:
         assert config.warm_write_units == context["warm_write_units"]

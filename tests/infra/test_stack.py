@@ -136,6 +136,17 @@ def test_without_the_open_index_the_reaper_sweeps_the_runs_table(options_synth: 
             assert (variables["PUNCTUAL_OPEN_INDEX"], variables["PUNCTUAL_SWEEP_PAGES"]) == ("false", "4")
 
 
+def test_the_stats_counters_option_reaches_every_function(default_synth: Synth, options_synth: Synth) -> None:
+    # -c stats_counters=false: Settings.stats_counters off in every function (6 write units per run)
+    for synth, expected in ((default_synth, "true"), (options_synth, "false")):
+        values = {
+            f.get("Environment", {}).get("Variables", {}).get("PUNCTUAL_STATS_COUNTERS")
+            for f in synth.properties("AWS::Lambda::Function")
+            if "PUNCTUAL_ENGINE" in f.get("Environment", {}).get("Variables", {})
+        }
+        assert values == {expected}
+
+
 def test_disposable_tables_are_destroyed_with_the_stack(options_synth: Synth) -> None:
     for table in options_synth.resources("AWS::DynamoDB::Table").values():
         assert table["DeletionPolicy"] == "Delete"

@@ -19,7 +19,7 @@ import pytest
 from botocore.exceptions import ClientError
 from moto import mock_aws
 
-from punctual import ids, rules
+from punctual import ids, resources, rules
 from punctual.clock import ManualClock
 from punctual.config import EngineKind, Settings
 from punctual.engines.aws import AwsEngine, DispatchFailed, ServiceClock, SqsQueue, ensure_resources
@@ -644,7 +644,20 @@ EXPECTED_UNITS = {"advance": 3, "insert": 2, "lease": 1, "finish": 3}
 MAX_CLAIM_UNITS = 2 + 11  # due index move + an item of at most MAX_JOB_BYTES and its state (model.py)
 
 
-def test_write_units_of_one_run(engine: AwsEngine, store: DynamoStore, clock: ManualClock) -> None:
+@pytest.mark.parametrize(
+    ("options", "expected"),
+    [
+        ({}, EXPECTED_UNITS),
+        # the design budget (DESIGN.md 3): -c open_index=false -c stats_counters=false
+        ({"open_index": False, "stats_counters": False}, {"advance": 3, "insert": 1, "lease": 1, "finish": 1}),
+    ],
+    ids=["default", "both-options-off"],
+)
+def test_write_units_of_one_run(
+    moto: None, clock: ManualClock, options: dict[str, bool], expected: dict[str, int]
+) -> None:
+    engine = AwsEngine.from_settings(_settings(**options), clock=clock, serialize=True, bootstrap=True)
+    store = engine.store
     # moto reports ConsumedCapacity, but as a constant 1.0 per request whatever the item size and
     # indexes: it cannot measure this. So the meter counts write requests and computes each one's
     # units from the item before and after it, with DynamoDB's published rules.
@@ -660,7 +673,7 @@ def test_write_units_of_one_run(engine: AwsEngine, store: DynamoStore, clock: Ma
     due = store.due_jobs(job.due_shard, clock.now_ms(), 10)
     assert [d.job_id for d in due] == [job.id]
     run = _run(job)
-    meter = WriteMeter(engine)
+    meter = WriteMeter(engine, resources.tables(open_index=store.open_index))
     with meter.phase("insert"):
         assert store.insert_runs([run]) == [True]
     with meter.phase("advance"):
@@ -675,10 +688,12 @@ def test_write_units_of_one_run(engine: AwsEngine, store: DynamoStore, clock: Ma
         store.finish_run(job.id, run.scheduled_at, "w1", 1, _succeeded(START_MS))
     engine.queue.delete(delivery.receipt)
     meter.close()
+    engine.close()
 
-    assert meter.requests == {"insert": 1, "advance": 1, "lease": 1, "finish": 2}
-    assert meter.units == EXPECTED_UNITS
-    assert sum(meter.units.values()) == 9
+    # the finish is one request, plus the counter's ADD when the deployment keeps GET /stats counters
+    assert meter.requests == {"insert": 1, "advance": 1, "lease": 1, "finish": 2 if store.stats_counters else 1}
+    assert meter.units == expected
+    assert sum(meter.units.values()) == (9 if not options else 6)
 
 
 def test_the_largest_job_accepted_keeps_a_claim_within_its_bound(engine: AwsEngine, store: DynamoStore) -> None:

@@ -92,8 +92,9 @@ def test_mission_load_sizes_the_design_target() -> None:
         "ddb_table_quota",
         "lambda_min_pollers",
         "lambda_account_concurrency",
-        "stats_counters",  # 20,000 finishes/s of one owner exceed its 8 counter items
+        "stats_counters",  # dropped: 20,000 finishes/s of one owner would exceed its 8 counter items
     }
+    assert mission.per_run["stats_counters"] is False and mission.per_run["write_units_total"] == 8
 
 
 def test_ten_times_the_mission_hits_hard_limits() -> None:
@@ -127,7 +128,7 @@ def test_fargate_workers_are_sized_by_cpu() -> None:
 
 def test_dropping_the_open_index_saves_two_units_per_run() -> None:
     lean = plan(variant(MISSION, open_index=False))
-    assert lean.per_run["write_units_total"] == 7  # 6 + the GET /stats counter
+    assert lean.per_run["write_units_total"] == 6  # the design budget: no open index, no stats counters
     assert lean.scheduling.open_shards == 0
     assert "runs.open" not in {t.name for t in lean.tables}
     assert per_run(open_index=True).writes.total - per_run(open_index=False).writes.total == 2
@@ -139,7 +140,7 @@ def test_mission_cost_lines_follow_the_counts_and_prices() -> None:
     runs = MISSION.runs_per_month
     assert runs == 20_000 * 43_800  # one burst a minute, 730 hours
     by_item = {line.item.split(":")[0]: line.monthly_usd for line in cost.lines}
-    assert by_item["writes"] == round(9 * runs * 0.625 / 1e6, 2)  # 4,927.50
+    assert by_item["writes"] == round(8 * runs * 0.625 / 1e6, 2)  # 4,380.00 (no stats counters at this load)
     assert by_item["scheduler fleet"] == round(14 * 1.769 * 730 * 3600 * 0.0000133334, 2)
     assert cost.monthly_usd == round(sum(line.monthly_usd for line in cost.lines if line.verified), 2)
     assert cost.per_million_runs_usd == round(cost.monthly_usd / (runs / 1e6), 3)
@@ -159,8 +160,38 @@ def test_deploy_line_carries_the_plan() -> None:
     # above 1,000 concurrent workers the plan asks the stack for provisioned pollers, not a cap
     assert "-c worker_min_pollers=200 -c worker_max_pollers=351" in line
     assert "worker_max_concurrency" not in line
-    # leases: 20,000 stats counter writes/s + 11 shard renewals, x1.2 -> 25,000
-    assert """'warm_write_units={"jobs":5000,"jobs.due":10000,"runs":53000,"runs.open":29000,"leases":25000}'""" in line
+    assert "-c stats_counters=false" in line  # above 8,000 runs/s per owner the plan drops the counters
+    # leases: 11 shard renewals/s need no pre-warming once the counters are dropped
+    assert """'warm_write_units={"jobs":5000,"jobs.due":10000,"runs":53000,"runs.open":29000}'""" in line
+
+
+def test_stats_counters_are_kept_while_one_owner_fits_them() -> None:
+    # small load: 50 finishes/s fit 8 counter items (8,000 writes/s); 1 unit per run, no context entry
+    small = plan(SMALL)
+    assert (small.per_run["stats_counters"], small.per_run["write_units_total"]) == (True, 9)
+    assert "stats_counters" not in small.context
+    assert tables(SMALL)["leases"][0] == pytest.approx(16 / 3 + 50, abs=0.1)  # shard renewals + counters
+    # asked for at the mission's load: kept, at 20,000 WRU/s on leases, with the throttling warning
+    kept = plan(variant(MISSION, stats_counters=True))
+    assert (kept.per_run["write_units_total"], kept.context.get("stats_counters", True)) == (9, True)
+    assert kept.context["warm_write_units"]["leases"] == 25_000  # (20,000 + 11) x 1.2, rounded up
+    assert any(w.code == "stats_counters" and "throttles" in w.message for w in kept.warnings)
+    # dropped on request at a small load: 8 units, the deploy line says so, and nothing to warn about
+    lean = plan(variant(SMALL, stats_counters=False))
+    assert (lean.per_run["write_units_total"], lean.context["stats_counters"]) == (8, False)
+    assert "stats_counters" not in codes(variant(SMALL, stats_counters=False))
+    # and the dropped step costs nothing in the model, whatever the index
+    assert per_run(open_index=False, stats_counters=False).writes.total == 6
+    assert per_run(stats_counters=False).writes.by_step["stats"] == 0
+
+
+def test_cli_takes_the_stats_counters_choice(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["capacity", "--jobs", "10000", "--peak-runs-per-second", "50", "--json"]
+    assert main([*args, "--stats-counters", "off"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["per_run"]["stats_counters"] is False and "-c stats_counters=false" in out["deploy_command"]
+    assert main([*args, "--stats-counters", "on"]) == 0
+    assert json.loads(capsys.readouterr().out)["per_run"]["write_units_total"] == 9
 
 
 def test_burst_model_responds_to_its_inputs() -> None:

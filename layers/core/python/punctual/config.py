@@ -39,6 +39,10 @@ class Settings(BaseModel):
     # the runs table's sparse open index (2 write units per run); without it the reaper sweeps
     open_index: bool = True
     sweep_pages: Annotated[int, Field(ge=1, le=10_000)] = 8  # runs-table Scan pages per reaper pass without it
+    # aws engine: the per-owner minute counters behind GET /stats' run figures (1 write unit per
+    # run); without them GET /stats answers the queue figures and marks the run figures unavailable.
+    # The embedded engine derives its figures from an index and ignores this.
+    stats_counters: bool = True
     # aws engine: physical names (the CDK app sets them; local bootstrap derives them from prefix)
     name_prefix: Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]{1,64}$")] = "punctual"
     jobs_table: str | None = None

@@ -426,10 +426,13 @@ class Store(ABC):
     # -- stats --------------------------------------------------------------------------------
 
     @abstractmethod
-    def run_stats(self, owner: str, since: int, until: int) -> RunStats:
+    def run_stats(self, owner: str, since: int, until: int) -> RunStats | None:
         """The owner's runs that turned terminal in ``[since, until)`` (minute-aligned epoch ms),
         aggregated as :mod:`punctual.runs.stats` defines: counts per minute and terminal state, and
         the start-lateness histogram. Computed by the engine without reading the runs one by one.
+
+        None when the deployment keeps no run figures (the aws engine with
+        ``Settings.stats_counters`` off: counting costs a write unit per run there).
         """
 
     # -- shard leases -------------------------------------------------------------------------

@@ -6,6 +6,10 @@ and the clock skew are the deployment's, the same for every owner: the depth of 
 queue and of its dead-letter queue, and this API host's clock against the storage service's
 (AWS ``Date`` headers; null on the embedded engine, where one clock serves everything).
 
+A deployment may keep no run figures (``-c stats_counters=false`` on AWS: counting costs a write
+unit per run there). Then ``runs_counted`` is false and ``totals``, ``per_minute`` and
+``lateness`` are null (unavailable, not zero); the queue figures and the skew are still answered.
+
 A Powertools :class:`Router` that ``punctual.api.app`` includes (it shares the app's context).
 """
 
@@ -62,9 +66,15 @@ class Stats(BaseModel):
 
     since: IsoTime
     until: IsoTime
-    totals: dict[str, int] = Field(description="runs per terminal state over the window")
-    per_minute: list[MinuteCounts] = Field(description="every minute of the window, oldest first")
-    lateness: Lateness
+    runs_counted: bool = Field(
+        description="false when the deployment keeps no run figures (stats_counters=false):"
+        " totals, per_minute and lateness are then null"
+    )
+    totals: dict[str, int] | None = Field(description="runs per terminal state over the window (null: not counted)")
+    per_minute: list[MinuteCounts] | None = Field(
+        description="every minute of the window, oldest first (null: not counted)"
+    )
+    lateness: Lateness | None = Field(description="start lateness of the runs counted (null: not counted)")
     queue: QueueFigures
     clock_skew_ms: int | None = Field(description="storage service clock minus this host's; null on embedded")
 
@@ -82,8 +92,23 @@ def get_stats(
     services, owner = _caller()
     since, until = rs.window(services.clock.now_ms(), minutes)
     figures = services.store.run_stats(owner, since, until)
-    return to_stats(
-        figures, depth=_depth(services.queue), dead_letters=_depth(services.dead_letters), skew=_skew(services)
+    queue = QueueFigures(depth=_depth(services.queue), dead_letters=_depth(services.dead_letters))
+    if figures is None:
+        return not_counted(since, until, queue=queue, skew=_skew(services))
+    return to_stats(figures, depth=queue.depth, dead_letters=queue.dead_letters, skew=_skew(services))
+
+
+def not_counted(since: int, until: int, *, queue: QueueFigures, skew: int | None) -> Stats:
+    """The answer of a deployment that keeps no run figures: the run fields unavailable (null)."""
+    return Stats(
+        since=iso(since) or "",
+        until=iso(until) or "",
+        runs_counted=False,
+        totals=None,
+        per_minute=None,
+        lateness=None,
+        queue=queue,
+        clock_skew_ms=skew,
     )
 
 
@@ -99,6 +124,7 @@ def to_stats(figures: rs.RunStats, *, depth: int | None, dead_letters: int | Non
     return Stats(
         since=iso(figures.since) or "",
         until=iso(figures.until) or "",
+        runs_counted=True,
         totals={state.value: count for state, count in figures.totals().items()},
         per_minute=per_minute,
         lateness=Lateness(

@@ -32,6 +32,9 @@ class Load(BaseModel):
     target_duration_ms: Annotated[int, Field(ge=1, le=900_000, description="mean target call duration")] = 500
     worker: WorkerKind = WorkerKind.LAMBDA
     open_index: bool = True  # the runs table's sparse open-runs index (-c open_index=false drops it)
+    # GET /stats' per-owner run counters (-c stats_counters=false drops them); None: decided by the load
+    # (kept while one owner's peak fits its counter items, see punctual.capacity.plan.stats_counters_for)
+    stats_counters: bool | None = None
     api_requests_per_month: Annotated[int, Field(ge=0, le=10**12)] = 1_000_000
 
     @property

@@ -36,19 +36,22 @@ MIN_SHARDS = 16
 
 def plan_capacity(load: Load) -> CapacityPlan:
     """Size a deployment for ``load``. Pure arithmetic plus the burst simulation; no I/O."""
-    counts = per_run(open_index=load.open_index, worker="lambda" if load.worker is WorkerKind.LAMBDA else "process")
+    counters = stats_counters_for(load)
+    worker = "lambda" if load.worker is WorkerKind.LAMBDA else "process"
+    counts = per_run(open_index=load.open_index, stats_counters=counters, worker=worker)
     warnings: list[QuotaWarning] = []
     scheduling = _scheduling(load, warnings)
     tables = _tables(load, scheduling, counts, warnings)
     workers = size_workers(load, scheduling, tables, warnings)
     lateness = _lateness(load, scheduling, workers, tables, warnings)
     storage = _storage(load, warnings)
-    context = _context(load, scheduling, workers, tables, storage)
+    context = _context(load, scheduling, workers, tables, storage, stats_counters=counters)
     return CapacityPlan(
         load=load.model_dump(mode="json"),
         per_run={
             "write_units": counts.writes.by_step,
             "write_units_total": counts.writes.total,
+            "stats_counters": counters,
             "dynamodb_reads": counts.dynamodb_reads,
             "sqs_requests": round(counts.sqs_requests, 3),
             "sqs_detail": counts.sqs_detail,
@@ -132,6 +135,18 @@ def _shards(needed: float, *, at_least: int, warnings: list[QuotaWarning], name:
 # -- tables ----------------------------------------------------------------------------------------
 
 STATS_ITEM_LIMIT = 8 * 1_000  # GET /stats: 8 counter items per owner and minute, 1,000 writes/s each
+
+
+def stats_counters_for(load: Load) -> bool:
+    """Whether the plan keeps GET /stats' run counters (1 write unit per run): as the load says, else
+    while one owner finishing at the peak rate fits its counter items. Above that they throttle
+    and miss runs anyway, and cost as many WRU/s on ``leases`` as runs finish: the plan drops them.
+    """
+    if load.stats_counters is not None:
+        return load.stats_counters
+    return load.peak_runs_per_second <= STATS_ITEM_LIMIT
+
+
 DUE_ROW_BYTES = 250  # a due-index row: keys plus the projection a claim reads
 
 
@@ -156,6 +171,16 @@ def _tables(load: Load, s: Scheduling, counts: PerRun, warnings: list[QuotaWarni
                 "stats_counters",
                 f"an owner finishing more than {STATS_ITEM_LIMIT:,} runs/s (8 counter items x 1,000 writes/s)"
                 " throttles its GET /stats counters: those runs go uncounted (the runs themselves are unaffected)",
+            )
+        )
+    elif not w.finish_stats and load.stats_counters is None:
+        warnings.append(
+            QuotaWarning(
+                "stats_counters",
+                f"GET /stats run counters dropped (-c stats_counters=false): one owner finishing {r:,} runs/s"
+                f" would throttle its 8 counter items ({STATS_ITEM_LIMIT:,} writes/s), and they would cost"
+                f" {r:,} WRU/s on leases; GET /stats then answers queue figures only (the dashboard keeps"
+                " lateness and outcomes); --stats-counters on keeps them",
             )
         )
     return [_throughput(name, wru, rru, warnings) for name, wru, rru in rows]
@@ -212,13 +237,6 @@ def _lateness(
         )
     return Lateness(first.lateness_ms, steady.lateness_ms, load.target_latency_ms, met)
 
-    gib = 1024**3
-    overhead = value("ddb_item_overhead_bytes")
-    jobs_gb = load.jobs * (value("job_item_bytes") + overhead) / gib
-    runs_retained = int(load.runs_per_month / (SECONDS_PER_MONTH / 86_400) * load.retention_days)
-    runs_gb = runs_retained * (value("run_item_bytes") + overhead * (1 if load.open_index else 0.5)) / gib
-    return Storage(round(jobs_gb, 2), runs_retained, round(runs_gb, 2), round(jobs_gb + runs_gb, 2))
-
 
 SWEEP_TARGET_HOURS = 24  # without the open index, sweep the whole runs table once a day ...
 MAX_SWEEP_PAGES = 200  # ... unless that needs more Scan pages than one reaper pass reads in a minute
@@ -257,7 +275,9 @@ def _storage(load: Load, warnings: list[QuotaWarning]) -> Storage:
     )
 
 
-def _context(load: Load, s: Scheduling, w: Workers, tables: list[Throughput], storage: Storage) -> dict[str, Any]:
+def _context(
+    load: Load, s: Scheduling, w: Workers, tables: list[Throughput], storage: Storage, *, stats_counters: bool
+) -> dict[str, Any]:
     """CDK context parameters (``infra.config.InfraConfig`` names) for ``npx cdk deploy -c ...``."""
     context: dict[str, Any] = {
         "shards": s.due_shards,
@@ -279,6 +299,8 @@ def _context(load: Load, s: Scheduling, w: Workers, tables: list[Throughput], st
         context["worker_max_concurrency"] = min(w.max_concurrency, int(value("lambda_sqs_max_concurrency")))
     if not load.open_index:
         context |= {"open_index": False, "sweep_pages": storage.sweep_pages}
+    if not stats_counters:
+        context["stats_counters"] = False
     warm = {t.name: t.warm_writes for t in tables if t.warm_writes}
     if warm:
         context |= {"warm_throughput": True, "warm_write_units": warm}

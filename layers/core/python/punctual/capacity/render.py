@@ -26,7 +26,8 @@ def render(report: dict[str, Any]) -> str:
         ),
         "",
         f"Per run: {per_run['write_units_total']} write units {per_run['write_units']},"
-        f" {per_run['dynamodb_reads']:g} read, {per_run['sqs_requests']} SQS requests",
+        f" {per_run['dynamodb_reads']:g} read, {per_run['sqs_requests']} SQS requests"
+        + ("" if per_run["stats_counters"] else " (GET /stats run counters off: -c stats_counters=false)"),
         "",
         "DynamoDB at the peak        WRU/s      RRU/s   pre-warm writes/reads   quota to request",
     ]

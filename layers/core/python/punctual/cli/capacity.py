@@ -28,6 +28,12 @@ def register(subparsers: Any) -> None:
         "--worker", choices=("lambda", "fargate"), default="lambda", help="worker kind (default lambda)"
     )
     parser.add_argument("--no-open-index", action="store_true", help="size a stack deployed with -c open_index=false")
+    parser.add_argument(
+        "--stats-counters",
+        choices=("auto", "on", "off"),
+        default="auto",
+        help="GET /stats run counters, 1 write unit per run (auto: kept up to 8,000 runs/s per owner)",
+    )
     parser.add_argument("--api-requests-per-month", type=int, default=1_000_000, help="API requests (default 1M)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.set_defaults(func=run_capacity)
@@ -59,6 +65,7 @@ def run_capacity(args: argparse.Namespace) -> int:
             target_duration_ms=args.target_duration_ms,
             worker=args.worker,
             open_index=not args.no_open_index,
+            stats_counters={"auto": None, "on": True, "off": False}[args.stats_counters],
             api_requests_per_month=args.api_requests_per_month,
         )
     except ValidationError as exc:

@@ -53,6 +53,7 @@ class AwsEngine(Engine):
             shards=settings.shards,
             open_shards=settings.open_shards,
             open_index=settings.open_index,
+            stats_counters=settings.stats_counters,
             sweep_pages=settings.sweep_pages,
             retention_days=settings.retention_days,
         )

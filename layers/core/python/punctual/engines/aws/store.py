@@ -9,9 +9,10 @@ documents (False, None, a :class:`LeaseOutcome`, or the named exception); every 
 ``ClientError`` propagates unchanged. Conditional writes that fail ask DynamoDB for the item as it
 was (``ReturnValuesOnConditionCheckFailure=ALL_OLD``), so deciding *why* costs no extra read.
 
-Write units of one run's happy path (items under 1 KB; see tests/integration/test_aws_engine.py):
-advance the job (table 1, ``due`` key move 2, ``by_owner`` ALL projection 1), insert the run
+Write units of one run's happy path (items under 1 KB; see tests/integration/test_aws_engine.py
+and punctual.capacity.counts): advance the job (table 1, ``due`` key move 2), insert the run
 (table 1, ``open`` put 1), lease (1), finish (table 1, ``open`` delete 1, the stats counter 1).
+``open_index=False`` drops the two ``open`` units and ``stats_counters=False`` the counter: 6.
 """
 
 from __future__ import annotations
@@ -77,6 +78,7 @@ class DynamoStore(DependencyItems, DynamoTenants, Store):
         shards: int = 16,
         open_shards: int = 16,
         open_index: bool = True,
+        stats_counters: bool = True,
         sweep_pages: int = SWEEP_PAGES,
         retention_days: int = 30,
         max_workers: int = 8,
@@ -88,6 +90,7 @@ class DynamoStore(DependencyItems, DynamoTenants, Store):
         self.shards = shards
         self.open_shards = open_shards
         self.open_index = open_index
+        self.stats_counters = stats_counters
         self.sweep_pages = sweep_pages
         self.retention_days = retention_days
         self._reap_start = 0  # rotates the first open shard past_deadline_runs reads (fairness)
@@ -211,7 +214,7 @@ class DynamoStore(DependencyItems, DynamoTenants, Store):
         item = it.run_to_item(run, open_shards=self.open_shards)
         inserted = self._tables.put(self.runs_table, item, c.guarded(c.RUN_NOT_EXISTS)).applied
         if inserted and run.state.is_terminal:  # a skipped time, recorded already closed
-            stats.tally(self._tables.client, self.leases_table, run)
+            self._tally(run)
         return inserted
 
     def _advance_job(self, advance: Advance) -> bool:
@@ -331,7 +334,7 @@ class DynamoStore(DependencyItems, DynamoTenants, Store):
         expr = u.change_expression(change, retention_days=self.retention_days)
         finished = self._while_held(job_id, scheduled_at, worker_id, attempt, expr)
         if finished.state.is_terminal:
-            stats.tally(self._tables.client, self.leases_table, finished)
+            self._tally(finished)
         return finished
 
     # Batches: concurrent conditional writes (a transaction would double the write units and
@@ -390,7 +393,7 @@ class DynamoStore(DependencyItems, DynamoTenants, Store):
             raise ConcurrentModification(f"run {current.run_id} changed since it was read")
         changed = _run_of(written)
         if changed.state.is_terminal and not current.state.is_terminal:
-            stats.tally(self._tables.client, self.leases_table, changed)
+            self._tally(changed)
         return changed
 
     def past_deadline_runs(self, now: int, scheduled_before: int, limit: int) -> list[Run]:
@@ -478,8 +481,15 @@ class DynamoStore(DependencyItems, DynamoTenants, Store):
 
     # -- stats ------------------------------------------------------------------------------------
 
-    def run_stats(self, owner: str, since: int, until: int) -> RunStats:
+    def run_stats(self, owner: str, since: int, until: int) -> RunStats | None:
+        if not self.stats_counters:
+            return None  # nothing was counted: "unavailable", not "zero runs"
         return stats.run_stats(lambda keys: self._tables.batch_get(self.leases_table, keys), owner, since, until)
+
+    def _tally(self, run: Run) -> None:
+        """Count a run that just turned terminal in the owner's GET /stats counters (1 write unit)."""
+        if self.stats_counters:
+            stats.tally(self._tables.client, self.leases_table, run)
 
     # -- shard leases ------------------------------------------------------------------------------
 
