@@ -17,7 +17,13 @@ import pytest
 from moto import mock_aws
 
 from punctual import resources
-from punctual.capacity.counts import SQS_EVENT_SOURCE, SQS_LAMBDA_WORKER, SQS_SCHEDULER, per_run
+from punctual.capacity.counts import (
+    READ_REQUESTS_LAMBDA_WORKER,
+    SQS_EVENT_SOURCE,
+    SQS_LAMBDA_WORKER,
+    SQS_SCHEDULER,
+    per_run,
+)
 from punctual.clock import ManualClock
 from punctual.config import EngineKind, Settings
 from punctual.engines.aws import AwsEngine, ensure_resources
@@ -119,10 +125,11 @@ def test_model_counts_equal_the_measured_ones(engine: AwsEngine, clock: ManualCl
         "dynamodb:UpdateItem": RUNS,
         "sqs:SendMessageBatch": RUNS // 10,
     }
-    # the worker reads each run's job, leases and finishes it (and adds to the owner's stats
+    # the worker reads its batch's jobs (one request), leases and finishes each run (and adds to the owner's stats
     # counter, when the deployment keeps them), and sets its message's visibility
+    assert model.dynamodb_reads == 1.0  # each run's job, read once (in its batch's BatchGetItem)
     assert {k: v / RUNS for k, v in executing.items()} == {
-        "dynamodb:GetItem": model.dynamodb_reads,
+        **{f"dynamodb:{k}": v for k, v in READ_REQUESTS_LAMBDA_WORKER.items()},
         "dynamodb:UpdateItem": 3.0 if counters else 2.0,
         **{f"sqs:{k}": v for k, v in SQS_LAMBDA_WORKER.items()},
     }
