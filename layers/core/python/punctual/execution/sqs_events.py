@@ -26,9 +26,10 @@ from punctual.clock import Clock
 from punctual.engines.aws.queue import delivery_from_message
 from punctual.errors import PunctualError
 from punctual.execution.delivery import ExecutionOptions
+from punctual.execution.loop import Settled, Tuning, runner
 from punctual.execution.targets.aio import AsyncTargetExecutor, AsyncTargets
 from punctual.execution.targets.policy import TargetPolicy
-from punctual.execution.worker import Settled, Tuning, Worker, runner
+from punctual.execution.worker import Worker
 from punctual.metrics import Metrics
 from punctual.model import Run
 from punctual.port import Delivery, Dispatch, Engine, Finish, Queue, Store

@@ -32,7 +32,6 @@ import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, TypeVar
 
@@ -42,6 +41,7 @@ from punctual.clock import Clock
 from punctual.errors import InvalidId
 from punctual.execution import batch
 from punctual.execution.delivery import RUN_METRICS, ExecutionOptions, Outcome
+from punctual.execution.loop import Instant, LoopState, Running, Settled, Tuning, beat_loop, prebuild_all, runner
 from punctual.execution.targets.aio import AsyncTargetExecutor, AsyncTargets, Prebuilding
 from punctual.execution.targets.policy import TargetPolicy
 from punctual.metrics import Metrics
@@ -52,7 +52,6 @@ from punctual.tenancy.admission import Gate
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
-Settled = Outcome | BaseException  # what a delivery came to: an outcome, or the error that left its message alone
 
 RECEIVE_ERROR_PAUSE_S = 1.0  # after a failed receive (queue outage), before trying again
 
@@ -60,18 +59,6 @@ RECEIVE_ERROR_PAUSE_S = 1.0  # after a failed receive (queue outage), before try
 def default_worker_id() -> str:
     """``<host>:<pid>``: enough to find the process that ran an attempt."""
     return f"{socket.gethostname()}:{os.getpid()}"
-
-
-@dataclass(frozen=True, slots=True)
-class Tuning:
-    """How much the worker holds and how it batches (``punctual worker`` flags)."""
-
-    max_in_flight: int = 5_000  # messages held at once: received, waiting for their instant, or executing
-    receive_batch: int = 250  # messages asked for per receive (SQS: 10 per request, several requests)
-    receivers: int = 2  # concurrent receives (SQS: concurrent long polls)
-    wait_s: float = 1.0  # long-poll wait of a receive (1 s locally; up to 20 s on SQS)
-    settle_batch: int = 1_000  # finishes per settle call at most
-    engine_threads: int = 4  # the thread pool for blocking engine calls
 
 
 class Worker:
@@ -124,7 +111,7 @@ class Worker:
         self.outcomes: Counter[Outcome] = Counter()  # what deliveries came to, for tests and metrics
         self.errors = 0  # deliveries whose batch raised (their messages come back after the visibility timeout)
         self._lock = threading.Lock()
-        self._state: _LoopState | None = None
+        self._state: LoopState | None = None
 
     # -- entry points ---------------------------------------------------------------------------
 
@@ -152,9 +139,12 @@ class Worker:
         # the runs due now (recheck, lease at the instant) never queue behind a pre-lease or a settle
         urgent = ThreadPoolExecutor(max_workers=1, thread_name_prefix="punctual-instant")
         targets = await loop.run_in_executor(executor, self.make_targets)  # loads the CA bundle off the loop
-        state = _LoopState(loop, executor, targets, urgent)
+        state = LoopState(loop, executor, targets, urgent)
         self._state = state
-        tasks = [asyncio.create_task(self._settle_loop(state)), asyncio.create_task(self._beat_loop(state))]
+        tasks = [
+            asyncio.create_task(self._settle_loop(state)),
+            asyncio.create_task(beat_loop(state, self.port, self.options)),
+        ]
         try:
             yield self
         finally:
@@ -246,7 +236,7 @@ class Worker:
                 return
             targets = self._require_state().targets
             if isinstance(targets, Prebuilding) and prepared.leased:  # the requests too, before the instant
-                await self._blocking(_prebuild, targets, prepared.leased)
+                await self._blocking(prebuild_all, targets, prepared.leased)
             checked = await self._recheck_at(not_before, prepared.leased)
             for held in prepared.leased:
                 verdict = checked[held.delivery.receipt]
@@ -276,14 +266,14 @@ class Worker:
         state = self._require_state()
         instant = state.instants.get(not_before)
         if instant is None or instant.closed:
-            instant = state.instants[not_before] = _Instant(state.loop.create_future())
+            instant = state.instants[not_before] = Instant(state.loop.create_future())
             task = asyncio.create_task(self._recheck_instant(not_before, instant))
             state.tasks.add(task)
             task.add_done_callback(state.tasks.discard)
         instant.held.extend(held)
         return await asyncio.shield(instant.done)
 
-    async def _recheck_instant(self, not_before: int, instant: _Instant) -> None:
+    async def _recheck_instant(self, not_before: int, instant: Instant) -> None:
         state = self._require_state()
         verdicts: dict[str, batch.Leased | Settled] = {}
         try:
@@ -346,7 +336,7 @@ class Worker:
             state.done.put_nowait((batch.Done(leased, None, started, started), future))
             return
         interval = max(leased.lease_ms / 3000, self.options.min_heartbeat_s)
-        running = _Running(leased, asyncio.current_task(), time.monotonic() + interval, interval)
+        running = Running(leased, asyncio.current_task(), time.monotonic() + interval, interval)
         key = id(running)
         state.running[key] = running
         try:
@@ -363,7 +353,7 @@ class Worker:
             state.running.pop(key, None)
         state.done.put_nowait((batch.Done(leased, result, started, self.clock.now_ms()), future))
 
-    async def _settle_loop(self, state: _LoopState) -> None:
+    async def _settle_loop(self, state: LoopState) -> None:
         """Finish and acknowledge done attempts, as many per call as have accumulated."""
         while True:
             items = [await state.done.get()]
@@ -379,27 +369,6 @@ class Worker:
                 outcomes = [exc] * len(items)
             for (_, future), settled in zip(items, outcomes, strict=True):
                 self._resolve(future, settled)
-
-    async def _beat_loop(self, state: _LoopState) -> None:
-        """One batched heartbeat per tick for the runs whose beat is due; a lost lease cancels its run."""
-        tick = max(self.options.min_heartbeat_s, 0.05)
-        while True:
-            await asyncio.sleep(tick)
-            now = time.monotonic()
-            due = [running for running in state.running.values() if running.next_beat <= now]
-            if not due:
-                continue
-            try:
-                alive = await self._blocking(batch.beat, self.port, [running.leased for running in due])
-            except Exception:  # a transient storage error: the lease margin absorbs a missed beat
-                logger.exception("heartbeat of %d runs failed; trying again at the next tick", len(due))
-                continue
-            for running, ok in zip(due, alive, strict=True):
-                if ok:
-                    running.next_beat = now + running.interval
-                elif running.task is not None:
-                    running.lost = True
-                    running.task.cancel()
 
     # -- helpers ------------------------------------------------------------------------------
 
@@ -422,66 +391,7 @@ class Worker:
         state = self._require_state()
         return await state.loop.run_in_executor(state.urgent if urgent else state.executor, partial(fn, *args))
 
-    def _require_state(self) -> _LoopState:
+    def _require_state(self) -> LoopState:
         if self._state is None:
             raise RuntimeError("the worker is used outside its session")
         return self._state
-
-
-class _LoopState:
-    """Everything the worker holds while its loop runs (touched only on the loop)."""
-
-    def __init__(
-        self,
-        loop: asyncio.AbstractEventLoop,
-        executor: ThreadPoolExecutor,
-        targets: AsyncTargetExecutor,
-        urgent: ThreadPoolExecutor,
-    ) -> None:
-        self.loop, self.executor, self.targets, self.urgent = loop, executor, targets, urgent
-        self.starting = 0  # attempts created whose coroutine has not begun yet (the settle loop waits)
-        self.started = asyncio.Event()
-        self.instants: dict[int, _Instant] = {}  # pre-leased runs waiting for their instant
-        self.in_flight = 0  # deliveries received and not yet settled
-        self.reserved = 0  # room claimed by receives in progress
-        self.room = asyncio.Event()
-        self.done: asyncio.Queue[tuple[batch.Done, asyncio.Future[Settled]]] = asyncio.Queue()
-        self.running: dict[int, _Running] = {}
-        self.tasks: set[asyncio.Task[None]] = set()  # strong references: the loop keeps only weak ones
-
-
-def _prebuild(targets: Prebuilding, held: Sequence[batch.Leased]) -> None:
-    for leased in held:
-        if leased.may_execute:
-            targets.prebuild(leased.job, leased.run, leased.run.attempt)
-
-
-@dataclass(slots=True)
-class _Instant:
-    """The runs pre-leased for one instant, rechecked together when it comes (:meth:`Worker._recheck_at`)."""
-
-    done: asyncio.Future[dict[str, batch.Leased | Settled]]
-    held: list[batch.Leased] = field(default_factory=list)
-    closed: bool = False
-
-
-@dataclass(slots=True)
-class _Running:
-    leased: batch.Leased
-    task: asyncio.Task[Any] | None
-    next_beat: float
-    interval: float
-    lost: bool = False
-
-
-@contextlib.contextmanager
-def runner() -> Any:
-    """An asyncio runner on uvloop where installed (no global policy change)."""
-    try:
-        import uvloop
-
-        factory: Callable[[], asyncio.AbstractEventLoop] | None = uvloop.new_event_loop
-    except ImportError:  # pragma: no cover - uvloop is a dependency on Linux and macOS
-        factory = None
-    with asyncio.Runner(loop_factory=factory) as loop_runner:
-        yield loop_runner

@@ -1,0 +1,119 @@
+"""What the async worker holds while its event loop runs, and how it is tuned.
+
+:class:`Tuning` is what ``punctual worker`` flags set; :class:`LoopState` is the worker's state on
+its loop (touched only there): deliveries in flight, runs executing (for heartbeats), runs
+pre-leased for an instant (:class:`Instant`), the settle queue and the thread pools for blocking
+engine calls. :func:`runner` makes the loop (uvloop where installed).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from punctual.execution import batch
+from punctual.execution.delivery import ExecutionOptions, Outcome
+from punctual.execution.targets.aio import AsyncTargetExecutor, Prebuilding
+
+logger = logging.getLogger(__name__)
+
+Settled = Outcome | BaseException  # what a delivery came to: an outcome, or the error that left its message alone
+
+
+@dataclass(frozen=True, slots=True)
+class Tuning:
+    """How much the worker holds and how it batches (``punctual worker`` flags)."""
+
+    max_in_flight: int = 5_000  # messages held at once: received, waiting for their instant, or executing
+    receive_batch: int = 250  # messages asked for per receive (SQS: 10 per request, several requests)
+    receivers: int = 2  # concurrent receives (SQS: concurrent long polls)
+    wait_s: float = 1.0  # long-poll wait of a receive (1 s locally; up to 20 s on SQS)
+    settle_batch: int = 1_000  # finishes per settle call at most
+    engine_threads: int = 4  # the thread pool for blocking engine calls
+
+
+class LoopState:
+    """Everything the worker holds while its loop runs (touched only on the loop)."""
+
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        executor: ThreadPoolExecutor,
+        targets: AsyncTargetExecutor,
+        urgent: ThreadPoolExecutor,
+    ) -> None:
+        self.loop, self.executor, self.targets, self.urgent = loop, executor, targets, urgent
+        self.starting = 0  # attempts created whose coroutine has not begun yet (the settle loop waits)
+        self.started = asyncio.Event()
+        self.instants: dict[int, Instant] = {}  # pre-leased runs waiting for their instant
+        self.in_flight = 0  # deliveries received and not yet settled
+        self.reserved = 0  # room claimed by receives in progress
+        self.room = asyncio.Event()
+        self.done: asyncio.Queue[tuple[batch.Done, asyncio.Future[Settled]]] = asyncio.Queue()
+        self.running: dict[int, Running] = {}
+        self.tasks: set[asyncio.Task[None]] = set()  # strong references: the loop keeps only weak ones
+
+
+def prebuild_all(targets: Prebuilding, held: Sequence[batch.Leased]) -> None:
+    for leased in held:
+        if leased.may_execute:
+            targets.prebuild(leased.job, leased.run, leased.run.attempt)
+
+
+@dataclass(slots=True)
+class Instant:
+    """The runs pre-leased for one instant, rechecked together when it comes (``Worker._recheck_at``)."""
+
+    done: asyncio.Future[dict[str, batch.Leased | Settled]]
+    held: list[batch.Leased] = field(default_factory=list)
+    closed: bool = False
+
+
+@dataclass(slots=True)
+class Running:
+    leased: batch.Leased
+    task: asyncio.Task[Any] | None
+    next_beat: float
+    interval: float
+    lost: bool = False
+
+
+@contextlib.contextmanager
+def runner() -> Any:
+    """An asyncio runner on uvloop where installed (no global policy change)."""
+    try:
+        import uvloop
+
+        factory: Callable[[], asyncio.AbstractEventLoop] | None = uvloop.new_event_loop
+    except ImportError:  # pragma: no cover - uvloop is a dependency on Linux and macOS
+        factory = None
+    with asyncio.Runner(loop_factory=factory) as loop_runner:
+        yield loop_runner
+
+
+async def beat_loop(state: LoopState, port: batch.Port, options: ExecutionOptions) -> None:
+    """One batched heartbeat per tick for the runs whose beat is due; a lost lease cancels its run."""
+    tick = max(options.min_heartbeat_s, 0.05)
+    while True:
+        await asyncio.sleep(tick)
+        now = time.monotonic()
+        due = [running for running in state.running.values() if running.next_beat <= now]
+        if not due:
+            continue
+        try:
+            alive = await state.loop.run_in_executor(state.executor, batch.beat, port, [r.leased for r in due])
+        except Exception:  # a transient storage error: the lease margin absorbs a missed beat
+            logger.exception("heartbeat of %d runs failed; trying again at the next tick", len(due))
+            continue
+        for running, ok in zip(due, alive, strict=True):
+            if ok:
+                running.next_beat = now + running.interval
+            elif running.task is not None:
+                running.lost = True
+                running.task.cancel()
