@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from punctual import rules
 from punctual.model import JobStatus, RunState
 from punctual.port import Hold, JobMark, LeaseOutcome, LeaseRequest, RunChange
 from tests.contract.factories import MINUTE, SECOND, make_job, make_run
@@ -25,6 +26,7 @@ def test_a_pre_lease_starts_the_attempt_at_the_instant(engine, clock):
         job, now - MINUTE, clock, state=RunState.RETRYING, attempt=1, next_attempt_at=now + 2 * SECOND
     )
     assert engine.store.insert_runs([due, backing_off]) == [True, True]
+    stored = engine.store.get_run(job.id, due.scheduled_at)
     # When a worker leases both now, each starting at its instant
     requests = [
         LeaseRequest(job.id, due.scheduled_at, LEASE, starts_at=due.scheduled_at),
@@ -36,6 +38,8 @@ def test_a_pre_lease_starts_the_attempt_at_the_instant(engine, clock):
     held = engine.store.get_run(job.id, due.scheduled_at)
     assert held.started_at == due.scheduled_at and held.lease_expires_at == due.scheduled_at + LEASE
     assert held.worker_id == "w1" and held.attempt == 1
+    # exactly as the rules say (both engines spell rules.leased in their own way)
+    assert held == rules.leased(stored, "w1", now, LEASE, due.scheduled_at) == results[0].run
     # ... and whether a run may be leased is still decided at now: the backoff has not ended
     assert results[1].outcome is LeaseOutcome.NOT_READY
     # A start in the past changes nothing: the attempt starts now
