@@ -27,7 +27,7 @@ from punctual.engines.aws import conditions as c
 from punctual.engines.aws import items as it
 from punctual.engines.aws.store import DynamoStore
 from punctual.errors import ConcurrentModification, ConfigError, InvalidCursor, JobTooLarge, LeaseLost, Throttled
-from punctual.jobs.service import check_size
+from punctual.jobs.checks import check_size
 from punctual.model import (
     MAX_JOB_BYTES,
     MAX_PAYLOAD_BYTES,

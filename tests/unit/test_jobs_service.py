@@ -26,6 +26,8 @@ from punctual.errors import (
     JobNotFound,
     RunNotFound,
 )
+from punctual.jobs import checks
+from punctual.jobs import runs as job_runs
 from punctual.jobs import service as jobs
 from punctual.model import HttpTarget, Job, JobSpec, JobStatus, RunState, Trigger
 from punctual.port import Advance, RunQuery, Store
@@ -156,7 +158,7 @@ def test_another_owners_job_is_not_found_with_the_same_message_as_a_missing_one(
         with pytest.raises(JobNotFound):
             action(store, "bob", job.id, NOW)
     with pytest.raises(JobNotFound):
-        jobs.list_runs(store, "bob", job.id, RunQuery())
+        job_runs.list_runs(store, "bob", job.id, RunQuery())
     assert jobs.list_jobs(store, "bob").items == []
 
 
@@ -164,7 +166,7 @@ def test_malformed_ids_are_invalid_not_missing(store: Store) -> None:
     with pytest.raises(InvalidId):
         jobs.get_job(store, "alice", "job-1")
     with pytest.raises(InvalidId):
-        jobs.get_run(store, "alice", "run_1")
+        job_runs.get_run(store, "alice", "run_1")
 
 
 # -- update -------------------------------------------------------------------------------------------
@@ -277,7 +279,7 @@ def test_deleted_jobs_leave_the_index_stay_readable_and_refuse_changes(store: St
         lambda: jobs.pause_job(store, "alice", job.id, NOW),
         lambda: jobs.resume_job(store, "alice", job.id, NOW),
         lambda: jobs.update_job(store, "alice", job.id, {"name": "x"}, NOW),
-        lambda: jobs.trigger_job(store, engine.queue, "alice", job.id, NOW),
+        lambda: job_runs.trigger_job(store, engine.queue, "alice", job.id, NOW),
     ):
         with pytest.raises(InvalidTransition):
             refused()
@@ -298,36 +300,36 @@ def test_a_completed_job_cannot_be_paused_or_resumed(store: Store) -> None:
 def test_trigger_inserts_a_manual_run_and_sends_its_dispatch(store: Store, engine: EmbeddedEngine) -> None:
     job = jobs.create_job(store, "alice", cron(), NOW).job
     jobs.pause_job(store, "alice", job.id, NOW)  # a paused job can still be run by hand
-    run = jobs.trigger_job(store, engine.queue, "alice", job.id, NOW + 7, retention_s=60)
+    run = job_runs.trigger_job(store, engine.queue, "alice", job.id, NOW + 7, retention_s=60)
     assert run.trigger is Trigger.MANUAL and run.state is RunState.SCHEDULED and run.scheduled_at == NOW + 7
     assert run.expires_at == (NOW + 7) // 1000 + 60 and run.deadline_at > NOW + 7
-    assert jobs.get_run(store, "alice", run.run_id) == run
+    assert job_runs.get_run(store, "alice", run.run_id) == run
     deliveries = engine.queue.receive(10, visibility_s=30)
     assert [d.run_id for d in deliveries] == [run.run_id]
     # The same millisecond names the same run: no second row
-    assert jobs.trigger_job(store, engine.queue, "alice", job.id, NOW + 7).run_id == run.run_id
-    assert len(jobs.list_runs(store, "alice", job.id, RunQuery()).items) == 1
+    assert job_runs.trigger_job(store, engine.queue, "alice", job.id, NOW + 7).run_id == run.run_id
+    assert len(job_runs.list_runs(store, "alice", job.id, RunQuery()).items) == 1
 
 
 def test_runs_of_another_owner_are_not_found(store: Store, engine: EmbeddedEngine) -> None:
     job = jobs.create_job(store, "alice", cron(), NOW).job
-    run = jobs.trigger_job(store, engine.queue, "alice", job.id, NOW)
+    run = job_runs.trigger_job(store, engine.queue, "alice", job.id, NOW)
     with pytest.raises(RunNotFound):
-        jobs.get_run(store, "bob", run.run_id)
+        job_runs.get_run(store, "bob", run.run_id)
     with pytest.raises(RunNotFound):
-        jobs.get_run(store, "alice", ids.run_id_for(job.id, NOW + 1))
+        job_runs.get_run(store, "alice", ids.run_id_for(job.id, NOW + 1))
     with pytest.raises(JobNotFound):
-        jobs.trigger_job(store, engine.queue, "bob", job.id, NOW)
+        job_runs.trigger_job(store, engine.queue, "bob", job.id, NOW)
 
 
 def test_list_runs_checks_its_query(store: Store) -> None:
     job = jobs.create_job(store, "alice", cron(), NOW).job
     with pytest.raises(InvalidInput) as reversed_range:
-        jobs.list_runs(store, "alice", job.id, RunQuery(since=NOW + 1, until=NOW))
+        job_runs.list_runs(store, "alice", job.id, RunQuery(since=NOW + 1, until=NOW))
     assert reversed_range.value.field == "since"
-    for limit in (0, jobs.MAX_PAGE + 1):
+    for limit in (0, checks.MAX_PAGE + 1):
         with pytest.raises(InvalidInput):
-            jobs.list_runs(store, "alice", job.id, RunQuery(limit=limit))
+            job_runs.list_runs(store, "alice", job.id, RunQuery(limit=limit))
 
 
 # -- optimistic writes --------------------------------------------------------------------------------

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from punctual.errors import InvalidInput
-from punctual.jobs.service import check_timeout
+from punctual.jobs.checks import check_timeout
 from punctual.scheduling.planning import PlanOptions, is_long_run, plan
 from tests.unit.test_planning import T0, due_job
 

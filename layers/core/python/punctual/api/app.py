@@ -1,7 +1,8 @@
 """The HTTP API: Powertools routes over the job service, identical on Lambda and locally.
 
 Routes are thin: parse (Powertools validates against the pydantic models), call one function of
-``punctual.jobs.service``, shape the response. Errors are mapped in ``punctual.api.errors`` only.
+``punctual.jobs.service`` or ``punctual.jobs.runs``, shape the response. Errors are mapped in
+``punctual.api.errors`` only.
 
 :func:`handle` is the one entry point (the Lambda handler and the local server both call it):
 
@@ -34,6 +35,8 @@ from punctual.clock import Clock, from_datetime
 from punctual.config import Settings
 from punctual.dependencies import graph as dependency_graph
 from punctual.errors import ConfigError, PunctualError, Unauthorized
+from punctual.jobs import checks
+from punctual.jobs import runs as job_runs
 from punctual.jobs import service as jobs
 from punctual.model import AwareRfc3339, JobStatus, RunState
 from punctual.port import Engine, Keys, Queue, RunQuery, SkewSource, Store
@@ -53,7 +56,7 @@ JobId = Annotated[
     ),
 ]
 RunId = Annotated[str, Path(description="run_<32 hex>_<scheduled epoch ms>", pattern=ids.RUN_ID_PATTERN)]
-Limit = Annotated[int, Query(ge=1, le=jobs.MAX_PAGE, description="page size")]
+Limit = Annotated[int, Query(ge=1, le=checks.MAX_PAGE, description="page size")]
 Cursor = Annotated[str | None, Query(max_length=2048, description="next_cursor of the previous page")]
 
 
@@ -275,7 +278,7 @@ def resume_job(job_id: JobId) -> JobResponse:
 )
 def trigger_job(job_id: JobId) -> Response[RunResponse]:
     services, owner = _caller()
-    run = jobs.trigger_job(
+    run = job_runs.trigger_job(
         services.store,
         services.queue,
         owner,
@@ -314,7 +317,7 @@ def list_runs(
         limit=limit,
         cursor=cursor,
     )
-    page = jobs.list_runs(services.store, owner, job_id, query)
+    page = job_runs.list_runs(services.store, owner, job_id, query)
     return RunPage(items=[RunResponse.from_run(r) for r in page.items], next_cursor=page.cursor)
 
 
@@ -327,7 +330,7 @@ def list_runs(
 )
 def get_run(run_id: RunId) -> RunResponse:
     services, owner = _caller()
-    return RunResponse.from_run(jobs.get_run(services.store, owner, run_id))
+    return RunResponse.from_run(job_runs.get_run(services.store, owner, run_id))
 
 
 # -- other routers (they share this app's per-request context) --------------------------------------

@@ -22,6 +22,7 @@ from typing import Any
 from punctual.bench.jobs import BENCH_OWNER, bench_jobs
 from punctual.clock import SystemClock
 from punctual.engines.embedded import EmbeddedEngine
+from punctual.jobs import runs as job_runs
 from punctual.jobs import service
 from punctual.model import Run
 from punctual.port import RunQuery
@@ -111,7 +112,7 @@ def _reads(engine: EmbeddedEngine, stored: int, now: int) -> dict[str, Any]:
     def all_runs() -> None:
         cursor: str | None = None
         while True:
-            page = service.list_runs(store, owner, job.id, RunQuery(limit=100, cursor=cursor))
+            page = job_runs.list_runs(store, owner, job.id, RunQuery(limit=100, cursor=cursor))
             if page.cursor is None:
                 return
             cursor = page.cursor
@@ -120,10 +121,10 @@ def _reads(engine: EmbeddedEngine, stored: int, now: int) -> dict[str, Any]:
         "list_jobs_page_ms": _median_ms(lambda: service.list_jobs(store, owner, limit=50)),
         "list_jobs_all_ms": _median_ms(all_jobs),
         "owner_jobs": min(JOBS_PER_OWNER, stored),
-        "run_history_page_ms": _median_ms(lambda: service.list_runs(store, owner, job.id, RunQuery(limit=50))),
+        "run_history_page_ms": _median_ms(lambda: job_runs.list_runs(store, owner, job.id, RunQuery(limit=50))),
         "run_history_all_ms": _median_ms(all_runs),
         "history_runs": HISTORY_RUNS,
-        "get_run_ms": _median_ms(lambda: service.get_run(store, owner, runs[len(runs) // 2].run_id)),
+        "get_run_ms": _median_ms(lambda: job_runs.get_run(store, owner, runs[len(runs) // 2].run_id)),
     }
 
 

@@ -1,4 +1,4 @@
-"""The job service: what the API does to jobs and runs, with no HTTP and no boto3.
+"""The job service: what the API does to jobs, with no HTTP and no boto3 (runs: ``punctual.jobs.runs``).
 
 Every function acts for one ``owner`` and takes ``now`` (epoch ms). Another owner's job or run is
 reported as not found (never "forbidden"), so ids do not leak across tenants. Errors are the
@@ -25,7 +25,6 @@ Rules this module owns:
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -34,46 +33,26 @@ from pydantic import ValidationError
 
 from punctual import ids
 from punctual.clock import from_datetime
-from punctual.config import DEFAULT_RETENTION_S
 from punctual.dependencies import links
 from punctual.errors import (
     ConcurrentModification,
-    ConfigError,
     HasDependents,
     IdempotencyKeyReused,
     InvalidInput,
     InvalidTransition,
     JobAlreadyExists,
     JobNotFound,
-    JobTooLarge,
     LimitExceeded,
-    RunNotFound,
 )
 from punctual.execution.targets.policy import TargetPolicy, check_target
-from punctual.jobs import validation
-from punctual.model import (
-    JOB_TRANSITIONS,
-    MAX_JOB_BYTES,
-    MAX_SECRET_CHARS,
-    MAX_TIMEOUT_S,
-    REDACTED,
-    HttpTarget,
-    Job,
-    JobSpec,
-    JobStatus,
-    Run,
-    Target,
-)
-from punctual.port import Keys, Page, Queue, RunQuery, Store
+from punctual.jobs import checks, secrets, validation
+from punctual.model import JOB_TRANSITIONS, MAX_TIMEOUT_S, Job, JobSpec, JobStatus
+from punctual.port import Keys, Page, Store
 from punctual.scheduling import cron as schedule
-from punctual.scheduling.planning import PlanOptions, dispatch_for, is_long_run, manual_run
 
 RUN_AT_TOLERANCE_MS = 1_000
 WRITE_ATTEMPTS = 3  # optimistic-write retries before ConcurrentModification reaches the caller
-MAX_PAGE = 100
-MAX_IDEMPOTENCY_KEY = 255
 STRICT_TARGETS = TargetPolicy()  # public addresses only: what the AWS deployment allows by default
-_IDEMPOTENCY_KEY = re.compile(r"^[\x21-\x7e]+$")  # printable ASCII, no spaces: safe in any header
 _SCHEDULING_FIELDS = ("schedule", "timezone", "run_at", "depends_on")
 
 
@@ -109,10 +88,10 @@ def create_job(
     just before the job (``punctual.dependencies.links``).
     """
     check_target(spec.target, policy)
-    sealed = _sealed(spec, owner, keys, stored=None)
-    check_size(sealed)
-    check_timeout(spec.timeout_s, max_timeout_s)
-    job_id = _job_id(owner, idempotency_key)
+    sealed = secrets.seal_secrets(spec, owner, keys, stored=None)
+    checks.check_size(sealed)
+    checks.check_timeout(spec.timeout_s, max_timeout_s)
+    job_id = checks.job_id_for(owner, idempotency_key)
     if max_jobs is not None and store.count_live_jobs(owner, max_jobs) >= max_jobs:
         existing = _find_job(store, job_id) if idempotency_key else None
         if existing is None:
@@ -171,7 +150,7 @@ def list_jobs(
 
     Raises :class:`InvalidInput` for a limit outside 1..MAX_PAGE and :class:`InvalidCursor`.
     """
-    _check_limit(limit)
+    checks.check_limit(limit)
     return store.list_jobs(owner, status=status, limit=limit, cursor=cursor)
 
 
@@ -199,7 +178,7 @@ def update_job(
     if not changes:
         return get_job(store, owner, job_id)
     if isinstance(changes.get("timeout_s"), int):
-        check_timeout(changes["timeout_s"], max_timeout_s)
+        checks.check_timeout(changes["timeout_s"], max_timeout_s)
     if "depends_on" not in changes:
         return _write(store, owner, job_id, lambda job: _patched(job, changes, now, policy, keys))
     # New upstreams are checked (existence, owner, cycles) and linked before the job names them;
@@ -259,63 +238,6 @@ def delete_job(store: Store, owner: str, job_id: str, now: int, *, force: bool =
     if deleted.depends_on is not None:
         links.unlink(store, job_id, deleted.depends_on.jobs, now)
     return deleted
-
-
-# -- runs -----------------------------------------------------------------------------------------
-
-
-def trigger_job(
-    store: Store,
-    queue: Queue,
-    owner: str,
-    job_id: str,
-    now: int,
-    *,
-    retention_s: int = DEFAULT_RETENTION_S,
-    dispatch_grace_ms: int = PlanOptions().dispatch_grace_ms,
-    long_run_after_s: int | None = None,
-) -> Run:
-    """Run the job now, outside its schedule: insert a manual run, then send its dispatch.
-
-    Works for active, paused and completed jobs; a deleted job is InvalidTransition. The run is
-    inserted before it is sent, so a crash in between leaves a run the reaper finds past its
-    ``deadline_at`` and requeues. A second trigger within the same millisecond returns the same
-    run (runs are unique per (job, scheduled_at)). Overlap policy does not apply: a manual run
-    is an explicit request.
-    """
-    job = get_job(store, owner, job_id)
-    if job.status is JobStatus.DELETED:
-        raise InvalidTransition(f"job {job_id} is deleted; it cannot be triggered", field="status")
-    run = manual_run(job.id, owner, now, PlanOptions(dispatch_grace_ms=dispatch_grace_ms, retention_s=retention_s))
-    if not store.insert_runs([run])[0]:
-        run = store.get_run(job.id, now)
-    if run.is_open:
-        queue.send([dispatch_for(run, 0, now, long_run=is_long_run(job.timeout_s, long_run_after_s))])
-    return run
-
-
-def list_runs(store: Store, owner: str, job_id: str, query: RunQuery) -> Page[Run]:
-    """The runs of the owner's job matching ``query``, newest first.
-
-    Raises :class:`JobNotFound`, :class:`InvalidInput` (limit, since after until), :class:`InvalidCursor`.
-    """
-    _check_limit(query.limit)
-    if query.since is not None and query.until is not None and query.since > query.until:
-        raise InvalidInput("'since' must not be after 'until'", field="since")
-    get_job(store, owner, job_id)
-    return store.list_runs(job_id, query)
-
-
-def get_run(store: Store, owner: str, run_id: str) -> Run:
-    """The owner's run with its attempts. Raises :class:`InvalidId` and :class:`RunNotFound`."""
-    job_id, scheduled_at = ids.parse_run_id(run_id)
-    try:
-        run = store.get_run(job_id, scheduled_at)
-    except RunNotFound:
-        run = None
-    if run is None or run.owner != owner:
-        raise RunNotFound(f"no run {run_id}", field="run_id")  # same answer for absent and foreign
-    return run
 
 
 # -- scheduling rules -----------------------------------------------------------------------------
@@ -391,8 +313,8 @@ def _patched(job: Job, changes: Mapping[str, Any], now: int, policy: TargetPolic
         raise validation.invalid_input(exc) from None
     if spec.target != job.target:
         check_target(spec.target, policy)
-    spec = _sealed(spec, job.owner, keys, stored=job.target)
-    check_size(spec)
+    spec = secrets.seal_secrets(spec, job.owner, keys, stored=job.target)
+    checks.check_size(spec)
     update: dict[str, Any] = {**_spec_fields(spec), "updated_at": now}
     if any(getattr(spec, f) != getattr(job, f) for f in _SCHEDULING_FIELDS):
         update.update(_rescheduled(job, spec, now))
@@ -407,73 +329,7 @@ def _rescheduled(job: Job, spec: JobSpec, now: int) -> dict[str, Any]:
     return {"status": JobStatus.ACTIVE, "next_run_at": next_run_at}
 
 
-# -- secret headers ---------------------------------------------------------------------------------
-
-
-def _sealed(spec: JobSpec, owner: str, keys: Keys | None, *, stored: Target | None) -> JobSpec:
-    """``spec`` with its secret header values sealed by ``keys`` (the form that is stored).
-
-    A value of REDACTED keeps the value ``stored`` has for that name (a PATCH that resends the
-    target as it was read). Raises :class:`InvalidInput` for REDACTED with nothing to keep, a
-    value over MAX_SECRET_CHARS, or secrets without keys (an engine always has keys).
-    """
-    target = spec.target
-    if not isinstance(target, HttpTarget) or not target.secret_headers:
-        return spec
-    if keys is None:
-        raise ConfigError("secret headers need the engine's keys")
-    kept = stored.secret_headers if isinstance(stored, HttpTarget) else {}
-    sealed: dict[str, str] = {}
-    for name, value in target.secret_headers.items():
-        if value == REDACTED:
-            previous = next((v for k, v in kept.items() if k.lower() == name.lower()), None)
-            if previous is None:
-                raise InvalidInput(
-                    f"secret header {name!r} is {REDACTED!r} but the job has no such secret to keep; send its value",
-                    field="target.secret_headers",
-                )
-            sealed[name] = previous
-        elif len(value) > MAX_SECRET_CHARS:
-            raise InvalidInput(
-                f"secret header {name!r} is longer than {MAX_SECRET_CHARS} characters", field="target.secret_headers"
-            )
-        else:
-            sealed[name] = keys.seal(owner, value)
-    return spec.model_copy(update={"target": target.model_copy(update={"secret_headers": sealed})})
-
-
-def _opened(spec: JobSpec, owner: str, keys: Keys | None) -> JobSpec:
-    """``spec`` with its sealed secret header values opened (to compare a replayed create)."""
-    target = spec.target
-    if not isinstance(target, HttpTarget) or not target.secret_headers or keys is None:
-        return spec
-    opened = {name: keys.open(owner, token) for name, token in target.secret_headers.items()}
-    return spec.model_copy(update={"target": target.model_copy(update={"secret_headers": opened})})
-
-
 # -- helpers ----------------------------------------------------------------------------------------
-
-
-def check_size(spec: JobSpec) -> None:
-    """Refuse a spec over ``MAX_JOB_BYTES`` (what keeps a claim's write units bounded). Raises :class:`JobTooLarge`."""
-    size = spec.size_bytes()
-    if size > MAX_JOB_BYTES:
-        raise JobTooLarge(
-            f"the job is {size} bytes as JSON; the limit for a whole job (payload, target and headers "
-            f"included) is {MAX_JOB_BYTES}",
-            field="body",
-        )
-
-
-def _job_id(owner: str, idempotency_key: str | None) -> str:
-    if idempotency_key is None:
-        return ids.new_job_id()
-    if not (0 < len(idempotency_key) <= MAX_IDEMPOTENCY_KEY and _IDEMPOTENCY_KEY.match(idempotency_key)):
-        raise InvalidInput(
-            f"Idempotency-Key must be 1-{MAX_IDEMPOTENCY_KEY} printable ASCII characters without spaces",
-            field="Idempotency-Key",
-        )
-    return ids.job_id_for_idempotency_key(owner, idempotency_key)
 
 
 def _find_job(store: Store, job_id: str) -> Job | None:
@@ -484,7 +340,7 @@ def _find_job(store: Store, job_id: str) -> Job | None:
 
 
 def _replay(existing: Job, owner: str, spec: JobSpec, keys: Keys | None) -> Created:
-    if existing.owner != owner or _canonical(_opened(existing.spec, owner, keys)) != _canonical(spec):
+    if existing.owner != owner or _canonical(secrets.open_secrets(existing.spec, owner, keys)) != _canonical(spec):
         raise IdempotencyKeyReused(
             "this Idempotency-Key already created a job from a different request body "
             "(or that job has been changed since); use a new key for a new job",
@@ -500,22 +356,6 @@ def _canonical(spec: JobSpec) -> str:
     return json.dumps(data, sort_keys=True, separators=(",", ":"), allow_nan=False)
 
 
-def check_timeout(timeout_s: int | None, max_timeout_s: int) -> None:
-    """Refuse a ``timeout_s`` this deployment cannot serve (Settings.max_timeout_s): its runs would be
-    killed on every attempt and end dead. Raises :class:`InvalidInput` (422)."""
-    if timeout_s is not None and timeout_s > max_timeout_s:
-        raise InvalidInput(
-            f"timeout_s {timeout_s} is longer than this deployment can run ({max_timeout_s} s): runs longer "
-            "than a Lambda worker may take need the Fargate workers (deploy with -c fargate_workers=true)",
-            field="timeout_s",
-        )
-
-
 def _spec_fields(spec: JobSpec) -> dict[str, Any]:
     """The spec's fields as attributes (nested models stay models, unlike model_dump)."""
     return {name: getattr(spec, name) for name in JobSpec.model_fields}
-
-
-def _check_limit(limit: int) -> None:
-    if not 1 <= limit <= MAX_PAGE:
-        raise InvalidInput(f"limit must be between 1 and {MAX_PAGE}", field="limit")

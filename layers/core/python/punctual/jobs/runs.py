@@ -1,0 +1,70 @@
+"""Run actions of the job service: trigger a job now, list its runs, read one run.
+
+Acts for one ``owner`` as :mod:`punctual.jobs.service` does (another owner's job or run is not
+found, never "forbidden"); ``now`` is epoch ms.
+"""
+
+from __future__ import annotations
+
+from punctual import ids
+from punctual.config import DEFAULT_RETENTION_S
+from punctual.errors import InvalidInput, InvalidTransition, RunNotFound
+from punctual.jobs.checks import check_limit
+from punctual.jobs.service import get_job
+from punctual.model import JobStatus, Run
+from punctual.port import Page, Queue, RunQuery, Store
+from punctual.scheduling.planning import PlanOptions, dispatch_for, is_long_run, manual_run
+
+
+def trigger_job(
+    store: Store,
+    queue: Queue,
+    owner: str,
+    job_id: str,
+    now: int,
+    *,
+    retention_s: int = DEFAULT_RETENTION_S,
+    dispatch_grace_ms: int = PlanOptions().dispatch_grace_ms,
+    long_run_after_s: int | None = None,
+) -> Run:
+    """Run the job now, outside its schedule: insert a manual run, then send its dispatch.
+
+    Works for active, paused and completed jobs; a deleted job is InvalidTransition. The run is
+    inserted before it is sent, so a crash in between leaves a run the reaper finds past its
+    ``deadline_at`` and requeues. A second trigger within the same millisecond returns the same
+    run (runs are unique per (job, scheduled_at)). Overlap policy does not apply: a manual run
+    is an explicit request.
+    """
+    job = get_job(store, owner, job_id)
+    if job.status is JobStatus.DELETED:
+        raise InvalidTransition(f"job {job_id} is deleted; it cannot be triggered", field="status")
+    run = manual_run(job.id, owner, now, PlanOptions(dispatch_grace_ms=dispatch_grace_ms, retention_s=retention_s))
+    if not store.insert_runs([run])[0]:
+        run = store.get_run(job.id, now)
+    if run.is_open:
+        queue.send([dispatch_for(run, 0, now, long_run=is_long_run(job.timeout_s, long_run_after_s))])
+    return run
+
+
+def list_runs(store: Store, owner: str, job_id: str, query: RunQuery) -> Page[Run]:
+    """The runs of the owner's job matching ``query``, newest first.
+
+    Raises :class:`JobNotFound`, :class:`InvalidInput` (limit, since after until), :class:`InvalidCursor`.
+    """
+    check_limit(query.limit)
+    if query.since is not None and query.until is not None and query.since > query.until:
+        raise InvalidInput("'since' must not be after 'until'", field="since")
+    get_job(store, owner, job_id)
+    return store.list_runs(job_id, query)
+
+
+def get_run(store: Store, owner: str, run_id: str) -> Run:
+    """The owner's run with its attempts. Raises :class:`InvalidId` and :class:`RunNotFound`."""
+    job_id, scheduled_at = ids.parse_run_id(run_id)
+    try:
+        run = store.get_run(job_id, scheduled_at)
+    except RunNotFound:
+        run = None
+    if run is None or run.owner != owner:
+        raise RunNotFound(f"no run {run_id}", field="run_id")  # same answer for absent and foreign
+    return run
