@@ -641,7 +641,7 @@ def test_batched_claim_writes_report_each_item(store: DynamoStore) -> None:
 #   lease   table 1 (the open index key, scheduled_at, never changes; KEYS_ONLY projection)
 #   finish  table 1 + open index delete 1 + the owner's stats counter 1 (GET /stats; engines/aws/stats.py)
 EXPECTED_UNITS = {"advance": 3, "insert": 2, "lease": 1, "finish": 3}
-MAX_CLAIM_UNITS = 2 + 11  # due index move + an item of at most MAX_JOB_BYTES and its state (model.py)
+MAX_CLAIM_UNITS = 2 + 11  # due index move + an item of at most MAX_JOB_BYTES and its state (model/bounds.py)
 
 
 @pytest.mark.parametrize(

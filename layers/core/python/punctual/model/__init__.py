@@ -1,0 +1,92 @@
+"""The domain: what a user submits (JobSpec), what is stored (Job, Run), and their lifecycles.
+
+Times inside the domain are integer epoch milliseconds (UTC); the API turns them into ISO 8601.
+Bounds on every field are part of the contract and documented in ``docs/decisions.md``.
+
+A kernel split by subject: ``bounds`` (field limits), ``times`` (RFC 3339 at the edges),
+``states`` (statuses, run states, transitions, policy enums), ``targets`` (where runs go),
+``jobs`` (JobSpec, Job) and ``runs`` (Run, Attempt). Import the names from ``punctual.model``:
+this module re-exports them all, so callers need not know which file holds which.
+"""
+
+from __future__ import annotations
+
+from punctual.model.bounds import (
+    MAX_ATTEMPTS_KEPT,
+    MAX_BACKFILL,
+    MAX_ERROR_CHARS,
+    MAX_EXCERPT_CHARS,
+    MAX_HEADERS,
+    MAX_JITTER_S,
+    MAX_JOB_BYTES,
+    MAX_PAYLOAD_BYTES,
+    MAX_PAYLOAD_DEPTH,
+    MAX_RETRIES,
+    MAX_SECRET_CHARS,
+    MAX_TIMEOUT_S,
+    MAX_UPSTREAMS,
+    REDACTED,
+    truncate,
+)
+from punctual.model.jobs import DependsOn, Job, JobId, JobName, JobSpec, RetryPolicy
+from punctual.model.runs import Attempt, Run
+from punctual.model.states import (
+    JOB_TRANSITIONS,
+    OPEN_STATES,
+    RUN_TRANSITIONS,
+    TERMINAL_STATES,
+    AttemptOutcome,
+    Catchup,
+    DependencyWhen,
+    JobStatus,
+    Overlap,
+    RunState,
+    Trigger,
+)
+from punctual.model.targets import EventBridgeTarget, HttpTarget, LambdaTarget, SqsTarget, StepFunctionsTarget, Target
+from punctual.model.times import AwareRfc3339, Rfc3339
+
+__all__ = [
+    "JOB_TRANSITIONS",
+    "MAX_ATTEMPTS_KEPT",
+    "MAX_BACKFILL",
+    "MAX_ERROR_CHARS",
+    "MAX_EXCERPT_CHARS",
+    "MAX_HEADERS",
+    "MAX_JITTER_S",
+    "MAX_JOB_BYTES",
+    "MAX_PAYLOAD_BYTES",
+    "MAX_PAYLOAD_DEPTH",
+    "MAX_RETRIES",
+    "MAX_SECRET_CHARS",
+    "MAX_TIMEOUT_S",
+    "MAX_UPSTREAMS",
+    "OPEN_STATES",
+    "REDACTED",
+    "RUN_TRANSITIONS",
+    "TERMINAL_STATES",
+    "Attempt",
+    "AttemptOutcome",
+    "AwareRfc3339",
+    "Catchup",
+    "DependencyWhen",
+    "DependsOn",
+    "EventBridgeTarget",
+    "HttpTarget",
+    "Job",
+    "JobId",
+    "JobName",
+    "JobSpec",
+    "JobStatus",
+    "LambdaTarget",
+    "Overlap",
+    "RetryPolicy",
+    "Rfc3339",
+    "Run",
+    "RunState",
+    "SqsTarget",
+    "StepFunctionsTarget",
+    "Target",
+    "Trigger",
+    "truncate",
+]

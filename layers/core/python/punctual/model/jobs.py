@@ -1,0 +1,191 @@
+"""Jobs: what a user submits (``JobSpec``, validated field by field) and what is stored (``Job``)."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_validator, model_validator
+
+from punctual import numbers
+from punctual.errors import InvalidInput
+from punctual.model.bounds import (
+    MAX_BACKFILL,
+    MAX_JITTER_S,
+    MAX_PAYLOAD_BYTES,
+    MAX_PAYLOAD_DEPTH,
+    MAX_RETRIES,
+    MAX_TIMEOUT_S,
+    MAX_UPSTREAMS,
+    STRICT,
+)
+from punctual.model.states import Catchup, DependencyWhen, JobStatus, Overlap
+from punctual.model.targets import Target
+from punctual.model.times import Rfc3339
+
+
+class RetryPolicy(BaseModel):
+    """Exponential backoff between attempts: backoff_s * 2**(attempt-1), capped, with jitter."""
+
+    model_config = STRICT
+    backoff_s: Annotated[int, Field(strict=True, ge=1, le=3_600)] = 10
+    max_backoff_s: Annotated[int, Field(strict=True, ge=1, le=43_200)] = 600
+
+    @model_validator(mode="after")
+    def _cap_not_below_base(self) -> RetryPolicy:
+        if self.max_backoff_s < self.backoff_s:
+            raise ValueError("retry.max_backoff_s must be >= retry.backoff_s")
+        return self
+
+
+JobId = Annotated[str, Field(pattern=r"^job_[0-9a-f]{32}$")]
+
+
+class DependsOn(BaseModel):
+    """Run the job once each of ``jobs`` has a run that met ``when`` since the job's last such run."""
+
+    model_config = STRICT
+    jobs: Annotated[list[JobId], Field(min_length=1, max_length=MAX_UPSTREAMS)]
+    when: DependencyWhen = DependencyWhen.SUCCEEDED
+
+    @field_validator("jobs")
+    @classmethod
+    def _distinct(cls, value: list[str]) -> list[str]:
+        if len(set(value)) != len(value):
+            raise ValueError("depends_on.jobs names a job twice")
+        return value
+
+
+JobName = Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9][A-Za-z0-9 ._:/-]*$")]
+
+
+class JobSpec(BaseModel):
+    """What a user submits. Exactly one of ``schedule`` (cron, in ``timezone``), ``run_at`` and
+    ``depends_on`` (after runs of other jobs of the same owner)."""
+
+    model_config = STRICT
+    name: JobName
+    schedule: Annotated[str, Field(min_length=1, max_length=256)] | None = None
+    timezone: Annotated[str, Field(min_length=1, max_length=64)] = "UTC"
+    run_at: Rfc3339 | None = None
+    depends_on: DependsOn | None = None
+    payload: Any = None
+    target: Target
+    timeout_s: Annotated[int, Field(strict=True, ge=1, le=MAX_TIMEOUT_S)] = 60
+    max_retries: Annotated[int, Field(strict=True, ge=0, le=MAX_RETRIES)] = 3
+    retry: RetryPolicy = Field(default_factory=RetryPolicy)
+    jitter_s: Annotated[int, Field(strict=True, ge=0, le=MAX_JITTER_S)] = 0
+    overlap: Overlap = Overlap.ALLOW
+    catchup: Catchup = Catchup.LATEST
+    max_backfill: Annotated[int, Field(strict=True, ge=1, le=MAX_BACKFILL)] = 10
+
+    # The schedule module raises domain errors; as ValueErrors they become pydantic errors located
+    # at their field, so one response names every bad field at once.
+    @field_validator("schedule")
+    @classmethod
+    def _valid_cron(cls, value: str | None) -> str | None:
+        from punctual.scheduling.cron import validate_cron
+
+        try:
+            return None if value is None else validate_cron(value)
+        except InvalidInput as exc:
+            raise ValueError(exc.message) from exc
+
+    @field_validator("timezone")
+    @classmethod
+    def _valid_timezone(cls, value: str) -> str:
+        from punctual.scheduling.cron import validate_timezone
+
+        try:
+            return validate_timezone(value)
+        except InvalidInput as exc:
+            raise ValueError(exc.message) from exc
+
+    @field_validator("run_at")
+    @classmethod
+    def _aware(cls, value: datetime | None) -> datetime | None:
+        if value is None:
+            return None
+        if value.utcoffset() is None:
+            raise ValueError("run_at must carry a UTC offset, e.g. 2026-12-01T09:00:00+01:00")
+        try:
+            in_range = value.astimezone(UTC).year < 9999
+        except (OverflowError, ValueError):
+            in_range = False
+        if not in_range:
+            raise ValueError("run_at must be before 9999-01-01T00:00:00Z")
+        return value
+
+    @field_validator("payload")
+    @classmethod
+    def _bounded_payload(cls, value: Any) -> Any:
+        if value is None:  # most jobs: skip the walk and the size measure (every stored job is re-read)
+            return None
+        if _depth(value) > MAX_PAYLOAD_DEPTH:
+            raise ValueError(f"payload nests deeper than {MAX_PAYLOAD_DEPTH} levels")
+        bad = numbers.first_out_of_range(value, "payload")
+        if bad is not None:
+            path, text = bad
+            raise ValueError(f"{path}: the number {text} is out of range (accepted: {numbers.RANGE})")
+        try:
+            size = len(json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode())
+        except UnicodeEncodeError as exc:  # a lone surrogate (\ud800) is JSON text but not Unicode
+            raise ValueError("payload contains a string that is not valid Unicode (a lone surrogate)") from exc
+        if size > MAX_PAYLOAD_BYTES:
+            raise ValueError(f"payload is {size} bytes as JSON; the limit is {MAX_PAYLOAD_BYTES}")
+        return value
+
+    @field_serializer("payload")
+    def _exact_payload(self, value: Any) -> Any:
+        # pydantic writes infinity and NaN as null without a word; a payload is written exactly or
+        # not at all (the validator refuses them, this guards a model built without validation).
+        bad = numbers.first_out_of_range(value, "payload")
+        if bad is not None:
+            raise ValueError(f"{bad[0]}: the number {bad[1]} cannot be written as JSON")
+        return value
+
+    @model_validator(mode="after")
+    def _one_kind_of_schedule(self) -> JobSpec:
+        given = [v for v in (self.schedule, self.run_at, self.depends_on) if v is not None]
+        if len(given) != 1:
+            raise ValueError("give exactly one of 'schedule' (cron), 'run_at' (one-time) and 'depends_on'")
+        return self
+
+    @property
+    def is_recurring(self) -> bool:
+        return self.schedule is not None
+
+    def size_bytes(self) -> int:
+        """The spec's size as stored: compact UTF-8 JSON of the fields that are set."""
+        return len(self.model_dump_json(exclude_none=True).encode())
+
+
+class Job(JobSpec):
+    """A stored job: the spec plus identity, ownership and scheduling state."""
+
+    model_config = ConfigDict(extra="forbid")
+    id: str
+    owner: str
+    status: JobStatus = JobStatus.ACTIVE
+    next_run_at: int | None = None  # epoch ms; set iff status is active
+    last_run_at: int | None = None  # scheduled_at of the newest run the scheduler created
+    due_shard: int = 0
+    # Other jobs depend on this one (set when the first dependent is linked, never cleared): only
+    # then does a finished run look for dependents to release, so other jobs pay nothing.
+    has_dependents: bool = False
+    created_at: int
+    updated_at: int
+    version: int = 1
+
+    @property
+    def spec(self) -> JobSpec:
+        return JobSpec.model_validate(self.model_dump(include=set(JobSpec.model_fields)))
+
+
+def _depth(value: Any, level: int = 0) -> int:
+    """Nesting depth of a JSON value, stopping early once it is past the bound."""
+    if level > MAX_PAYLOAD_DEPTH or not isinstance(value, dict | list):
+        return level
+    children = value.values() if isinstance(value, dict) else value
+    return max((_depth(child, level + 1) for child in children), default=level + 1)

@@ -1,0 +1,56 @@
+"""Runs: one (job, scheduled_at) execution and the attempts it logs."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from punctual import ids
+from punctual.model.bounds import MAX_ERROR_CHARS, MAX_EXCERPT_CHARS
+from punctual.model.states import OPEN_STATES, AttemptOutcome, RunState, Trigger
+
+
+class Attempt(BaseModel):
+    """One execution attempt: the run's log line."""
+
+    model_config = ConfigDict(extra="forbid")
+    number: int
+    worker_id: str | None = None
+    started_at: int | None = None
+    finished_at: int | None = None
+    outcome: AttemptOutcome
+    status_code: int | None = None
+    error: Annotated[str, Field(max_length=MAX_ERROR_CHARS)] | None = None
+    response_excerpt: Annotated[str, Field(max_length=MAX_EXCERPT_CHARS)] | None = None
+
+
+class Run(BaseModel):
+    """One (job, scheduled_at) execution. Unique by construction; its id is derived from the key."""
+
+    model_config = ConfigDict(extra="forbid")
+    job_id: str
+    scheduled_at: int
+    owner: str
+    state: RunState = RunState.SCHEDULED
+    trigger: Trigger = Trigger.SCHEDULE
+    attempt: int = 0  # number of the current (or last) attempt; the first lease makes it 1
+    worker_id: str | None = None
+    lease_expires_at: int | None = None
+    started_at: int | None = None
+    finished_at: int | None = None
+    next_attempt_at: int | None = None
+    deadline_at: int  # when the reaper should look if the run is still open (see port docs)
+    created_at: int
+    expires_at: int | None = None  # retention, epoch SECONDS (the DynamoDB TTL format)
+    note: str | None = None  # why it was skipped/cancelled/dead, for history
+    released_by: list[str] | None = None  # trigger dependency: the upstream run ids that released it
+    attempts: list[Attempt] = Field(default_factory=list)
+
+    @property
+    def run_id(self) -> str:
+        return ids.run_id_for(self.job_id, self.scheduled_at)
+
+    @property
+    def is_open(self) -> bool:
+        return self.state in OPEN_STATES
