@@ -1,4 +1,6 @@
-"""The ``punctual`` command. Each sub-command lives in its own module with a ``register`` function.
+"""The ``punctual`` command. Each sub-command lives in its own module with a ``register`` function;
+the job and run commands (``human``) share an HTTP client for the API (``client``) and their
+printed tables (``output``).
 
 May import anything in the package; nothing imports it. Not shipped in the Lambda layer.
 """

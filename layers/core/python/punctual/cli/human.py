@@ -13,72 +13,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import httpx
-
-from punctual.api.auth import KEY_FILE
-from punctual.cli import dependency_tree
-
-DEFAULT_URL = "http://127.0.0.1:8080"
-TIMEOUT_S = 15.0
-
-
-class ApiError(Exception):
-    """The API answered with an error body."""
-
-    def __init__(self, status: int, body: Any) -> None:
-        body = body if isinstance(body, dict) else {}
-        self.status = status
-        self.code = str(body.get("code", "http_error"))
-        self.message = str(body.get("message", f"HTTP {status}"))
-        self.details = [d for d in body.get("details") or [] if isinstance(d, dict)]
-        super().__init__(self.message)
-
-
-class CliError(Exception):
-    """A problem on our side of the wire (unreachable API, unreadable --file)."""
-
-
-class Client:
-    """A small JSON client for the Punctual API."""
-
-    def __init__(self, url: str, api_key: str | None, *, timeout_s: float = TIMEOUT_S) -> None:
-        self.url = url.rstrip("/")
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._http = httpx.Client(base_url=self.url, headers=headers, timeout=timeout_s)
-
-    def call(self, method: str, path: str, *, body: Any = None, params: Any = None, headers: Any = None) -> Any:
-        """The decoded JSON answer (None for 204). Raises :class:`ApiError` or :class:`CliError`."""
-        try:
-            response = self._http.request(method, path, json=body, params=params, headers=headers)
-        except httpx.ConnectError:
-            raise CliError(
-                f"cannot reach the Punctual API at {self.url}: is `punctual dev` running? "
-                "(or set --api-url / PUNCTUAL_URL)"
-            ) from None
-        except httpx.TimeoutException:
-            raise CliError(f"the Punctual API at {self.url} did not answer within {TIMEOUT_S:.0f} s") from None
-        except httpx.HTTPError as exc:
-            raise CliError(f"talking to {self.url} failed: {exc}") from None
-        if response.status_code == 204:
-            return None
-        try:
-            data = response.json()
-        except ValueError:
-            data = None
-        if response.is_error:
-            raise ApiError(response.status_code, data)
-        return data
-
-    def close(self) -> None:
-        self._http.close()
-
+from punctual.cli import dependency_tree, output
+from punctual.cli.client import DEFAULT_URL, ApiError, Client, CliError, api_key, api_url
 
 # -- registration ---------------------------------------------------------------------------------
 
@@ -149,7 +91,7 @@ def _command(func: Callable[[Client, argparse.Namespace], Any]) -> Callable[[arg
     """Wrap a command: build the client, print API and connection errors readably, exit 1 on them."""
 
     def run(args: argparse.Namespace) -> int:
-        client = Client(_api_url(args), _api_key(args))
+        client = Client(api_url(args), api_key(args))
         try:
             func(client, args)
         except ApiError as exc:
@@ -157,7 +99,7 @@ def _command(func: Callable[[Client, argparse.Namespace], Any]) -> Callable[[arg
                 error = {"status": exc.status, "code": exc.code, "message": exc.message, "details": exc.details}
                 print(json.dumps({"error": error}))
             else:
-                _print_api_error(exc)
+                output.print_api_error(exc)
             return 1
         except CliError as exc:
             if getattr(args, "json", False):
@@ -179,43 +121,45 @@ def cmd_jobs_create(client: Client, args: argparse.Namespace) -> None:
     spec = build_spec(args)
     headers = {"Idempotency-Key": args.idempotency_key} if args.idempotency_key else None
     job = client.call("POST", "/jobs", body=spec, headers=headers)
-    _emit(args, job, lambda: _print_job(job))
+    output.emit(args, job, lambda: output.print_job(job))
 
 
 def cmd_jobs_list(client: Client, args: argparse.Namespace) -> None:
     params = {"limit": args.limit, "status": args.status, "cursor": args.cursor}
     page = client.call("GET", "/jobs", params={k: v for k, v in params.items() if v is not None})
-    _emit(args, page, lambda: _print_page(page, _JOB_COLUMNS, "jobs"))
+    output.emit(args, page, lambda: output.print_page(page, output.JOB_COLUMNS, "jobs"))
 
 
 def cmd_jobs_get(client: Client, args: argparse.Namespace) -> None:
     job = client.call("GET", f"/jobs/{args.job_id}")
-    _emit(args, job, lambda: _print_job(job))
+    output.emit(args, job, lambda: output.print_job(job))
 
 
 def cmd_jobs_pause(client: Client, args: argparse.Namespace) -> None:
     job = client.call("POST", f"/jobs/{args.job_id}/pause")
-    _emit(args, job, lambda: print(f"Paused {job['id']} ({job['name']})."))
+    output.emit(args, job, lambda: print(f"Paused {job['id']} ({job['name']})."))
 
 
 def cmd_jobs_resume(client: Client, args: argparse.Namespace) -> None:
     job = client.call("POST", f"/jobs/{args.job_id}/resume")
-    _emit(args, job, lambda: print(f"Resumed {job['id']} ({job['name']}); next run {job['next_run_at']}."))
+    output.emit(args, job, lambda: print(f"Resumed {job['id']} ({job['name']}); next run {job['next_run_at']}."))
 
 
 def cmd_jobs_trigger(client: Client, args: argparse.Namespace) -> None:
     run = client.call("POST", f"/jobs/{args.job_id}/trigger")
-    _emit(args, run, lambda: print(f"Triggered {run['run_id']} ({run['state']}); see: punctual run {run['run_id']}"))
+    output.emit(
+        args, run, lambda: print(f"Triggered {run['run_id']} ({run['state']}); see: punctual run {run['run_id']}")
+    )
 
 
 def cmd_jobs_delete(client: Client, args: argparse.Namespace) -> None:
     client.call("DELETE", f"/jobs/{args.job_id}", params={"force": "true"} if args.force else None)
-    _emit(args, {"id": args.job_id, "deleted": True}, lambda: print(f"Deleted {args.job_id}."))
+    output.emit(args, {"id": args.job_id, "deleted": True}, lambda: print(f"Deleted {args.job_id}."))
 
 
 def cmd_jobs_graph(client: Client, args: argparse.Namespace) -> None:
     graph = client.call("GET", f"/jobs/{args.job_id}/graph")
-    _emit(args, graph, lambda: print(dependency_tree.render(graph)))
+    output.emit(args, graph, lambda: print(dependency_tree.render(graph)))
 
 
 def cmd_runs(client: Client, args: argparse.Namespace) -> None:
@@ -225,12 +169,12 @@ def cmd_runs(client: Client, args: argparse.Namespace) -> None:
     if args.cursor:
         params["cursor"] = args.cursor
     page = client.call("GET", f"/jobs/{args.job_id}/runs", params=params)
-    _emit(args, page, lambda: _print_page(page, _RUN_COLUMNS, "runs"))
+    output.emit(args, page, lambda: output.print_page(page, output.RUN_COLUMNS, "runs"))
 
 
 def cmd_run(client: Client, args: argparse.Namespace) -> None:
     run = client.call("GET", f"/runs/{args.run_id}")
-    _emit(args, run, lambda: _print_run(run))
+    output.emit(args, run, lambda: output.print_run(run))
 
 
 # -- input ----------------------------------------------------------------------------------------
@@ -276,129 +220,3 @@ def build_spec(args: argparse.Namespace) -> dict[str, Any]:
         except ValueError as exc:
             raise CliError(f"--payload is not valid JSON: {exc}") from None
     return spec
-
-
-def _api_url(args: argparse.Namespace) -> str:
-    return str(args.api_url or os.environ.get("PUNCTUAL_URL") or DEFAULT_URL)
-
-
-def _api_key(args: argparse.Namespace) -> str | None:
-    if args.api_key or os.environ.get("PUNCTUAL_API_KEY"):
-        return str(args.api_key or os.environ["PUNCTUAL_API_KEY"])
-    path = Path(os.environ.get("PUNCTUAL_DATA_DIR") or ".punctual") / KEY_FILE
-    try:
-        return path.read_text().strip() or None
-    except OSError:
-        return None
-
-
-# -- output ---------------------------------------------------------------------------------------
-
-_JOB_COLUMNS: list[tuple[str, Callable[[dict[str, Any]], Any]]] = [
-    ("ID", lambda j: j["id"]),
-    ("NAME", lambda j: j["name"]),
-    ("STATUS", lambda j: j["status"]),
-    ("SCHEDULE", lambda j: _when(j)),  # noqa: PLW0108 - _when is defined further down
-    ("NEXT RUN", lambda j: j.get("next_run_at") or "-"),
-]
-_RUN_COLUMNS: list[tuple[str, Callable[[dict[str, Any]], Any]]] = [
-    ("RUN ID", lambda r: r["run_id"]),
-    ("SCHEDULED", lambda r: r["scheduled_at"]),
-    ("STATE", lambda r: r["state"]),
-    ("TRIGGER", lambda r: r["trigger"]),
-    ("ATTEMPT", lambda r: r["attempt"]),
-    ("FINISHED", lambda r: r.get("finished_at") or "-"),
-]
-_ATTEMPT_COLUMNS: list[tuple[str, Callable[[dict[str, Any]], Any]]] = [
-    ("#", lambda a: a["number"]),
-    ("OUTCOME", lambda a: a["outcome"]),
-    ("STARTED", lambda a: a.get("started_at") or "-"),
-    ("FINISHED", lambda a: a.get("finished_at") or "-"),
-    ("HTTP", lambda a: a.get("status_code") or "-"),
-    ("WORKER", lambda a: a.get("worker_id") or "-"),
-    ("ERROR", lambda a: (a.get("error") or "-")[:60]),
-]
-
-
-def table(rows: Sequence[dict[str, Any]], columns: Sequence[tuple[str, Callable[[dict[str, Any]], Any]]]) -> str:
-    """Rows as aligned text columns under a header."""
-    cells = [[str(get(row)) for _, get in columns] for row in rows]
-    widths = [max([len(title)] + [len(r[i]) for r in cells]) for i, (title, _) in enumerate(columns)]
-    lines = ["  ".join(t.ljust(w) for (t, _), w in zip(columns, widths, strict=True)).rstrip()]
-    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in cells]
-    return "\n".join(lines)
-
-
-def _emit(args: argparse.Namespace, data: Any, readable: Callable[[], None]) -> None:
-    if args.json:
-        print(json.dumps(data, indent=2))
-    else:
-        readable()
-
-
-def _print_page(page: dict[str, Any], columns: Any, noun: str) -> None:
-    items = page.get("items") or []
-    print(table(items, columns) if items else f"No {noun}.")
-    if page.get("next_cursor"):
-        print(f"\nMore: --cursor {page['next_cursor']}")
-
-
-def _print_job(job: dict[str, Any]) -> None:
-    target = job.get("target") or {}
-    fields = [
-        ("id", job["id"]),
-        ("name", job["name"]),
-        ("status", job["status"]),
-        ("schedule", _when(job)),
-        ("next run", job.get("next_run_at") or "-"),
-        ("last run", job.get("last_run_at") or "-"),
-        ("target", target.get("url") or target.get("type")),
-        ("timeout", f"{job['timeout_s']} s"),
-        ("retries", job["max_retries"]),
-        ("payload", json.dumps(job.get("payload"))),
-        ("created", job["created_at"]),
-        ("updated", job["updated_at"]),
-    ]
-    _print_fields(fields)
-
-
-def _print_run(run: dict[str, Any]) -> None:
-    fields = [
-        ("run", run["run_id"]),
-        ("job", run["job_id"]),
-        ("scheduled", run["scheduled_at"]),
-        ("state", run["state"]),
-        ("trigger", run["trigger"]),
-        ("attempt", run["attempt"]),
-        ("started", run.get("started_at") or "-"),
-        ("finished", run.get("finished_at") or "-"),
-        ("note", run.get("note") or "-"),
-    ]
-    _print_fields(fields)
-    attempts = run.get("attempts") or []
-    print("\nAttempts:\n" + table(attempts, _ATTEMPT_COLUMNS) if attempts else "\nNo attempts yet.")
-
-
-def _print_fields(fields: Sequence[tuple[str, Any]]) -> None:
-    width = max(len(name) for name, _ in fields)
-    for name, value in fields:
-        print(f"{name.ljust(width)}  {value}")
-
-
-def _when(job: dict[str, Any]) -> str:
-    if job.get("schedule"):
-        zone = job.get("timezone") or "UTC"
-        return job["schedule"] if zone == "UTC" else f"{job['schedule']} ({zone})"
-    if job.get("depends_on"):
-        after = job["depends_on"]
-        return f"after {', '.join(after['jobs'])} ({after['when']})"
-    return f"once at {job.get('run_at')}"
-
-
-def _print_api_error(exc: ApiError) -> None:
-    print(f"punctual: {exc.message} ({exc.code}, HTTP {exc.status})", file=sys.stderr)
-    for detail in exc.details:
-        if detail.get("message") != exc.message:
-            print(f"  {detail.get('field') or '-'}: {detail.get('message')}", file=sys.stderr)
-    if exc.status == 401:
-        print("  hint: pass --api-key or set PUNCTUAL_API_KEY (punctual dev prints its key)", file=sys.stderr)
