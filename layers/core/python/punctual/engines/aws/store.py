@@ -4,10 +4,12 @@ Division of labour (as in the Powertools idempotency layer): :mod:`punctual.rule
 :mod:`.conditions` spells them as condition expressions, :mod:`.updates` builds the lifecycle's
 update requests from them, :mod:`.items` owns the item layout and cursors, :mod:`.tables` does the
 paging, batches and conditional-write plumbing, and this module maps each port method to those
-requests. Every ``ConditionalCheckFailedException`` becomes the outcome the port
-documents (False, None, a :class:`LeaseOutcome`, or the named exception); every other
-``ClientError`` propagates unchanged. Conditional writes that fail ask DynamoDB for the item as it
-was (``ReturnValuesOnConditionCheckFailure=ALL_OLD``), so deciding *why* costs no extra read.
+requests: the claim, runs, stats and alerts here; jobs (:mod:`.jobs`), the reaper's reads
+(:mod:`.deadlines`), shard leases (:mod:`.shards`), dependencies and tenants in mixins. Every
+``ConditionalCheckFailedException`` becomes the outcome the port documents (False, None, a
+:class:`LeaseOutcome`, or the named exception); every other ``ClientError`` propagates unchanged.
+Conditional writes that fail ask DynamoDB for the item as it was
+(``ReturnValuesOnConditionCheckFailure=ALL_OLD``), so deciding *why* costs no extra read.
 
 Write units of one run's happy path (items under 1 KB; see tests/integration/test_aws_engine.py
 and punctual.capacity.counts): advance the job (table 1, ``due`` key move 2), insert the run
@@ -17,7 +19,7 @@ and punctual.capacity.counts): advance the job (table 1, ``due`` key move 2), in
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from punctual import ids, rules
@@ -26,18 +28,19 @@ from punctual.engines.aws import items as it
 from punctual.engines.aws import overlap as ov
 from punctual.engines.aws import stats
 from punctual.engines.aws import updates as u
+from punctual.engines.aws.deadlines import SWEEP_PAGES, DeadlineReads
 from punctual.engines.aws.dependencies import DependencyItems
-from punctual.engines.aws.items import Item, Key, n, s
+from punctual.engines.aws.items import Key, n, s
+from punctual.engines.aws.jobs import DynamoJobs
+from punctual.engines.aws.shards import DynamoShards
 from punctual.engines.aws.tables import Tables, Written
 from punctual.engines.aws.tenants import DynamoTenants
 from punctual.errors import (
     ConcurrentModification,
-    JobAlreadyExists,
-    JobNotFound,
     LeaseLost,
     RunNotFound,
 )
-from punctual.model import Job, JobStatus, Overlap, Run, RunState
+from punctual.model import JobStatus, Overlap, Run, RunState
 from punctual.port import (
     Advance,
     Alert,
@@ -51,21 +54,16 @@ from punctual.port import (
     Page,
     RunChange,
     RunQuery,
-    ShardLease,
     Store,
 )
 from punctual.runs.stats import RunStats
 
 _MAX_ALERT_PAGES = 10
 _LEASE_ROUNDS = 4  # fresh lease / takeover attempts before conceding that others keep winning
-_OPEN_PAGE = 500  # keys per Query of the open index (KEYS_ONLY rows are tiny)
 _MAX_QUERY_LIMIT = 1000
-# Scan pages (<= 1 MB each) per reaper pass without the open index: 8 MB a minute sweeps ~11 GB
-# a day; punctual capacity --no-open-index sizes it for a table (Settings.sweep_pages).
-SWEEP_PAGES = 8
 
 
-class DynamoStore(DependencyItems, DynamoTenants, Store):
+class DynamoStore(DynamoJobs, DeadlineReads, DynamoShards, DependencyItems, DynamoTenants, Store):
     """Jobs, runs, shard leases and alerts in three DynamoDB tables (see ``punctual.resources``)."""
 
     def __init__(
@@ -93,95 +91,11 @@ class DynamoStore(DependencyItems, DynamoTenants, Store):
         self.stats_counters = stats_counters
         self.sweep_pages = sweep_pages
         self.retention_days = retention_days
-        self._reap_start = 0  # rotates the first open shard past_deadline_runs reads (fairness)
-        self._sweep_from: Key | None = None  # where the next sweep of the runs table continues
+        self._reap_start = 0
+        self._sweep_from = None
 
     def close(self) -> None:
         self._tables.close()
-
-    # -- jobs --------------------------------------------------------------------------------------
-
-    def create_job(self, job: Job) -> None:
-        item = it.job_to_item(job, retention_days=self.retention_days)
-        if not self._tables.put(self.jobs_table, item, c.guarded(c.JOB_NOT_EXISTS)).applied:
-            raise JobAlreadyExists(f"job {job.id} already exists", field="id")
-
-    def get_job(self, job_id: str) -> Job:
-        item = self._tables.get(self.jobs_table, it.job_key(job_id))
-        if item is None:
-            raise JobNotFound(f"job {job_id} not found", field="job_id")
-        return it.item_to_job(item)
-
-    def list_jobs(
-        self, owner: str, *, status: JobStatus | None = None, limit: int = 50, cursor: str | None = None
-    ) -> Page[Job]:
-        request: dict[str, Any] = {
-            "TableName": self.jobs_table,
-            "IndexName": "by_owner",
-            "KeyConditionExpression": "#owner = :owner",
-            "ScanIndexForward": False,  # newest created_at first
-        }
-        values: dict[str, Any] = {":owner": s(owner)}
-        if status is None:
-            request["FilterExpression"] = "#status <> :deleted"  # deleted jobs only when asked for
-            values[":deleted"] = s(JobStatus.DELETED.value)
-        else:
-            request["FilterExpression"] = "#status = :status"
-            values[":status"] = s(status.value)
-        request["ExpressionAttributeValues"] = values
-        request["ExpressionAttributeNames"] = c.names_in(request["KeyConditionExpression"], request["FilterExpression"])
-        if cursor is not None:
-            request["ExclusiveStartKey"] = it.job_cursor_key(cursor, owner)
-        found, after = self._tables.collect(request, limit, it.by_owner_key)
-        next_cursor = None
-        if after is not None:
-            position = {"o": after["owner"]["S"], "c": int(after["created_at"]["N"]), "j": after["job_id"]["S"]}
-            next_cursor = ids.encode_cursor("jobs", position)
-        return Page(self._full_jobs(found), next_cursor)
-
-    def _full_jobs(self, index_items: list[Item]) -> list[Job]:
-        """The jobs behind ``by_owner`` index entries, in index order.
-
-        The index projects only ``status`` (for the filter): a claim rewrites next_run_at,
-        last_run_at and version on every run, and projecting those would add an index write
-        to every claim (docs/decisions.md, "Write budget").
-        """
-        keys = [{"job_id": item["job_id"]} for item in index_items]
-        by_id = {item["job_id"]["S"]: item for item in self._tables.batch_get(self.jobs_table, keys, complete=True)}
-        return [it.item_to_job(by_id[key["job_id"]["S"]]) for key in keys if key["job_id"]["S"] in by_id]
-
-    def get_jobs(self, job_ids: Collection[str]) -> dict[str, Job]:
-        keys = [it.job_key(job_id) for job_id in dict.fromkeys(job_ids)]
-        return {
-            item["job_id"]["S"]: it.item_to_job(item)
-            for item in self._tables.batch_get(self.jobs_table, keys, complete=True)
-        }
-
-    def held_runs(self, holds: Sequence[Hold]) -> list[bool]:
-        keys = [it.run_key(*key) for key in dict.fromkeys((h.job_id, h.scheduled_at) for h in holds)]
-        runs = {(run.job_id, run.scheduled_at): run for run in self._get_runs_complete(keys)}
-        return [rules.holds_lease(runs.get((h.job_id, h.scheduled_at)), h.worker_id, h.attempt) for h in holds]
-
-    def _get_runs_complete(self, keys: list[Key]) -> list[Run]:
-        return [it.item_to_run(item) for item in self._tables.batch_get(self.runs_table, keys, complete=True)]
-
-    def update_job(self, job: Job, expected_version: int) -> Job:
-        stored = job.model_copy(update={"version": expected_version + 1})
-        item = it.job_to_item(stored, retention_days=self.retention_days)
-        written = self._tables.put(
-            self.jobs_table,
-            item,
-            c.guarded(c.VERSION_MATCHES, expected_version=n(expected_version)),
-            old_on_failure=True,
-        )
-        if not written.applied:
-            if written.item is None:
-                raise JobNotFound(f"job {job.id} not found", field="job_id")
-            raise ConcurrentModification(
-                f"job {job.id} changed since it was read (version {it.get_n(written.item, 'version')}, "
-                f"expected {expected_version}); read it again and retry"
-            )
-        return it.item_to_job(item)
 
     # -- claim -------------------------------------------------------------------------------------
 
@@ -237,6 +151,14 @@ class DynamoStore(DependencyItems, DynamoTenants, Store):
         if item is None:
             raise RunNotFound(f"run {ids.run_id_for(job_id, scheduled_at)} not found", field="run_id")
         return it.item_to_run(item)
+
+    def held_runs(self, holds: Sequence[Hold]) -> list[bool]:
+        keys = [it.run_key(*key) for key in dict.fromkeys((h.job_id, h.scheduled_at) for h in holds)]
+        runs = {(run.job_id, run.scheduled_at): run for run in self._get_runs_complete(keys)}
+        return [rules.holds_lease(runs.get((h.job_id, h.scheduled_at)), h.worker_id, h.attempt) for h in holds]
+
+    def _get_runs_complete(self, keys: list[Key]) -> list[Run]:
+        return [it.item_to_run(item) for item in self._tables.batch_get(self.runs_table, keys, complete=True)]
 
     def list_runs(self, job_id: str, query: RunQuery) -> Page[Run]:
         if query.since is not None and query.until is not None and query.since > query.until:
@@ -396,89 +318,6 @@ class DynamoStore(DependencyItems, DynamoTenants, Store):
             self._tally(changed)
         return changed
 
-    def past_deadline_runs(self, now: int, scheduled_before: int, limit: int) -> list[Run]:
-        """Reads the sparse ``open`` index shard by shard (keys only), then the runs themselves
-        with consistent reads: the index is eventually consistent and carries no deadline.
-
-        Stops reading once ``limit`` runs qualify, starting each call at the next shard so that no
-        shard waits behind another's backlog; the result is sorted most overdue first.
-        Without the index (``open_index=False``) it sweeps the runs table instead (:meth:`_sweep`).
-        """
-        if not self.open_index:
-            return self._sweep(now, scheduled_before, limit)
-        found: list[Run] = []
-        start, self._reap_start = self._reap_start, (self._reap_start + 1) % self.open_shards
-        for offset in range(self.open_shards):
-            shard = (start + offset) % self.open_shards
-            for keys in self._open_keys(shard, scheduled_before):
-                found.extend(r for r in self._get_runs(keys) if r.is_open and r.deadline_at < now)
-                if len(found) >= limit:
-                    break
-            if len(found) >= limit:
-                break
-        found.sort(key=lambda r: (r.deadline_at, r.scheduled_at, r.job_id))  # most overdue first
-        return found[:limit]
-
-    def _sweep(self, now: int, scheduled_before: int, limit: int) -> list[Run]:
-        """Scan at most ``sweep_pages`` pages of the runs table for open runs past their deadline.
-
-        Each call continues where the previous one stopped and wraps around at the end, so repeated
-        reaper passes sweep the whole table; a full sweep costs the table's size in eventually
-        consistent read units (docs/capacity.md sizes the pages per pass for a sweep period). The
-        runs found are read again with consistent reads, as from the index.
-        """
-        request: dict[str, Any] = {
-            "TableName": self.runs_table,
-            "FilterExpression": "#state IN (:scheduled, :running, :retrying) AND scheduled_at <= :before"
-            " AND deadline_at < :now",
-            "ExpressionAttributeNames": {"#state": "state"},
-            "ExpressionAttributeValues": {
-                ":scheduled": s(RunState.SCHEDULED.value),
-                ":running": s(RunState.RUNNING.value),
-                ":retrying": s(RunState.RETRYING.value),
-                ":before": n(scheduled_before),
-                ":now": n(now),
-            },
-            "ProjectionExpression": "job_id, scheduled_at",
-        }
-        keys: list[Key] = []
-        for _ in range(self.sweep_pages):
-            if self._sweep_from is not None:
-                request["ExclusiveStartKey"] = self._sweep_from
-            page = self._tables.client.scan(**request)
-            keys += [it.run_position(item) for item in page.get("Items", [])]
-            self._sweep_from = page.get("LastEvaluatedKey")
-            if self._sweep_from is None or len(keys) >= limit:
-                break  # wrapped around (the next call starts at the beginning), or enough found
-        found = [r for r in self._get_runs(keys[:limit]) if r.is_open and r.deadline_at < now] if keys else []
-        found.sort(key=lambda r: (r.deadline_at, r.scheduled_at, r.job_id))
-        return found
-
-    def _open_keys(self, shard: int, scheduled_before: int) -> Iterator[list[Key]]:
-        request: dict[str, Any] = {
-            "TableName": self.runs_table,
-            "IndexName": "open",
-            "KeyConditionExpression": "open_shard = :shard AND scheduled_at <= :before",
-            "ExpressionAttributeValues": {":shard": n(shard), ":before": n(scheduled_before)},
-            "Limit": _OPEN_PAGE,
-        }
-        while True:
-            page = self._tables.client.query(**request)
-            keys = [it.run_position(item) for item in page.get("Items", [])]
-            if keys:
-                yield keys
-            if "LastEvaluatedKey" not in page:
-                return
-            request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
-
-    def _get_runs(self, keys: list[Key]) -> list[Run]:
-        return [it.item_to_run(item) for item in self._tables.batch_get(self.runs_table, keys)]
-
-    def purge_expired(self, now: int, deleted_before: int, limit: int) -> int:
-        # DynamoDB TTL deletes expired runs (expires_at) and deleted jobs (expires_at set on delete)
-        # for free, without consuming write capacity.
-        return 0
-
     # -- stats ------------------------------------------------------------------------------------
 
     def run_stats(self, owner: str, since: int, until: int) -> RunStats | None:
@@ -490,48 +329,6 @@ class DynamoStore(DependencyItems, DynamoTenants, Store):
         """Count a run that just turned terminal in the owner's GET /stats counters (1 write unit)."""
         if self.stats_counters:
             stats.tally(self._tables.client, self.leases_table, run)
-
-    # -- shard leases ------------------------------------------------------------------------------
-
-    def acquire_shard(self, shard: int, owner: str, now: int, ttl_ms: int) -> ShardLease | None:
-        key = it.shard_key(shard)
-        until = now + ttl_ms
-        extend = c.Expression().set("expires_at = :until", until=n(until))
-        written = self._tables.update(
-            self.leases_table, key, extend.request(c.SHARD_OURS_LIVE, me=s(owner), now=n(now))
-        )
-        if written.applied:
-            return _lease_of(written)
-        current = None if written.item is None else it.item_to_lease(written.item)
-        if not rules.may_acquire_shard(current, owner, now):
-            return None  # another owner's live lease: no second write
-        take = c.Expression().set("#owner = :me", me=s(owner)).set("expires_at = :until", until=n(until))
-        take.set("epoch = if_not_exists(epoch, :zero) + :one", zero=n(0), one=n(1))  # a new fencing token
-        written = self._tables.update(
-            self.leases_table, key, take.request(c.SHARD_FREE, now=n(now)), old_on_failure=False
-        )
-        return _lease_of(written) if written.applied else None
-
-    def renew_shard(self, lease: ShardLease, now: int, ttl_ms: int) -> ShardLease | None:
-        expr = c.Expression().set("expires_at = :until", until=n(now + ttl_ms))
-        request = expr.request(c.SHARD_HELD, me=s(lease.owner), epoch=n(lease.epoch))
-        written = self._tables.update(self.leases_table, it.shard_key(lease.shard), request, old_on_failure=False)
-        return _lease_of(written) if written.applied else None
-
-    def release_shard(self, lease: ShardLease) -> None:
-        expr = c.Expression().set("expires_at = :zero", zero=n(0))
-        request = expr.request(c.SHARD_HELD, me=s(lease.owner), epoch=n(lease.epoch))
-        self._tables.update(self.leases_table, it.shard_key(lease.shard), request, returns="NONE", old_on_failure=False)
-
-    def shard_leases(self) -> list[ShardLease]:
-        request: dict[str, Any] = {
-            "TableName": self.leases_table,
-            "KeyConditionExpression": "pk = :pk",
-            "ExpressionAttributeValues": {":pk": s(it.SHARD_PK)},
-            "ConsistentRead": True,
-        }
-        leases = [it.item_to_lease(item) for item in self._tables.query_all(request)]
-        return sorted(leases, key=lambda lease: lease.shard)
 
     # -- alerts ------------------------------------------------------------------------------------
 
@@ -557,8 +354,3 @@ class DynamoStore(DependencyItems, DynamoTenants, Store):
 def _run_of(written: Written) -> Run:
     assert written.item is not None  # ALL_NEW of an applied update
     return it.item_to_run(written.item)
-
-
-def _lease_of(written: Written) -> ShardLease:
-    assert written.item is not None  # ALL_NEW of an applied update
-    return it.item_to_lease(written.item)
