@@ -15,7 +15,7 @@ A Powertools :class:`Router` that ``punctual.api.app`` includes (it shares the a
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.event_handler.openapi.params import Query
@@ -26,6 +26,9 @@ from punctual.api.caller import caller
 from punctual.api.schemas import IsoTime
 from punctual.clock import iso
 from punctual.runs import stats as rs
+
+if TYPE_CHECKING:
+    from punctual.api.app import Services
 
 MAX_MINUTES = 360  # the aws engine reads minutes x 8 counter items: 6 h is ~29 BatchGetItem requests
 
@@ -142,10 +145,10 @@ def _depth(queue: Any) -> int | None:
     return None if queue is None else int(queue.depth())
 
 
-def _skew(services: Any) -> int | None:
-    source = getattr(services, "skew", None)
-    return None if source is None else source.skew_ms
+def _skew(services: Services) -> int | None:
+    """The engine's service clock against ours (``Engine.clock_skew``, kept in ``Services.skew``)."""
+    return None if services.skew is None else services.skew.skew_ms
 
 
-def _caller() -> tuple[Any, str]:
+def _caller() -> tuple[Services, str]:
     return caller(router.context)
