@@ -10,15 +10,11 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from enum import StrEnum
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from punctual.errors import ConfigError
-
-if TYPE_CHECKING:
-    from punctual.execution.targets.policy import TargetPolicy
-
 
 DEFAULT_RETENTION_DAYS = 30
 DEFAULT_RETENTION_S = DEFAULT_RETENTION_DAYS * 86_400
@@ -120,11 +116,6 @@ class Settings(BaseModel):
     def admins(self) -> frozenset[str]:
         """The owners the admin routes answer (``PUNCTUAL_ADMIN_PRINCIPALS``)."""
         return frozenset(p.strip() for p in self.admin_principals.split(",") if p.strip())
-
-    def target_policy(self) -> TargetPolicy:
-        from punctual.execution.targets.policy import TargetPolicy  # not at import: targets pull in httpx
-
-        return TargetPolicy(allow_loopback=self.target_allow_loopback, allow_private=self.target_allow_private)
 
     def table_name(self, logical: str) -> str:
         explicit = {"jobs": self.jobs_table, "runs": self.runs_table, "leases": self.leases_table}.get(logical)

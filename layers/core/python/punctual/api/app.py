@@ -35,6 +35,7 @@ from punctual.clock import Clock, from_datetime
 from punctual.config import Settings
 from punctual.dependencies import graph as dependency_graph
 from punctual.errors import ConfigError, PunctualError, Unauthorized
+from punctual.execution.targets.policy import TargetPolicy
 from punctual.jobs import checks
 from punctual.jobs import runs as job_runs
 from punctual.jobs import service as jobs
@@ -145,7 +146,7 @@ def create_job(
         body,
         services.clock.now_ms(),
         idempotency_key=idempotency_key,
-        policy=services.settings.target_policy(),
+        policy=TargetPolicy.of(services.settings),
         keys=services.keys,
         max_jobs=None if limits is None else limits.max_jobs,
         max_timeout_s=services.settings.max_timeout_s,
@@ -218,7 +219,7 @@ def update_job(job_id: JobId, body: JobPatch) -> JobResponse:
         job_id,
         body.changes(),
         services.clock.now_ms(),
-        policy=services.settings.target_policy(),
+        policy=TargetPolicy.of(services.settings),
         keys=services.keys,
         max_timeout_s=services.settings.max_timeout_s,
     )

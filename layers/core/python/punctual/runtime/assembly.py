@@ -67,7 +67,7 @@ class Runtime:
 
     def target_policy(self, *, allow_loopback: bool = False, allow_private: bool = False) -> TargetPolicy:
         """The settings' target policy; the flags can only widen it (``punctual worker --allow-*``)."""
-        base = self.settings.target_policy()
+        base = TargetPolicy.of(self.settings)
         return TargetPolicy(
             allow_private=base.allow_private or allow_private, allow_loopback=base.allow_loopback or allow_loopback
         )

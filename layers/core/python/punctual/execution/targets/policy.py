@@ -34,6 +34,7 @@ import socket
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from punctual.config import Settings
 from punctual.errors import InvalidInput
 from punctual.model import HttpTarget
 
@@ -70,6 +71,11 @@ class TargetPolicy:
 
     allow_private: bool = False  # 10/8, 172.16/12, 192.168/16, fc00::/7, 100.64/10, reserved ranges
     allow_loopback: bool = False  # 127/8, ::1, localhost: `punctual dev` turns this on
+
+    @classmethod
+    def of(cls, settings: Settings) -> TargetPolicy:
+        """The policy ``settings`` configure (``PUNCTUAL_TARGET_ALLOW_LOOPBACK`` / ``_PRIVATE``)."""
+        return cls(allow_loopback=settings.target_allow_loopback, allow_private=settings.target_allow_private)
 
 
 class TargetRefused(InvalidInput):
