@@ -34,7 +34,7 @@ from punctual.cli.common import (
 )
 from punctual.clock import SystemClock
 from punctual.config import Settings
-from punctual.execution.worker import Tuning
+from punctual.execution.loop import Tuning
 from punctual.local.server import LocalServer
 from punctual.metrics import InMemoryMetrics
 from punctual.port import Engine

@@ -16,7 +16,7 @@ from punctual.cli.common import (
     settings_from_args,
     stop_event_on_signals,
 )
-from punctual.execution.worker import Tuning
+from punctual.execution.loop import Tuning
 from punctual.runtime.assembly import Runtime
 
 

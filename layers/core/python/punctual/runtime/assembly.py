@@ -23,9 +23,10 @@ from punctual.config import Settings
 from punctual.dependencies.release import ReleaseOptions
 from punctual.engines import open_engine
 from punctual.execution.delivery import ExecutionOptions
+from punctual.execution.loop import Tuning
 from punctual.execution.sqs_events import LambdaWorker
 from punctual.execution.targets.policy import TargetPolicy
-from punctual.execution.worker import Tuning, Worker
+from punctual.execution.worker import Worker
 from punctual.metrics import Metrics
 from punctual.port import Engine
 from punctual.reaping.reaper import Reaper, ReapOptions
