@@ -1,9 +1,10 @@
 """Capacity and cost: a target load in, AWS settings, quota raises, lateness and a monthly cost out.
 
-Owns the sourced constants table (``constants``), the per-run request counts the tests measure
-(``counts``), the model (``plan``), its prices (``cost``), the burst simulation (``simulate``, also
-fed from a synthesized CDK template by ``synth``) and their text rendering (``render``). Pure
-arithmetic: no AWS calls. ``punctual capacity`` and ``punctual capacity simulate`` print it.
+Owns the sourced constants table (``constants``; its AWS quotas and prices in ``aws_constants``,
+the record type in ``sourced``), the per-run request counts the tests measure (``counts``), the
+model (``plan``), its prices (``cost``), the burst simulation (``simulate``, also fed from a
+synthesized CDK template by ``synth``) and their text rendering (``render``). Pure arithmetic: no
+AWS calls. ``punctual capacity`` and ``punctual capacity simulate`` print it.
 """
 
 from __future__ import annotations
