@@ -68,11 +68,10 @@ def prebuild_all(targets: Prebuilding, held: Sequence[batch.Leased]) -> None:
 
 @dataclass(slots=True)
 class Instant:
-    """The runs pre-leased for one instant, by receive, rechecked when it comes (``Worker._recheck_at``)."""
+    """The runs pre-leased for one instant, rechecked together when it comes (``Worker._recheck_at``)."""
 
-    groups: list[tuple[list[batch.Leased], asyncio.Future[dict[str, batch.Leased | Settled]]]] = field(
-        default_factory=list
-    )
+    done: asyncio.Future[dict[str, batch.Leased | Settled]]
+    held: list[batch.Leased] = field(default_factory=list)
     closed: bool = False
 
 

@@ -54,7 +54,6 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 RECEIVE_ERROR_PAUSE_S = 1.0  # after a failed receive (queue outage), before trying again
-RECHECK_BATCH = 1_000  # pre-leased runs per recheck at their instant
 
 
 def default_worker_id() -> str:
@@ -261,46 +260,36 @@ class Worker:
             task.add_done_callback(state.tasks.discard)
 
     async def _recheck_at(self, not_before: int, held: list[batch.Leased]) -> dict[str, batch.Leased | Settled]:
-        """At ``not_before``, :func:`batch.recheck` of the runs pre-leased for that instant: all the
-        receives that brought them, in batches of about ``RECHECK_BATCH`` runs (one batched read per
-        batch, before any of its target calls; the first batch starts its calls while the next is
-        read). Maps each receipt to its run, or to how it settled."""
+        """At ``not_before``, :func:`batch.recheck` of every run pre-leased for that instant, in one
+        call for all the receives it came in (one batched read before any target call, instead of
+        one per receive interleaved with them). Maps each receipt to its run, or to how it settled."""
         state = self._require_state()
         instant = state.instants.get(not_before)
         if instant is None or instant.closed:
-            instant = state.instants[not_before] = Instant()
+            instant = state.instants[not_before] = Instant(state.loop.create_future())
             task = asyncio.create_task(self._recheck_instant(not_before, instant))
             state.tasks.add(task)
             task.add_done_callback(state.tasks.discard)
-        verdicts: asyncio.Future[dict[str, batch.Leased | Settled]] = state.loop.create_future()
-        instant.groups.append((held, verdicts))
-        return await asyncio.shield(verdicts)
+        instant.held.extend(held)
+        return await asyncio.shield(instant.done)
 
     async def _recheck_instant(self, not_before: int, instant: Instant) -> None:
         state = self._require_state()
+        verdicts: dict[str, batch.Leased | Settled] = {}
         try:
             await self._until(not_before)
         finally:
             instant.closed = True  # later arrivals for this instant get their own recheck
             if state.instants.get(not_before) is instant:
                 del state.instants[not_before]
-        groups = instant.groups
-        while groups:
-            size, taken = 0, 0
-            while taken < len(groups) and (not taken or size + len(groups[taken][0]) <= RECHECK_BATCH):
-                size, taken = size + len(groups[taken][0]), taken + 1
-            batch_groups, groups = groups[:taken], groups[taken:]
-            held = [leased for group, _ in batch_groups for leased in group]
-            verdicts: dict[str, batch.Leased | Settled] = {}
-            try:
-                rechecked = await self._blocking(batch.recheck, self.port, held, urgent=True)
-                verdicts.update((leased.delivery.receipt, leased) for leased in rechecked.leased)
-                verdicts.update((delivery.receipt, outcome) for delivery, outcome in rechecked.settled)
-            except Exception as exc:  # the leases expire and the runs are taken over
-                logger.exception("could not recheck %d pre-leased runs", len(held))
-                verdicts = dict.fromkeys((leased.delivery.receipt for leased in held), exc)
-            for _, future in batch_groups:
-                future.set_result(verdicts)
+        try:
+            rechecked = await self._blocking(batch.recheck, self.port, instant.held, urgent=True)
+            verdicts.update((leased.delivery.receipt, leased) for leased in rechecked.leased)
+            verdicts.update((delivery.receipt, outcome) for delivery, outcome in rechecked.settled)
+        except Exception as exc:  # the leases expire and the runs are taken over
+            logger.exception("could not recheck %d pre-leased runs", len(instant.held))
+            verdicts = dict.fromkeys((leased.delivery.receipt for leased in instant.held), exc)
+        instant.done.set_result(verdicts)
 
     async def _prepare(
         self,
