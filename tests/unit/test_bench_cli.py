@@ -1,0 +1,20 @@
+"""`punctual bench burst --repeat N`: the medians it prints next to each run's figures."""
+
+from __future__ import annotations
+
+import pytest
+
+from punctual.cli.bench import _medians
+
+pytestmark = pytest.mark.unit
+
+
+def test_medians_are_taken_per_burst_size_over_the_numeric_figures() -> None:
+    runs = [
+        {"jobs": 20_000, "start_lateness_ms_p99": p99, "runs_completed_per_second": rate, "note": "x"}
+        for p99, rate in [(900, 13_000), (3_000, 6_000), (1_500, 9_500)]
+    ]
+    runs.append({"jobs": 1_000, "start_lateness_ms_p99": 10, "runs_completed_per_second": None, "note": "y"})
+    [big, small] = _medians(runs)
+    assert big == {"jobs": 20_000, "runs": 3, "start_lateness_ms_p99": 1_500, "runs_completed_per_second": 9_500}
+    assert small == {"jobs": 1_000, "runs": 1, "start_lateness_ms_p99": 10}
