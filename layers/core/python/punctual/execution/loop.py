@@ -49,6 +49,7 @@ class LoopState:
         urgent: ThreadPoolExecutor,
     ) -> None:
         self.loop, self.executor, self.targets, self.urgent = loop, executor, targets, urgent
+        self.receiving = executor  # the receivers' own pool, where the worker gives them one
         self.starting = 0  # attempts created whose coroutine has not begun yet (the settle loop waits)
         self.started = asyncio.Event()
         self.instants: dict[int, Instant] = {}  # pre-leased runs waiting for their instant

@@ -138,8 +138,11 @@ class Worker:
         executor = ThreadPoolExecutor(max_workers=self.tuning.engine_threads, thread_name_prefix="punctual-engine")
         # the runs due now (recheck, lease at the instant) never queue behind a pre-lease or a settle
         urgent = ThreadPoolExecutor(max_workers=1, thread_name_prefix="punctual-instant")
+        # receives (long polls) never wait behind leases and settles either: their own threads
+        receiving = ThreadPoolExecutor(max_workers=max(1, self.tuning.receivers), thread_name_prefix="punctual-receive")
         targets = await loop.run_in_executor(executor, self.make_targets)  # loads the CA bundle off the loop
         state = LoopState(loop, executor, targets, urgent)
+        state.receiving = receiving
         self._state = state
         tasks = [
             asyncio.create_task(self._settle_loop(state)),
@@ -156,6 +159,7 @@ class Worker:
             targets.close()
             executor.shutdown(wait=True)
             urgent.shutdown(wait=True)
+            receiving.shutdown(wait=True)
             self._state = None
 
     # -- receive and prepare ------------------------------------------------------------------
@@ -174,7 +178,8 @@ class Worker:
             wanted = min(tuning.receive_batch, room)
             state.reserved += wanted
             try:
-                deliveries = await self._blocking(self.queue.receive, wanted, self.options.visibility_s, tuning.wait_s)
+                receive = partial(self.queue.receive, wanted, self.options.visibility_s, tuning.wait_s)
+                deliveries = await state.loop.run_in_executor(state.receiving, receive)
             except Exception:
                 logger.exception("receive from %s failed", self.queue.name)
                 await asyncio.sleep(RECEIVE_ERROR_PAUSE_S)
