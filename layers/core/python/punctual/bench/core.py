@@ -6,11 +6,18 @@ Of the stored jobs, ``due`` are due now and the rest a day away, spread evenly t
 cost independent of the table size and the advances land on pages all over the file. Jobs belong
 to ``stored // 1000`` owners (1,000 jobs each); one job gets a day of minutely history.
 Jobs are bulk loaded as prepared copies of one job (``EmbeddedStore.bulk_load_copies``), with ids
-that increase in load order; their due shards still come from a hash of the id.
+that increase in load order; their due shards still come from a hash of the id. The load ends with
+the file on disk (checkpointed and synced), so the claims that follow do not pay its write-back.
+
+The claim runs at the instant the due jobs are due (not the wall clock after the load, which took
+minutes at 10M): every due job yields exactly one run at every size, so the figures compare. Small
+sizes, whose claim lasts well under a second, are measured in three rounds (a fresh file each) and
+the median round reported; a 10M round is measured once.
 """
 
 from __future__ import annotations
 
+import os
 import secrets
 import statistics
 import tempfile
@@ -32,27 +39,39 @@ SHARDS = 16
 JOBS_PER_OWNER = 1_000
 HISTORY_RUNS = 1_440  # a day of a minutely job
 MINUTE_MS = 60_000
+DUE_BEFORE_MS = 1_000  # due jobs are due this long before the load started
+ROUNDS_UP_TO = 100_000  # sizes up to this are measured in ROUNDS rounds (median), larger ones once
+ROUNDS = 3
 
 
 def bench_claims(stored: int, due: int = 20_000, page: int = 500) -> dict[str, Any]:
-    """Load ``stored`` jobs (``due`` of them due now), claim every due one, time the reads; return the figures."""
+    """Load ``stored`` jobs (``due`` of them due), claim every due one, time the reads; return the figures."""
+    count = ROUNDS if stored <= ROUNDS_UP_TO else 1
+    rounds = [_round(stored, min(due, stored), page, reads=n == count - 1) for n in range(count)]
+    median = sorted((claims for claims, _ in rounds), key=lambda r: r["claims_per_second"] or 0)[count // 2]
+    return {**median, "claim_rounds": count, **rounds[-1][1]}
+
+
+def _round(stored: int, due: int, page: int, *, reads: bool) -> tuple[dict[str, Any], dict[str, Any]]:
+    """One fresh file: load, claim; with ``reads``, the read figures too. Returns (claim figures, read figures)."""
     clock = SystemClock()
-    due = min(due, stored)
     with tempfile.TemporaryDirectory(prefix="punctual-bench-") as tmp:
         engine = EmbeddedEngine(Path(tmp) / "bench.db", shards=SHARDS, clock=clock)
         try:
             now = clock.now_ms()
+            due_at = now - DUE_BEFORE_MS
             load_started, load_cpu = time.perf_counter(), time.process_time()
-            template = next(bench_jobs(1, now=now, due_at=now, shards=SHARDS))
-            engine.store.bulk_load_copies(template, _copies(stored, due, now))
+            template = next(bench_jobs(1, now=now, due_at=due_at, shards=SHARDS))
+            engine.store.bulk_load_copies(template, _copies(stored, due, now, due_at))
+            _flush(Path(tmp) / "bench.db")
             load_s, load_cpu = time.perf_counter() - load_started, time.process_time() - load_cpu
             claim_cpu = time.process_time()
-            total, elapsed = _claim_all(engine, clock.now_ms(), page)
+            total, elapsed = _claim_all(engine, due_at, page)
             claim_cpu = time.process_time() - claim_cpu
-            reads = _reads(engine, stored, now)
+            figures = _reads(engine, stored, now) if reads else {}
         finally:
             engine.close()
-    return {
+    claims = {
         "stored_jobs": stored,
         "due_jobs": due,
         "runs_claimed": total.inserted,
@@ -63,19 +82,28 @@ def bench_claims(stored: int, due: int = 20_000, page: int = 500) -> dict[str, A
         "load_seconds": round(load_s, 1),
         "load_cpu_seconds": round(load_cpu, 1),
         "jobs_loaded_per_second": round(stored / load_s) if load_s else None,
-        **reads,
     }
+    return claims, figures
 
 
-def _copies(stored: int, due: int, now: int) -> Iterator[tuple[str, str, int]]:
-    """(job id, owner, next_run_at) of each job: every ``stored // due``-th one due now."""
+def _flush(path: Path) -> None:
+    """End the load on disk (the bulk load checkpointed the WAL into the file): the file synced."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _copies(stored: int, due: int, now: int, due_at: int) -> Iterator[tuple[str, str, int]]:
+    """(job id, owner, next_run_at) of each job: every ``stored // due``-th one due at ``due_at``."""
     prefix = secrets.randbits(64)
     every = max(1, stored // due)
     owners = max(1, stored // JOBS_PER_OWNER)
     far = now + 86_400_000
     for i in range(stored):
         is_due = i % every == 0 and i // every < due
-        yield f"job_{prefix:016x}{i:016x}", f"{BENCH_OWNER}-{i % owners}", now - 1_000 if is_due else far
+        yield f"job_{prefix:016x}{i:016x}", f"{BENCH_OWNER}-{i % owners}", due_at if is_due else far
 
 
 def _claim_all(engine: EmbeddedEngine, now: int, page: int) -> tuple[ClaimStats, float]:

@@ -19,6 +19,7 @@ from itertools import islice
 from typing import Any
 
 from punctual import ids
+from punctual.engines.embedded import schema
 
 BULK_CACHE_KIB = 262_144  # page cache of the loading connection (256 MiB) while the load runs
 
@@ -45,7 +46,10 @@ def load_rows(conn_factory: Any, insert_sql: str, rows: Iterable[Sequence[Any]],
         with conn_factory.write() as conn:
             for sql in rebuild:
                 conn.execute(sql)
-            conn.execute("PRAGMA cache_size = -16384")  # back to the engine's setting (schema.configure)
+            conn.execute(f"PRAGMA cache_size = -{schema.CACHE_KIB}")  # back to the engine's setting
+        # the load's pages copied from the WAL into the file now (and the WAL emptied), not by the
+        # writes that follow it
+        conn_factory.connection().execute("PRAGMA wal_checkpoint(TRUNCATE)")
     return inserted
 
 

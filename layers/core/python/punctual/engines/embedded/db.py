@@ -12,6 +12,7 @@ Concurrency model:
   mode: each statement sees one consistent snapshot.
 - ``fork``: a child never uses a connection inherited from its parent (SQLite forbids it); the
   process id is checked and the child opens its own.
+- Checkpoints run on a thread of their own (:mod:`.checkpoint`), started by the first write.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from punctual.engines.embedded import schema
+from punctual.engines.embedded.checkpoint import Checkpointer
 
 BUSY_TIMEOUT_MS = 10_000  # how long a writer waits for another writer before SQLITE_BUSY
 
@@ -46,6 +48,7 @@ class Database:
         self._lock_key = os.path.realpath(self.path)
         self._connections: weakref.WeakSet[_Held] = weakref.WeakSet()
         self._closed = False
+        self._checkpointer = Checkpointer(self.path)
         conn = self.connection()
         schema.enable_wal(conn)
         schema.migrate(conn, shards=shards)
@@ -79,6 +82,7 @@ class Database:
         conn = self.connection()
         if conn.in_transaction:
             raise RuntimeError("write transactions do not nest")
+        self._checkpointer.ensure_started()
         # Threads of this process queue on a Python lock; other processes are waited for by
         # _begin_immediate. SQLite's own busy handler sleeps in growing steps (up to 100 ms) while
         # another writer holds the lock, which dominated a worker's latency under contention.
@@ -94,6 +98,7 @@ class Database:
 
     def close(self) -> None:
         """Close every connection this object opened in this process. Idempotent."""
+        self._checkpointer.stop()
         with self._lock:
             self._closed = True
             connections, self._connections = list(self._connections), weakref.WeakSet()
