@@ -18,7 +18,7 @@ def register(subparsers: Any) -> None:
     core.add_argument(
         "--sizes",
         default="10000,1000000",
-        help="stored job counts (comma separated); 10000000 takes minutes and ~6 GB of disk (never in CI)",
+        help="stored job counts (comma separated); 10000000 takes minutes and ~7.5 GB of disk (never in CI)",
     )
     core.add_argument("--due", type=int, default=20_000, help="due jobs claimed per size")
     core.add_argument("--json", action="store_true", help="print one JSON object")
