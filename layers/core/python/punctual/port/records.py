@@ -1,0 +1,212 @@
+"""The values that cross the port: pages, claims, leases, run changes, shard leases, tenants,
+alerts and release records (frozen dataclasses; the domain models are ``punctual.model``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Generic, TypeVar
+
+from punctual.model import Attempt, Catchup, JobStatus, Overlap, Run, RunState
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Page(Generic[T]):
+    items: list[T]
+    cursor: str | None = None  # opaque; pass back to get the next page; None on the last page
+
+
+@dataclass(frozen=True, slots=True)
+class DueJob:
+    """The small projection of a job that claiming needs (the due index carries exactly this)."""
+
+    job_id: str
+    owner: str
+    next_run_at: int
+    schedule: str | None
+    timezone: str
+    jitter_s: int
+    overlap: Overlap
+    catchup: Catchup
+    max_backfill: int
+    last_run_at: int | None
+    due_shard: int
+    # The job's timeout, where the engine routes long runs to a queue of their own (aws); None
+    # where one queue serves every run (embedded), so claiming there reads nothing more.
+    timeout_s: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Advance:
+    """Move a job past a claimed time: ``next_run_at`` from ``expected_next_run_at`` to ``next_run_at``.
+
+    ``next_run_at=None`` completes the job (one-time job dispatched): status becomes completed and
+    the job leaves the due index.
+    """
+
+    job_id: str
+    expected_next_run_at: int
+    next_run_at: int | None
+    last_run_at: int
+    now: int
+
+
+@dataclass(frozen=True, slots=True)
+class RunQuery:
+    """Filters for listing one job's runs, newest ``scheduled_at`` first."""
+
+    states: frozenset[RunState] = frozenset()  # empty: every state
+    since: int | None = None  # scheduled_at >= since
+    until: int | None = None  # scheduled_at <= until
+    limit: int = 50
+    cursor: str | None = None
+
+
+class LeaseOutcome(StrEnum):
+    LEASED = "leased"  # the caller now holds the run (state running, attempt incremented)
+    HELD = "held"  # another worker holds a live lease: hide the message until it ends
+    NOT_READY = "not_ready"  # retrying and its backoff has not elapsed: hide the message until then
+    FINISHED = "finished"  # terminal: a duplicate delivery; delete the message
+    NOT_FOUND = "not_found"  # no such run: delete the message
+    SKIPPED = "skipped"  # overlap=forbid and an earlier run is still open: run cancelled, delete the message
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseResult:
+    outcome: LeaseOutcome
+    run: Run | None  # the run after the lease (LEASED) or as found (others); None if NOT_FOUND
+
+
+@dataclass(frozen=True, slots=True)
+class RunChange:
+    """What a finish/transition writes. Fields left None are not changed.
+
+    ``append`` adds an attempt record to ``attempts`` (bounded by the engine to the newest
+    ``MAX_ATTEMPTS_KEPT``). ``clear_lease`` removes worker_id and lease_expires_at.
+    """
+
+    state: RunState
+    now: int
+    deadline_at: int
+    append: Attempt | None = None
+    finished_at: int | None = None
+    next_attempt_at: int | None = None
+    attempt: int | None = None
+    note: str | None = None
+    clear_lease: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseRequest:
+    """One run a worker asks to lease in a batch (:meth:`Store.lease_runs`), for ``lease_ms``;
+    ``overlap`` is its job's policy, decided at the run's first lease (see :meth:`Store.lease_run`)."""
+
+    job_id: str
+    scheduled_at: int
+    lease_ms: int
+    overlap: Overlap = Overlap.ALLOW
+    # A lease taken ahead of the run's instant (a worker holding a precomputed run until it is due):
+    # the attempt starts at ``starts_at``, so ``started_at`` and the lease's end count from it, never
+    # from an earlier ``now``. Whether the run may be leased is still decided at ``now``.
+    starts_at: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class JobMark:
+    """What identifies a job's definition cheaply: its status and version (:meth:`Store.job_marks`)."""
+
+    status: JobStatus
+    version: int
+
+
+@dataclass(frozen=True, slots=True)
+class Hold:
+    """A lease the caller believes it holds: the run, the worker and the attempt it leased."""
+
+    job_id: str
+    scheduled_at: int
+    worker_id: str
+    attempt: int
+
+
+@dataclass(frozen=True, slots=True)
+class Beat:
+    """Extend ``hold`` (and the run's ``deadline_at``) to ``lease_expires_at`` (:meth:`Store.heartbeat_runs`)."""
+
+    hold: Hold
+    lease_expires_at: int
+
+
+@dataclass(frozen=True, slots=True)
+class Finish:
+    """Apply ``change`` under ``hold`` (:meth:`Store.finish_runs`); ``ack`` is the receipt of the run's
+    message on the engine's dispatch queue, deleted with the finish by :meth:`Engine.finish_and_ack`
+    iff the finish applied (None: the message is not touched)."""
+
+    hold: Hold
+    change: RunChange
+    ack: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ShardLease:
+    shard: int
+    owner: str
+    epoch: int  # fencing token: increases every time the shard changes hands
+    expires_at: int
+
+
+@dataclass(frozen=True, slots=True)
+class Tenant:
+    """An owner's limits as an operator set them (``punctual tenants set``). None: the deployment's
+    default from ``Settings`` applies (see ``punctual.tenancy.limits``). ``weight`` is the owner's
+    share of the embedded queue's round-robin hand-out (1: an equal turn)."""
+
+    owner: str
+    max_jobs: int | None = None
+    max_runs_per_minute: int | None = None
+    max_concurrency: int | None = None
+    api_requests_per_second: int | None = None
+    weight: int = 1
+    updated_at: int = 0
+
+
+class SlotOutcome(StrEnum):
+    TAKEN = "taken"  # the run now holds one of its owner's concurrency slots
+    ALREADY_HELD = "already_held"  # the run held a slot already (a takeover or a redelivery): no change
+    FULL = "full"  # every slot is held by other runs: the run must wait
+
+
+@dataclass(frozen=True, slots=True)
+class Alert:
+    owner: str
+    run_id: str
+    job_id: str
+    created_at: int
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class ReleaseSlot:
+    """An upstream run offered to a dependent's release: which run, and when it finished."""
+
+    upstream_id: str
+    run_id: str
+    finished_at: int
+
+
+@dataclass(frozen=True, slots=True)
+class ReleaseState:
+    """A dependent job's release record: one slot per upstream job that has a qualifying run since
+    the last release. ``generation`` increases with every release (the compare-and-set token);
+    ``released_at`` is the last release's instant (None before the first)."""
+
+    dependent_id: str
+    generation: int = 0
+    released_at: int | None = None
+    slots: tuple[ReleaseSlot, ...] = ()
+
+    def slot(self, upstream_id: str) -> ReleaseSlot | None:
+        return next((s for s in self.slots if s.upstream_id == upstream_id), None)
