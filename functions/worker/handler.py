@@ -20,7 +20,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from punctual.config import Settings
-from punctual.execution.delivery import RUN_METRICS, Outcome
+from punctual.execution.options import RUN_METRICS, Outcome
 from punctual.execution.sqs_events import LambdaWorker
 from punctual.runtime.assembly import Runtime
 from punctual.runtime.powertools import PowertoolsMetrics

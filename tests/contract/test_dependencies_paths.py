@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from punctual.clock import ManualClock
-from punctual.execution.delivery import Outcome
+from punctual.execution.options import Outcome
 from punctual.jobs import service
 from punctual.model import HttpTarget, Job, JobSpec, RetryPolicy, Run, RunState, Trigger
 from punctual.port import Dispatch, Engine, RunQuery

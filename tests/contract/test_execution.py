@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 
 from punctual.clock import ManualClock
-from punctual.execution.delivery import ExecutionOptions, Outcome, process_delivery
+from punctual.execution.delivery import process_delivery
+from punctual.execution.options import ExecutionOptions, Outcome
 from punctual.execution.targets import TargetResult
 from punctual.model import AttemptOutcome, Job, JobStatus, RetryPolicy, Run, RunState
 from punctual.port import Alert, Delivery, Dispatch, Engine, RunChange

@@ -21,7 +21,8 @@ import pytest
 from punctual import rules
 from punctual.clock import ManualClock
 from punctual.errors import LeaseLost
-from punctual.execution.delivery import ExecutionOptions, Outcome, process_delivery
+from punctual.execution.delivery import process_delivery
+from punctual.execution.options import ExecutionOptions, Outcome
 from punctual.execution.targets import TargetResult
 from punctual.model import Job, Overlap, Run, RunState
 from punctual.port import Engine, LeaseOutcome, RunChange, RunQuery

@@ -103,7 +103,7 @@ def test_held_runs_tells_which_leases_the_caller_still_holds(engine, clock):
 
 def _port(engine, clock):
     from punctual.execution.batch import Port
-    from punctual.execution.delivery import ExecutionOptions
+    from punctual.execution.options import ExecutionOptions
     from punctual.runs.alerts import LogAlerter
 
     options = ExecutionOptions(lease_margin_s=1, prelease_s=2)
@@ -112,7 +112,7 @@ def _port(engine, clock):
 
 def test_a_pre_leased_run_honours_at_its_instant_what_happened_meanwhile(engine, clock):
     from punctual.execution import batch
-    from punctual.execution.delivery import Outcome
+    from punctual.execution.options import Outcome
     from punctual.model import HttpTarget, Overlap
     from punctual.port import Dispatch
     from punctual.runs.cancel import cancellation

@@ -7,7 +7,8 @@ from collections.abc import Sequence
 import pytest
 
 from punctual.clock import ManualClock
-from punctual.execution.delivery import ExecutionOptions, process_delivery
+from punctual.execution.delivery import process_delivery
+from punctual.execution.options import ExecutionOptions
 from punctual.execution.targets import TargetResult
 from punctual.model import Job, RetryPolicy, Run, RunState
 from punctual.port import Delivery, Dispatch, Engine, Queue

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from punctual import metrics as m
-from punctual.execution.delivery import Outcome, process_delivery
+from punctual.execution.delivery import process_delivery
+from punctual.execution.options import Outcome
 from punctual.metrics import InMemoryMetrics
 from tests.contract.test_execution import BOOM, OK, OPTIONS, FakeTargets, create_job, receive_one, schedule_run
 

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from punctual.clock import ManualClock
-from punctual.execution.delivery import ExecutionOptions, Outcome
+from punctual.execution.options import ExecutionOptions, Outcome
 from punctual.execution.targets import TargetResult
 from punctual.execution.worker import Tuning, Worker
 from punctual.model import AttemptOutcome, Job, JobStatus, RetryPolicy, Run, RunState

@@ -37,7 +37,8 @@ from punctual import metrics as m
 from punctual.clock import ManualClock, to_datetime
 from punctual.errors import PunctualError, Throttled
 from punctual.execution.batch import Done, Port, drop_or_hide, prepare, settle
-from punctual.execution.delivery import ExecutionOptions, process_delivery
+from punctual.execution.delivery import process_delivery
+from punctual.execution.options import ExecutionOptions
 from punctual.execution.targets import TargetResult
 from punctual.jobs.service import pause_job
 from punctual.model import AttemptOutcome, Catchup, Job, JobStatus, Overlap, RetryPolicy, Run, RunState

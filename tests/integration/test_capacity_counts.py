@@ -27,7 +27,7 @@ from punctual.capacity.counts import (
 from punctual.clock import ManualClock
 from punctual.config import EngineKind, Settings
 from punctual.engines.aws import AwsEngine, ensure_resources
-from punctual.execution.delivery import ExecutionOptions, Outcome
+from punctual.execution.options import ExecutionOptions, Outcome
 from punctual.execution.sqs_events import LambdaWorker
 from punctual.execution.targets import TargetResult
 from punctual.model import Job, Run, RunState

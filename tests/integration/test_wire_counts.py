@@ -21,7 +21,7 @@ from punctual import ids
 from punctual.capacity.counts import SQS_PROCESS_WORKER
 from punctual.clock import SystemClock
 from punctual.config import EngineKind, Settings
-from punctual.execution.delivery import ExecutionOptions, Outcome
+from punctual.execution.options import ExecutionOptions, Outcome
 from punctual.execution.targets import TargetResult
 from punctual.execution.worker import Tuning, Worker
 from punctual.model import HttpTarget, Job, Run, RunState

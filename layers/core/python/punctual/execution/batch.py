@@ -31,18 +31,9 @@ from punctual import ids, rules
 from punctual.clock import Clock
 from punctual.dependencies.release import release_dependents
 from punctual.errors import RunNotFound
-from punctual.execution.delivery import (
-    ExecutionOptions,
-    Outcome,
-    alerts_owner,
-    attempt_change,
-    attempt_record,
-    bury_change,
-    hidden_until,
-    lease_length_ms,
-    log_on_cancelled_run,
-    wait_for_limits,
-)
+from punctual.execution.changes import alerts_owner, attempt_change, attempt_record, bury_change, log_on_cancelled_run
+from punctual.execution.delivery import hidden_until, lease_length_ms, wait_for_limits
+from punctual.execution.options import ExecutionOptions, Outcome
 from punctual.execution.targets.types import TargetResult
 from punctual.model import Job, JobStatus, Overlap, Run, RunState
 from punctual.port import Alert, Beat, Delivery, Finish, Hold, LeaseOutcome, LeaseRequest, Queue, Store

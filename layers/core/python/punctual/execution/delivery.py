@@ -39,25 +39,24 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from enum import StrEnum
+from dataclasses import dataclass
 
 from punctual import ids, rules
 from punctual import metrics as m
 from punctual.clock import Clock
-from punctual.dependencies.release import ReleaseOptions, release_dependents
+from punctual.dependencies.release import release_dependents
 from punctual.errors import ConcurrentModification, InvalidId, LeaseLost, RunNotFound
-from punctual.execution.targets import TargetExecutor, TargetResult, failed, timed_out
-from punctual.model import (
-    MAX_ERROR_CHARS,
-    MAX_EXCERPT_CHARS,
-    Attempt,
-    AttemptOutcome,
-    Job,
-    Run,
-    RunState,
-    truncate,
+from punctual.execution.changes import (
+    alerts_owner,
+    attempt_change,
+    attempt_record,
+    bounded_note,
+    bury_change,
+    log_on_cancelled_run,
 )
+from punctual.execution.options import ExecutionOptions, Outcome
+from punctual.execution.targets import TargetExecutor, TargetResult, failed, timed_out
+from punctual.model import Attempt, Job, Run, RunState
 from punctual.port import Alert, Delivery, Dispatch, LeaseOutcome, LeaseResult, Queue, RunChange, Store
 from punctual.resources import MAX_DELAY_S
 from punctual.runs import retry
@@ -66,55 +65,6 @@ from punctual.runs.cancel import cancel_open_run, live_job
 from punctual.tenancy.admission import Admission, Gate
 
 logger = logging.getLogger(__name__)
-
-
-class Outcome(StrEnum):
-    """What one delivery did (for logs, metrics and the Lambda adapter)."""
-
-    SUCCEEDED = "succeeded"  # attempt succeeded; message deleted
-    RETRYING = "retrying"  # attempt failed, retry scheduled; message hidden for the backoff
-    FAILED = "failed"  # attempt failed and retrying cannot help; owner alerted; message deleted
-    DEAD = "dead"  # attempt failed and retries are exhausted; owner alerted; message deleted
-    CANCELLED = "cancelled"  # the job is gone (deleted): run cancelled; message deleted
-    DUPLICATE = "duplicate"  # run already terminal or unknown: a duplicate delivery; message deleted
-    SKIPPED = "skipped"  # overlap=forbid and an earlier run was still open at its instant: cancelled; deleted
-    HELD = "held"  # another worker holds a live lease: message hidden until the lease ends
-    NOT_READY = "not_ready"  # backoff not elapsed or message far too early: hidden until then
-    LEASE_LOST = "lease_lost"  # lost a race (taken over or cancelled meanwhile): nothing written; message untouched
-    THROTTLED = "throttled"  # over its owner's max_concurrency or max_runs_per_minute: hidden, waits its turn
-    INVALID = "invalid"  # the message names no run: deleted
-
-
-# Run-level metrics (dashboard: runs succeeded/failed/dead per minute) for the outcomes that end a run.
-RUN_METRICS = {
-    Outcome.SUCCEEDED: m.RUNS_SUCCEEDED,
-    Outcome.FAILED: m.RUNS_FAILED,
-    Outcome.DEAD: m.RUNS_DEAD,
-}
-
-
-@dataclass(frozen=True, slots=True)
-class ExecutionOptions:
-    lease_margin_s: int = 30  # lease = job.timeout_s + this (Settings.lease_margin_s)
-    visibility_s: int = 60  # visibility the message was received with (the worker's receive, or the queue's)
-    max_early_ms: int = 1_500  # wait at most this long for not_before; earlier messages are hidden again
-    # Pre-leasing (the long-running worker): messages arrive up to prelease_s + 1 s early (the
-    # scheduler's PlanOptions.early_s) and are leased on arrival, held until their instant
-    # (punctual.execution.batch.prepare/recheck). 0: leased at the instant.
-    prelease_s: int = 0
-    retry_grace_ms: int = 60_000  # a retrying run is reaped if not leased by next_attempt_at + this
-    jitter: retry.Jitter = retry.Jitter.DETERMINISTIC
-    min_heartbeat_s: float = 0.2  # the heartbeat interval is lease/3, but never below this
-    alert_on_failed: bool = True  # failed (non-retryable) runs alert their owner like dead runs
-    # A message whose handling failed unexpectedly (a storage throttle, an outage) comes back after
-    # this, not after the queue's visibility (90 minutes on AWS): the run is retried while still due.
-    error_visibility_s: int = 10
-    release: ReleaseOptions = field(
-        default_factory=ReleaseOptions
-    )  # runs released for dependent jobs (retention, dispatch grace)
-    # a message that waited on its owner's limits this many receives is resent fresh (the DLQ counts receives)
-    requeue_after_receives: int = 10
-    throttle_grace_ms: int = 120_000  # a waiting run's deadline: its next try + this (the reaper leaves it alone)
 
 
 def process_delivery(
@@ -213,7 +163,7 @@ class _Context:
 
     def alert_if_needed(self, run: Run, now: int) -> None:
         """Alert the owner of a dead (or failed) run, once per run whoever calls it."""
-        if _alerts(run.state, self.options):
+        if alerts_owner(run.state, self.options):
             reason = run.note or f"run ended {run.state}"
             alert_once(self.store, self.alerter, Alert(run.owner, run.run_id, run.job_id, now, reason))
 
@@ -248,7 +198,7 @@ def wait_for_limits(
     job_id, scheduled_at = ids.parse_run_id(delivery.run_id)
     now = clock.now_ms()
     retry_at = admission.retry_at or now + 1000
-    note = _note(f"waiting: {admission.reason}")
+    note = bounded_note(f"waiting: {admission.reason}")
     with contextlib.suppress(RunNotFound, ConcurrentModification):
         run = store.get_run(job_id, scheduled_at)
         if run.state in (RunState.SCHEDULED, RunState.RETRYING) and (
@@ -413,70 +363,6 @@ class _LeasedAttempt:
         return self._ended(finished, now)
 
 
-def attempt_change(
-    job: Job, run: Run, verdict: retry.Verdict, record: Attempt, now: int, *, options: ExecutionOptions
-) -> RunChange:
-    """What finishing an executed attempt writes, by its verdict (see the module docstring)."""
-    attempt, error = run.attempt, record.error or "unknown error"
-    if verdict is retry.Verdict.SUCCEEDED:
-        return RunChange(state=RunState.SUCCEEDED, now=now, deadline_at=now, append=record, finished_at=now)
-    if verdict is retry.Verdict.RETRY:
-        at = now + retry.backoff_ms(job.retry, attempt, key=run.run_id, jitter=options.jitter)
-        grace = options.retry_grace_ms
-        return RunChange(state=RunState.RETRYING, now=now, deadline_at=at + grace, append=record, next_attempt_at=at)
-    if verdict is retry.Verdict.FAILED:
-        note = _note(f"failed on attempt {attempt} (not retryable): {error}")
-        return RunChange(state=RunState.FAILED, now=now, deadline_at=now, append=record, finished_at=now, note=note)
-    note = _note(f"dead after {attempt} attempts (max_retries={job.max_retries}): {error}")
-    return RunChange(state=RunState.DEAD, now=now, deadline_at=now, append=record, finished_at=now, note=note)
-
-
-def bury_change(job: Job, run: Run, now: int) -> RunChange:
-    """What a worker writes instead of executing an attempt that ``rules.attempt_allowed`` refuses."""
-    note = _note(f"dead: {run.attempt - 1} attempts lost their worker (max_retries={job.max_retries})")
-    return RunChange(state=RunState.DEAD, now=now, deadline_at=now, finished_at=now, note=note)
-
-
-def log_on_cancelled_run(store: Store, run: Run, record: Attempt, now: int) -> None:
-    """If ``run`` was cancelled under its attempt (overlap=replace, its job deleted), keep the
-    attempt's record in its log: the target *was* called. Only the log changes (compare-and-set
-    on the cancelled run, same attempt); a run taken over by a newer attempt is left alone."""
-    try:
-        current = store.get_run(run.job_id, run.scheduled_at)
-    except RunNotFound:
-        return
-    if current.state is not RunState.CANCELLED or current.attempt != run.attempt:
-        return
-    change = RunChange(
-        state=RunState.CANCELLED, now=now, deadline_at=current.deadline_at, append=record, note=current.note
-    )
-    with contextlib.suppress(ConcurrentModification):
-        store.transition_run(current, change)
-
-
-def alerts_owner(state: RunState, options: ExecutionOptions) -> bool:
-    """A run that ended in ``state`` alerts its owner (dead, and failed unless turned off)."""
-    return _alerts(state, options)
-
-
-def attempt_record(result: TargetResult, number: int, worker_id: str, started_at: int, finished_at: int) -> Attempt:
-    """The log entry of one executed attempt (error and excerpt bounded)."""
-    if result.ok:
-        outcome = AttemptOutcome.SUCCEEDED
-    else:
-        outcome = AttemptOutcome.TIMEOUT if result.timed_out else AttemptOutcome.FAILED
-    return Attempt(
-        number=number,
-        worker_id=worker_id,
-        started_at=started_at,
-        finished_at=finished_at,
-        outcome=outcome,
-        status_code=result.status_code,
-        error=truncate(result.error, MAX_ERROR_CHARS),
-        response_excerpt=truncate(result.excerpt, MAX_EXCERPT_CHARS),
-    )
-
-
 class _Call(threading.Thread):
     """Runs a target call; its result (or its exception, as a retryable failure) is read after join."""
 
@@ -497,11 +383,3 @@ class _Call(threading.Thread):
             return self._result
         error = self._error
         return failed(f"{type(error).__name__}: {error}" if error else "target returned nothing", retryable=True)
-
-
-def _alerts(state: RunState, options: ExecutionOptions) -> bool:
-    return state is RunState.DEAD or (state is RunState.FAILED and options.alert_on_failed)
-
-
-def _note(text: str) -> str:
-    return truncate(text, MAX_ERROR_CHARS) or text

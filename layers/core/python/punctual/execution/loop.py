@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from punctual.execution import batch
-from punctual.execution.delivery import ExecutionOptions, Outcome
+from punctual.execution.options import ExecutionOptions, Outcome
 from punctual.execution.targets.aio import AsyncTargetExecutor, Prebuilding
 
 logger = logging.getLogger(__name__)

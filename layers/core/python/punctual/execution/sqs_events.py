@@ -25,8 +25,8 @@ from typing import Any
 from punctual.clock import Clock
 from punctual.engines.aws.queue import delivery_from_message
 from punctual.errors import PunctualError
-from punctual.execution.delivery import ExecutionOptions
 from punctual.execution.loop import Settled, Tuning, runner
+from punctual.execution.options import ExecutionOptions
 from punctual.execution.targets.aio import AsyncTargetExecutor, AsyncTargets
 from punctual.execution.targets.policy import TargetPolicy
 from punctual.execution.worker import Worker

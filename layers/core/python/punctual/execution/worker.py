@@ -40,8 +40,8 @@ from punctual import metrics as m
 from punctual.clock import Clock
 from punctual.errors import InvalidId
 from punctual.execution import batch
-from punctual.execution.delivery import RUN_METRICS, ExecutionOptions, Outcome
 from punctual.execution.loop import Instant, LoopState, Running, Settled, Tuning, beat_loop, prebuild_all, runner
+from punctual.execution.options import RUN_METRICS, ExecutionOptions, Outcome
 from punctual.execution.targets.aio import AsyncTargetExecutor, AsyncTargets, Prebuilding
 from punctual.execution.targets.policy import TargetPolicy
 from punctual.metrics import Metrics

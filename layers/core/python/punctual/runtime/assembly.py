@@ -22,8 +22,8 @@ from punctual.clock import Clock, SystemClock
 from punctual.config import Settings
 from punctual.dependencies.release import ReleaseOptions
 from punctual.engines import open_engine
-from punctual.execution.delivery import ExecutionOptions
 from punctual.execution.loop import Tuning
+from punctual.execution.options import ExecutionOptions
 from punctual.execution.sqs_events import LambdaWorker
 from punctual.execution.targets.policy import TargetPolicy
 from punctual.execution.worker import Worker

@@ -17,7 +17,8 @@ from punctual.config import Settings
 from punctual.engines.embedded.db import Database
 from punctual.engines.embedded.keys import KEY_FILE, LocalKeys
 from punctual.engines.embedded.queue import EmbeddedQueue
-from punctual.engines.embedded.store import EmbeddedStore, finish_all_in
+from punctual.engines.embedded.runs import finish_all_in
+from punctual.engines.embedded.store import EmbeddedStore
 from punctual.model import Run
 from punctual.port import Engine, Finish
 

@@ -10,12 +10,14 @@ Row layout: a run row's columns and its ``doc`` (the whole Run as JSON) are alwa
 together from one Run. A job row keeps the fields the claim rewrites (status, next_run_at,
 last_run_at, updated_at, version) only in columns and the rest of the Job in ``doc``, so an
 advance binds five small values and never parses or re-serializes JSON; a read merges the two.
+
+The run steps taken inside a transaction (lease, heartbeat, finish, the run row codec) are in
+:mod:`.runs`; shard leases (:mod:`.shards`), batched reads, dependencies and tenants are mixins.
 """
 
 from __future__ import annotations
 
-import sqlite3
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from punctual import ids, rules
@@ -24,9 +26,20 @@ from punctual.engines.embedded import bulk, stats
 from punctual.engines.embedded.db import Database
 from punctual.engines.embedded.dependencies import DependencyRows
 from punctual.engines.embedded.reads import SELECT_JOB, BatchReads, job_from_row
+from punctual.engines.embedded.runs import (
+    extend_in,
+    finish_all_in,
+    finish_in,
+    held,
+    lease_in,
+    load_run,
+    run_row,
+    save_run,
+)
 from punctual.engines.embedded.schema import DUE_COLUMNS, OPEN_STATES_SQL, RUN_EXPIRY_SQL, TERMINAL_STATES_SQL
+from punctual.engines.embedded.shards import EmbeddedShards
 from punctual.engines.embedded.tenants import EmbeddedTenants
-from punctual.errors import ConcurrentModification, InvalidCursor, JobAlreadyExists, JobNotFound, LeaseLost, RunNotFound
+from punctual.errors import ConcurrentModification, InvalidCursor, JobAlreadyExists, JobNotFound, RunNotFound
 from punctual.model import Catchup, Job, JobStatus, Overlap, Run
 from punctual.port import (
     Advance,
@@ -35,13 +48,11 @@ from punctual.port import (
     DueJob,
     Finish,
     Hold,
-    LeaseOutcome,
     LeaseRequest,
     LeaseResult,
     Page,
     RunChange,
     RunQuery,
-    ShardLease,
     Store,
 )
 from punctual.runs.stats import RunStats
@@ -85,21 +96,8 @@ _INSERT_RUN = (
     "INSERT INTO runs (job_id, scheduled_at, owner, state, attempt, worker_id, lease_expires_at,"
     " next_attempt_at, deadline_at, created_at, doc) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING"
 )
-_UPDATE_RUN = (
-    "UPDATE runs SET owner = ?3, state = ?4, attempt = ?5, worker_id = ?6, lease_expires_at = ?7,"
-    " next_attempt_at = ?8, deadline_at = ?9, created_at = ?10, doc = ?11 WHERE job_id = ?1 AND scheduled_at = ?2"
-)
-_SELECT_RUN = "SELECT doc FROM runs WHERE job_id = ? AND scheduled_at = ?"
-# rules.leased for a scheduled run, in SQL (a lease of the common case costs no parse, copy and
-# dump of the run): the same fields in the columns and in the document, guarded by the state.
-_LEASE_SCHEDULED = (
-    "UPDATE runs SET state = 'running', attempt = attempt + 1, worker_id = ?1, lease_expires_at = ?2,"
-    " deadline_at = ?2, next_attempt_at = NULL, doc = json_set(doc, '$.state', 'running', '$.attempt', attempt + 1,"
-    " '$.worker_id', ?1, '$.lease_expires_at', ?2, '$.deadline_at', ?2,"
-    " '$.started_at', coalesce(json_extract(doc, '$.started_at'), ?3), '$.next_attempt_at', NULL)"
-    " WHERE job_id = ?4 AND scheduled_at = ?5 AND state = 'scheduled'"
-)
-_SELECT_EARLIER_RUNS = "SELECT doc FROM runs WHERE job_id = ? AND scheduled_at < ? ORDER BY scheduled_at DESC LIMIT ?"
+
+
 _PURGE_RUNS = (
     "DELETE FROM runs WHERE (job_id, scheduled_at) IN (SELECT job_id, scheduled_at FROM runs"
     f" WHERE state IN {TERMINAL_STATES_SQL} AND {RUN_EXPIRY_SQL} < ? LIMIT ?)"
@@ -116,7 +114,7 @@ _OVERLAP = {o.value: o for o in Overlap}
 _CATCHUP = {c.value: c for c in Catchup}
 
 
-class EmbeddedStore(BatchReads, DependencyRows, EmbeddedTenants, Store):
+class EmbeddedStore(EmbeddedShards, BatchReads, DependencyRows, EmbeddedTenants, Store):
     """The Store port on one SQLite file (see the module docstring for the row layout)."""
 
     def __init__(self, db: Database, *, shards: int, clock: Clock) -> None:
@@ -204,7 +202,7 @@ class EmbeddedStore(BatchReads, DependencyRows, EmbeddedTenants, Store):
         return [_due_job(row[:-1]) for row in rows]
 
     def insert_runs(self, runs: Sequence[Run]) -> list[bool]:
-        rows = [_run_row(run) for run in runs]  # serialize before taking the write lock
+        rows = [run_row(run) for run in runs]  # serialize before taking the write lock
         if not rows:
             return []
         with self._db.write() as conn:
@@ -230,7 +228,7 @@ class EmbeddedStore(BatchReads, DependencyRows, EmbeddedTenants, Store):
     # -- runs ---------------------------------------------------------------------------------
 
     def get_run(self, job_id: str, scheduled_at: int) -> Run:
-        run = _load_run(self._db.connection(), job_id, scheduled_at)
+        run = load_run(self._db.connection(), job_id, scheduled_at)
         if run is None:
             raise RunNotFound(f"run {ids.run_id_for(job_id, scheduled_at)} not found", field="run_id")
         return run
@@ -271,11 +269,11 @@ class EmbeddedStore(BatchReads, DependencyRows, EmbeddedTenants, Store):
 
     def heartbeat_run(self, job_id: str, scheduled_at: int, worker_id: str, attempt: int, lease_expires_at: int) -> Run:
         with self._db.write() as conn:
-            return _extend_in(conn, Beat(Hold(job_id, scheduled_at, worker_id, attempt), lease_expires_at))
+            return extend_in(conn, Beat(Hold(job_id, scheduled_at, worker_id, attempt), lease_expires_at))
 
     def finish_run(self, job_id: str, scheduled_at: int, worker_id: str, attempt: int, change: RunChange) -> Run:
         with self._db.write() as conn:
-            return _finish_in(conn, Hold(job_id, scheduled_at, worker_id, attempt), change)
+            return finish_in(conn, Hold(job_id, scheduled_at, worker_id, attempt), change)
 
     # Batches: one transaction for the whole batch, each item decided by the same code as a single call.
 
@@ -289,7 +287,7 @@ class EmbeddedStore(BatchReads, DependencyRows, EmbeddedTenants, Store):
         if not beats:
             return []
         with self._db.write() as conn:
-            return [_held(_extend_in, conn, beat) is not None for beat in beats]
+            return [held(extend_in, conn, beat) is not None for beat in beats]
 
     def finish_runs(self, finishes: Sequence[Finish]) -> list[Run | None]:
         if not finishes:
@@ -299,11 +297,11 @@ class EmbeddedStore(BatchReads, DependencyRows, EmbeddedTenants, Store):
 
     def transition_run(self, current: Run, change: RunChange) -> Run:
         with self._db.write() as conn:
-            stored = _load_run(conn, current.job_id, current.scheduled_at)
+            stored = load_run(conn, current.job_id, current.scheduled_at)
             if stored is None or not rules.unchanged_since(stored, current):
                 raise ConcurrentModification(f"run {current.run_id} changed since it was read", field="run_id")
             changed = rules.apply_change(stored, change)
-            _save_run(conn, changed)
+            save_run(conn, changed)
         return changed
 
     def past_deadline_runs(self, now: int, scheduled_before: int, limit: int) -> list[Run]:
@@ -320,43 +318,6 @@ class EmbeddedStore(BatchReads, DependencyRows, EmbeddedTenants, Store):
 
     def run_stats(self, owner: str, since: int, until: int) -> RunStats:
         return stats.run_stats(self._db.connection(), owner, since, until)
-
-    # -- shard leases -------------------------------------------------------------------------
-
-    def acquire_shard(self, shard: int, owner: str, now: int, ttl_ms: int) -> ShardLease | None:
-        with self._db.write() as conn:
-            found = conn.execute("SELECT shard, owner, epoch, expires_at FROM shard_leases WHERE shard = ?", (shard,))
-            row = found.fetchone()
-            current = None if row is None else ShardLease(*row)
-            if not rules.may_acquire_shard(current, owner, now):
-                return None
-            lease = rules.acquired(current, shard, owner, now, ttl_ms)
-            conn.execute(
-                "INSERT INTO shard_leases (shard, owner, epoch, expires_at) VALUES (?, ?, ?, ?) ON CONFLICT (shard)"
-                " DO UPDATE SET owner = excluded.owner, epoch = excluded.epoch, expires_at = excluded.expires_at",
-                (lease.shard, lease.owner, lease.epoch, lease.expires_at),
-            )
-        return lease
-
-    def renew_shard(self, lease: ShardLease, now: int, ttl_ms: int) -> ShardLease | None:
-        with self._db.write() as conn:
-            renewed = conn.execute(
-                "UPDATE shard_leases SET expires_at = ? WHERE shard = ? AND owner = ? AND epoch = ?",
-                (now + ttl_ms, lease.shard, lease.owner, lease.epoch),
-            ).rowcount
-        return ShardLease(lease.shard, lease.owner, lease.epoch, now + ttl_ms) if renewed else None
-
-    def release_shard(self, lease: ShardLease) -> None:
-        # "now - 1": expired for anyone who acquires from now on (acquire needs expires_at < now).
-        with self._db.write() as conn:
-            conn.execute(
-                "UPDATE shard_leases SET expires_at = min(expires_at, ?) WHERE shard = ? AND owner = ? AND epoch = ?",
-                (self._clock.now_ms() - 1, lease.shard, lease.owner, lease.epoch),
-            )
-
-    def shard_leases(self) -> list[ShardLease]:
-        rows = self._db.connection().execute("SELECT shard, owner, epoch, expires_at FROM shard_leases ORDER BY shard")
-        return [ShardLease(*row) for row in rows]
 
     # -- alerts -------------------------------------------------------------------------------
 
@@ -406,95 +367,6 @@ def _due_job(row: Sequence[Any]) -> DueJob:
         job_id, owner, next_run_at, schedule, timezone, jitter_s,
         _OVERLAP[overlap], _CATCHUP[catchup], max_backfill, last_run_at, shard,
     )  # fmt: skip
-
-
-def _run_row(run: Run) -> tuple[Any, ...]:
-    # str() of a StrEnum is its value; it also accepts a plain str in a model_construct'ed Run.
-    return (
-        run.job_id, run.scheduled_at, run.owner, str(run.state), run.attempt, run.worker_id,
-        run.lease_expires_at, run.next_attempt_at, run.deadline_at, run.created_at, run.model_dump_json(),
-    )  # fmt: skip
-
-
-def _load_run(conn: sqlite3.Connection, job_id: str, scheduled_at: int) -> Run | None:
-    row = conn.execute(_SELECT_RUN, (job_id, scheduled_at)).fetchone()
-    return None if row is None else Run.model_validate_json(row[0])
-
-
-def _earlier_runs(conn: sqlite3.Connection, job_id: str, scheduled_at: int) -> Iterator[Run]:
-    """The job's runs scheduled before ``scheduled_at``, newest first, read lazily."""
-    for (doc,) in conn.execute(_SELECT_EARLIER_RUNS, (job_id, scheduled_at, rules.OVERLAP_SCAN)):
-        yield Run.model_validate_json(doc)
-
-
-def _save_run(conn: sqlite3.Connection, run: Run) -> None:
-    conn.execute(_UPDATE_RUN, _run_row(run))
-
-
-def lease_in(conn: sqlite3.Connection, request: LeaseRequest, worker_id: str, now: int) -> LeaseResult:
-    """One lease inside the caller's write transaction (``Store.lease_run``'s rules): the overlap
-    decision and the lease are atomic."""
-    if request.overlap is Overlap.ALLOW:  # the common case first: a scheduled run, nothing to decide
-        start = max(now, request.starts_at or now)
-        until = start + request.lease_ms
-        params = (worker_id, until, start, request.job_id, request.scheduled_at)
-        if conn.execute(_LEASE_SCHEDULED, params).rowcount == 1:
-            leased = _load_run(conn, request.job_id, request.scheduled_at)
-            assert leased is not None  # just written, in this transaction
-            return LeaseResult(LeaseOutcome.LEASED, leased)
-    run = _load_run(conn, request.job_id, request.scheduled_at)
-    outcome = rules.lease_outcome(run, now)
-    if run is None or outcome is not LeaseOutcome.LEASED:
-        return LeaseResult(outcome, run)
-    if rules.overlap_applies(run, request.overlap):
-        blockers = rules.overlap_blockers(request.overlap, _earlier_runs(conn, run.job_id, run.scheduled_at))
-        action = rules.overlap_action(request.overlap, blockers)
-        if action is rules.OverlapAction.SKIP:
-            skipped = rules.apply_change(run, rules.overlap_skip(blockers[0], now))
-            _save_run(conn, skipped)
-            return LeaseResult(LeaseOutcome.SKIPPED, skipped)
-        for blocker in blockers:  # REPLACE (LEASE: none)
-            _save_run(conn, rules.apply_change(blocker, rules.overlap_replacement(run, now)))
-    leased = rules.leased(run, worker_id, now, request.lease_ms, request.starts_at)
-    _save_run(conn, leased)
-    return LeaseResult(LeaseOutcome.LEASED, leased)
-
-
-def finish_all_in(conn: sqlite3.Connection, finishes: Sequence[Finish]) -> list[Run | None]:
-    """Each finish inside the caller's write transaction; None where the lease was lost."""
-    return [_held(_finish_in, conn, finish.hold, finish.change) for finish in finishes]
-
-
-def _finish_in(conn: sqlite3.Connection, hold: Hold, change: RunChange) -> Run:
-    finished = rules.apply_change(_held_run(conn, hold.job_id, hold.scheduled_at, hold.worker_id, hold.attempt), change)
-    _save_run(conn, finished)
-    return finished
-
-
-def _extend_in(conn: sqlite3.Connection, beat: Beat) -> Run:
-    hold = beat.hold
-    run = _held_run(conn, hold.job_id, hold.scheduled_at, hold.worker_id, hold.attempt)
-    until = beat.lease_expires_at
-    extended = run.model_copy(update={"lease_expires_at": until, "deadline_at": until})
-    _save_run(conn, extended)
-    return extended
-
-
-def _held(step: Callable[..., Run], conn: sqlite3.Connection, *args: Any) -> Run | None:
-    """``step`` under a lease, or None if the lease was lost (a batch goes on past a lost lease)."""
-    try:
-        return step(conn, *args)
-    except LeaseLost:
-        return None
-
-
-def _held_run(conn: sqlite3.Connection, job_id: str, scheduled_at: int, worker_id: str, attempt: int) -> Run:
-    """The run iff ``worker_id`` still holds its lease for ``attempt``; raises :class:`LeaseLost`."""
-    run = _load_run(conn, job_id, scheduled_at)
-    if run is None or not rules.holds_lease(run, worker_id, attempt):
-        run_id = ids.run_id_for(job_id, scheduled_at)
-        raise LeaseLost(f"worker {worker_id} no longer holds run {run_id} (attempt {attempt})", field="run_id")
-    return run
 
 
 def _position(kind: str, cursor: str, scope: str) -> dict[str, Any]:

@@ -1,0 +1,121 @@
+"""Run rows inside one SQLite transaction: the row codec, reading and writing a run, and the
+lease, heartbeat and finish steps, each deciding with ``punctual.rules`` on the row it read.
+
+Used by :class:`~punctual.engines.embedded.store.EmbeddedStore` and by the engine's
+``finish_and_ack`` (finish and delete the message in one transaction)."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+from punctual import ids, rules
+from punctual.errors import LeaseLost
+from punctual.model import Overlap, Run
+from punctual.port import Beat, Finish, Hold, LeaseOutcome, LeaseRequest, LeaseResult, RunChange
+
+_UPDATE_RUN = (
+    "UPDATE runs SET owner = ?3, state = ?4, attempt = ?5, worker_id = ?6, lease_expires_at = ?7,"
+    " next_attempt_at = ?8, deadline_at = ?9, created_at = ?10, doc = ?11 WHERE job_id = ?1 AND scheduled_at = ?2"
+)
+_SELECT_RUN = "SELECT doc FROM runs WHERE job_id = ? AND scheduled_at = ?"
+# rules.leased for a scheduled run, in SQL (a lease of the common case costs no parse, copy and
+# dump of the run): the same fields in the columns and in the document, guarded by the state.
+_LEASE_SCHEDULED = (
+    "UPDATE runs SET state = 'running', attempt = attempt + 1, worker_id = ?1, lease_expires_at = ?2,"
+    " deadline_at = ?2, next_attempt_at = NULL, doc = json_set(doc, '$.state', 'running', '$.attempt', attempt + 1,"
+    " '$.worker_id', ?1, '$.lease_expires_at', ?2, '$.deadline_at', ?2,"
+    " '$.started_at', coalesce(json_extract(doc, '$.started_at'), ?3), '$.next_attempt_at', NULL)"
+    " WHERE job_id = ?4 AND scheduled_at = ?5 AND state = 'scheduled'"
+)
+_SELECT_EARLIER_RUNS = "SELECT doc FROM runs WHERE job_id = ? AND scheduled_at < ? ORDER BY scheduled_at DESC LIMIT ?"
+
+
+def run_row(run: Run) -> tuple[Any, ...]:
+    # str() of a StrEnum is its value; it also accepts a plain str in a model_construct'ed Run.
+    return (
+        run.job_id, run.scheduled_at, run.owner, str(run.state), run.attempt, run.worker_id,
+        run.lease_expires_at, run.next_attempt_at, run.deadline_at, run.created_at, run.model_dump_json(),
+    )  # fmt: skip
+
+
+def load_run(conn: sqlite3.Connection, job_id: str, scheduled_at: int) -> Run | None:
+    row = conn.execute(_SELECT_RUN, (job_id, scheduled_at)).fetchone()
+    return None if row is None else Run.model_validate_json(row[0])
+
+
+def earlier_runs(conn: sqlite3.Connection, job_id: str, scheduled_at: int) -> Iterator[Run]:
+    """The job's runs scheduled before ``scheduled_at``, newest first, read lazily."""
+    for (doc,) in conn.execute(_SELECT_EARLIER_RUNS, (job_id, scheduled_at, rules.OVERLAP_SCAN)):
+        yield Run.model_validate_json(doc)
+
+
+def save_run(conn: sqlite3.Connection, run: Run) -> None:
+    conn.execute(_UPDATE_RUN, run_row(run))
+
+
+def lease_in(conn: sqlite3.Connection, request: LeaseRequest, worker_id: str, now: int) -> LeaseResult:
+    """One lease inside the caller's write transaction (``Store.lease_run``'s rules): the overlap
+    decision and the lease are atomic."""
+    if request.overlap is Overlap.ALLOW:  # the common case first: a scheduled run, nothing to decide
+        start = max(now, request.starts_at or now)
+        until = start + request.lease_ms
+        params = (worker_id, until, start, request.job_id, request.scheduled_at)
+        if conn.execute(_LEASE_SCHEDULED, params).rowcount == 1:
+            leased = load_run(conn, request.job_id, request.scheduled_at)
+            assert leased is not None  # just written, in this transaction
+            return LeaseResult(LeaseOutcome.LEASED, leased)
+    run = load_run(conn, request.job_id, request.scheduled_at)
+    outcome = rules.lease_outcome(run, now)
+    if run is None or outcome is not LeaseOutcome.LEASED:
+        return LeaseResult(outcome, run)
+    if rules.overlap_applies(run, request.overlap):
+        blockers = rules.overlap_blockers(request.overlap, earlier_runs(conn, run.job_id, run.scheduled_at))
+        action = rules.overlap_action(request.overlap, blockers)
+        if action is rules.OverlapAction.SKIP:
+            skipped = rules.apply_change(run, rules.overlap_skip(blockers[0], now))
+            save_run(conn, skipped)
+            return LeaseResult(LeaseOutcome.SKIPPED, skipped)
+        for blocker in blockers:  # REPLACE (LEASE: none)
+            save_run(conn, rules.apply_change(blocker, rules.overlap_replacement(run, now)))
+    leased = rules.leased(run, worker_id, now, request.lease_ms, request.starts_at)
+    save_run(conn, leased)
+    return LeaseResult(LeaseOutcome.LEASED, leased)
+
+
+def finish_all_in(conn: sqlite3.Connection, finishes: Sequence[Finish]) -> list[Run | None]:
+    """Each finish inside the caller's write transaction; None where the lease was lost."""
+    return [held(finish_in, conn, finish.hold, finish.change) for finish in finishes]
+
+
+def finish_in(conn: sqlite3.Connection, hold: Hold, change: RunChange) -> Run:
+    finished = rules.apply_change(held_run(conn, hold.job_id, hold.scheduled_at, hold.worker_id, hold.attempt), change)
+    save_run(conn, finished)
+    return finished
+
+
+def extend_in(conn: sqlite3.Connection, beat: Beat) -> Run:
+    hold = beat.hold
+    run = held_run(conn, hold.job_id, hold.scheduled_at, hold.worker_id, hold.attempt)
+    until = beat.lease_expires_at
+    extended = run.model_copy(update={"lease_expires_at": until, "deadline_at": until})
+    save_run(conn, extended)
+    return extended
+
+
+def held(step: Callable[..., Run], conn: sqlite3.Connection, *args: Any) -> Run | None:
+    """``step`` under a lease, or None if the lease was lost (a batch goes on past a lost lease)."""
+    try:
+        return step(conn, *args)
+    except LeaseLost:
+        return None
+
+
+def held_run(conn: sqlite3.Connection, job_id: str, scheduled_at: int, worker_id: str, attempt: int) -> Run:
+    """The run iff ``worker_id`` still holds its lease for ``attempt``; raises :class:`LeaseLost`."""
+    run = load_run(conn, job_id, scheduled_at)
+    if run is None or not rules.holds_lease(run, worker_id, attempt):
+        run_id = ids.run_id_for(job_id, scheduled_at)
+        raise LeaseLost(f"worker {worker_id} no longer holds run {run_id} (attempt {attempt})", field="run_id")
+    return run

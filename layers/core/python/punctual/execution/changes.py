@@ -1,0 +1,87 @@
+"""What finishing an attempt writes on its run, the same for the per-message protocol
+(``punctual.execution.delivery``) and the batched worker (``punctual.execution.batch``): the
+verdict's :class:`~punctual.port.RunChange`, the attempt's log entry, and who is alerted."""
+
+from __future__ import annotations
+
+import contextlib
+
+from punctual.errors import ConcurrentModification, RunNotFound
+from punctual.execution.options import ExecutionOptions
+from punctual.execution.targets import TargetResult
+from punctual.model import MAX_ERROR_CHARS, MAX_EXCERPT_CHARS, Attempt, AttemptOutcome, Job, Run, RunState, truncate
+from punctual.port import RunChange, Store
+from punctual.runs import retry
+
+
+def attempt_change(
+    job: Job, run: Run, verdict: retry.Verdict, record: Attempt, now: int, *, options: ExecutionOptions
+) -> RunChange:
+    """What finishing an executed attempt writes, by its verdict (see the module docstring)."""
+    attempt, error = run.attempt, record.error or "unknown error"
+    if verdict is retry.Verdict.SUCCEEDED:
+        return RunChange(state=RunState.SUCCEEDED, now=now, deadline_at=now, append=record, finished_at=now)
+    if verdict is retry.Verdict.RETRY:
+        at = now + retry.backoff_ms(job.retry, attempt, key=run.run_id, jitter=options.jitter)
+        grace = options.retry_grace_ms
+        return RunChange(state=RunState.RETRYING, now=now, deadline_at=at + grace, append=record, next_attempt_at=at)
+    if verdict is retry.Verdict.FAILED:
+        note = bounded_note(f"failed on attempt {attempt} (not retryable): {error}")
+        return RunChange(state=RunState.FAILED, now=now, deadline_at=now, append=record, finished_at=now, note=note)
+    note = bounded_note(f"dead after {attempt} attempts (max_retries={job.max_retries}): {error}")
+    return RunChange(state=RunState.DEAD, now=now, deadline_at=now, append=record, finished_at=now, note=note)
+
+
+def bury_change(job: Job, run: Run, now: int) -> RunChange:
+    """What a worker writes instead of executing an attempt that ``rules.attempt_allowed`` refuses."""
+    note = bounded_note(f"dead: {run.attempt - 1} attempts lost their worker (max_retries={job.max_retries})")
+    return RunChange(state=RunState.DEAD, now=now, deadline_at=now, finished_at=now, note=note)
+
+
+def log_on_cancelled_run(store: Store, run: Run, record: Attempt, now: int) -> None:
+    """If ``run`` was cancelled under its attempt (overlap=replace, its job deleted), keep the
+    attempt's record in its log: the target *was* called. Only the log changes (compare-and-set
+    on the cancelled run, same attempt); a run taken over by a newer attempt is left alone."""
+    try:
+        current = store.get_run(run.job_id, run.scheduled_at)
+    except RunNotFound:
+        return
+    if current.state is not RunState.CANCELLED or current.attempt != run.attempt:
+        return
+    change = RunChange(
+        state=RunState.CANCELLED, now=now, deadline_at=current.deadline_at, append=record, note=current.note
+    )
+    with contextlib.suppress(ConcurrentModification):
+        store.transition_run(current, change)
+
+
+def alerts_owner(state: RunState, options: ExecutionOptions) -> bool:
+    """A run that ended in ``state`` alerts its owner (dead, and failed unless turned off)."""
+    return _alerts(state, options)
+
+
+def attempt_record(result: TargetResult, number: int, worker_id: str, started_at: int, finished_at: int) -> Attempt:
+    """The log entry of one executed attempt (error and excerpt bounded)."""
+    if result.ok:
+        outcome = AttemptOutcome.SUCCEEDED
+    else:
+        outcome = AttemptOutcome.TIMEOUT if result.timed_out else AttemptOutcome.FAILED
+    return Attempt(
+        number=number,
+        worker_id=worker_id,
+        started_at=started_at,
+        finished_at=finished_at,
+        outcome=outcome,
+        status_code=result.status_code,
+        error=truncate(result.error, MAX_ERROR_CHARS),
+        response_excerpt=truncate(result.excerpt, MAX_EXCERPT_CHARS),
+    )
+
+
+def _alerts(state: RunState, options: ExecutionOptions) -> bool:
+    return state is RunState.DEAD or (state is RunState.FAILED and options.alert_on_failed)
+
+
+def bounded_note(text: str) -> str:
+    """``text`` cut to the length of a run's note."""
+    return truncate(text, MAX_ERROR_CHARS) or text
