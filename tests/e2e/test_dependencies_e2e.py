@@ -18,7 +18,8 @@ import pytest
 
 from punctual.clock import SystemClock, from_datetime
 from punctual.execution.targets import TargetResult
-from punctual.execution.worker import Tuning, Worker
+from punctual.execution.loop import Tuning
+from punctual.execution.worker import Worker
 from punctual.model import Job, Run
 from tests.e2e.conftest import ApiClient, Stack, error_of
 

@@ -24,7 +24,8 @@ from punctual.clock import SystemClock, iso, to_datetime
 from punctual.config import Settings
 from punctual.engines.embedded import EmbeddedEngine
 from punctual.execution.targets import TargetPolicy
-from punctual.execution.worker import Tuning, Worker
+from punctual.execution.loop import Tuning
+from punctual.execution.worker import Worker
 from punctual.local.server import LocalServer
 from punctual.metrics import InMemoryMetrics
 from punctual.reaping.reaper import Reaper

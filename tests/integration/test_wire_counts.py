@@ -23,7 +23,8 @@ from punctual.clock import SystemClock
 from punctual.config import EngineKind, Settings
 from punctual.execution.options import ExecutionOptions, Outcome
 from punctual.execution.targets import TargetResult
-from punctual.execution.worker import Tuning, Worker
+from punctual.execution.loop import Tuning
+from punctual.execution.worker import Worker
 from punctual.model import HttpTarget, Job, Run, RunState
 from punctual.port import Dispatch
 
