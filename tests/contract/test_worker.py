@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from punctual.clock import ManualClock
+from punctual.execution.loop import Tuning
 from punctual.execution.options import ExecutionOptions, Outcome
 from punctual.execution.targets import TargetResult
-from punctual.execution.loop import Tuning
 from punctual.execution.worker import Worker
 from punctual.model import AttemptOutcome, Job, JobStatus, RetryPolicy, Run, RunState
 from punctual.port import Delivery, Dispatch, Engine

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from punctual.clock import SystemClock, from_datetime
-from punctual.execution.targets import TargetResult
 from punctual.execution.loop import Tuning
+from punctual.execution.targets import TargetResult
 from punctual.execution.worker import Worker
 from punctual.model import Job, Run
 from tests.e2e.conftest import ApiClient, Stack, error_of

@@ -23,8 +23,8 @@ from punctual.api.auth import ApiKeys
 from punctual.clock import SystemClock, iso, to_datetime
 from punctual.config import Settings
 from punctual.engines.embedded import EmbeddedEngine
-from punctual.execution.targets import TargetPolicy
 from punctual.execution.loop import Tuning
+from punctual.execution.targets import TargetPolicy
 from punctual.execution.worker import Worker
 from punctual.local.server import LocalServer
 from punctual.metrics import InMemoryMetrics

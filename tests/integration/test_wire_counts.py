@@ -21,9 +21,9 @@ from punctual import ids
 from punctual.capacity.counts import SQS_PROCESS_WORKER
 from punctual.clock import SystemClock
 from punctual.config import EngineKind, Settings
+from punctual.execution.loop import Tuning
 from punctual.execution.options import ExecutionOptions, Outcome
 from punctual.execution.targets import TargetResult
-from punctual.execution.loop import Tuning
 from punctual.execution.worker import Worker
 from punctual.model import HttpTarget, Job, Run, RunState
 from punctual.port import Dispatch
