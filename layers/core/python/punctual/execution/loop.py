@@ -47,9 +47,10 @@ class LoopState:
         executor: ThreadPoolExecutor,
         targets: AsyncTargetExecutor,
         urgent: ThreadPoolExecutor,
+        receiving: ThreadPoolExecutor,
     ) -> None:
-        self.loop, self.executor, self.targets, self.urgent = loop, executor, targets, urgent
-        self.receiving = executor  # the receivers' own pool, where the worker gives them one
+        self.loop, self.executor, self.targets = loop, executor, targets
+        self.urgent, self.receiving = urgent, receiving  # pools of their own: the instant's work, receives
         self.starting = 0  # attempts created whose coroutine has not begun yet (the settle loop waits)
         self.started = asyncio.Event()
         self.instants: dict[int, Instant] = {}  # pre-leased runs waiting for their instant

@@ -141,8 +141,7 @@ class Worker:
         # receives (long polls) never wait behind leases and settles either: their own threads
         receiving = ThreadPoolExecutor(max_workers=max(1, self.tuning.receivers), thread_name_prefix="punctual-receive")
         targets = await loop.run_in_executor(executor, self.make_targets)  # loads the CA bundle off the loop
-        state = LoopState(loop, executor, targets, urgent)
-        state.receiving = receiving
+        state = LoopState(loop, executor, targets, urgent, receiving)
         self._state = state
         tasks = [
             asyncio.create_task(self._settle_loop(state)),

@@ -46,23 +46,18 @@ class BatchReads:
     _db: Database
 
     def get_jobs(self, job_ids: Collection[str]) -> dict[str, Job]:
-        found: dict[str, Job] = {}
-        conn = self._db.connection()
-        for chunk in _chunks(list(dict.fromkeys(job_ids))):
-            marks = ", ".join("?" * len(chunk))
-            for row in conn.execute(f"SELECT job_id, {SELECT_JOB[7:]} WHERE job_id IN ({marks})", chunk):
-                found[row[0]] = job_from_row(row[1:])
-        return found
+        return {row[0]: job_from_row(row[1:]) for row in self._jobs_by_id(f"job_id, {SELECT_JOB[7:]}", job_ids)}
 
     def job_marks(self, job_ids: Collection[str]) -> dict[str, JobMark]:
-        found: dict[str, JobMark] = {}
+        rows = self._jobs_by_id("job_id, status, version FROM jobs", job_ids)
+        return {job_id: JobMark(JobStatus(status), version) for job_id, status, version in rows}
+
+    def _jobs_by_id(self, columns_from: str, job_ids: Collection[str]) -> Iterator[Any]:
+        """``SELECT <columns_from> WHERE job_id IN (...)`` for every distinct id, in chunks."""
         conn = self._db.connection()
         for chunk in _chunks(list(dict.fromkeys(job_ids))):
             marks = ", ".join("?" * len(chunk))
-            query = f"SELECT job_id, status, version FROM jobs WHERE job_id IN ({marks})"
-            for job_id, status, version in conn.execute(query, chunk):
-                found[job_id] = JobMark(JobStatus(status), version)
-        return found
+            yield from conn.execute(f"SELECT {columns_from} WHERE job_id IN ({marks})", chunk)
 
     def held_runs(self, holds: Sequence[Hold]) -> list[bool]:
         held: set[tuple[str, int, str, int]] = set()

@@ -84,19 +84,19 @@ class AsyncTargets:
         if timeout_s <= 0:
             return timed_out(0)
         built = self._prebuilt.pop((run.run_id, attempt), None)
-        if built is not None and built[0] == job.version:  # the job did not change since: send as built
+        request = built[1] if built is not None and built[0] == job.version else None  # unchanged job: as built
+        invocation: Invocation | None = None
+        if request is None:
             try:
-                return await self._send(built[1], timeout_s)
-            except Exception as exc:  # a target must never take the worker down
-                logger.exception("target %s of job %s raised", job.target.type, job.id)
-                return failed(f"{type(exc).__name__}: {exc}", retryable=True)
+                invocation = await self._invocation(job, run, attempt)
+            except ValueError as exc:  # a secret sealed under another key: retrying cannot fix it
+                return failed(f"a secret header of the job does not open: {exc}", retryable=False)
+            except Exception as exc:  # KMS unavailable: transient
+                return failed(f"cannot open the job's secrets: {type(exc).__name__}", retryable=True)
         try:
-            invocation = await self._invocation(job, run, attempt)
-        except ValueError as exc:  # a secret sealed under another key: retrying cannot fix it
-            return failed(f"a secret header of the job does not open: {exc}", retryable=False)
-        except Exception as exc:  # KMS unavailable: transient
-            return failed(f"cannot open the job's secrets: {type(exc).__name__}", retryable=True)
-        try:
+            if request is not None:
+                return await self._send(request, timeout_s)
+            assert invocation is not None
             if isinstance(job.target, HttpTarget):
                 return await self._http(job.target, invocation, timeout_s)
             loop = asyncio.get_running_loop()
