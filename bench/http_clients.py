@@ -85,7 +85,9 @@ async def run_punctual(url: str, calls: int, concurrency: int) -> None:
     pool = WirePool(max_idle_per_key=concurrency)
     parts = url.split("/", 3)
     host, port = parts[2].split(":")
-    request = Request("POST", "http", host, "127.0.0.1", int(port), "/" + parts[3], HEADERS, BODY)
+    headers = {"Host": parts[2], **HEADERS}
+    target = "/" + parts[3]
+    request = Request.of("POST", "http", host, "127.0.0.1", int(port), target=target, headers=headers, body=BODY)
 
     async def one() -> int:
         answer = await pool.send(request, timeout_s=10.0, excerpt_bytes=2048)

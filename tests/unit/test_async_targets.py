@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
+import ssl
 import threading
 import time
 from collections.abc import Iterator
@@ -25,7 +26,7 @@ from punctual.model import MAX_EXCERPT_CHARS, HttpTarget, Job, Run, RunState, Sq
 from tests.unit.test_targets import INVOCATION, JOB_ID, LOCAL, RUN_ID, SCHEDULED_AT, STRICT, server, url
 
 pytestmark = pytest.mark.unit
-__all__ = ["server"]  # the fixture, shared with test_targets
+__all__ = ["server"]  # the fixture, shared with test_targets (and ``raw`` with test_wire_pool)
 
 
 NOW = 1_799_999_000_000
@@ -177,10 +178,12 @@ def test_aws_kinds_run_off_the_loop_through_the_blocking_dispatcher():
 
 
 class RawServer:
-    """A socket server that answers each request with the next canned bytes and counts connections."""
+    """A socket server that answers each request with the next canned bytes and counts connections
+    (over TLS with ``tls``; b"HANG" never answers, b"CLOSE" closes the connection)."""
 
-    def __init__(self, answers: list[bytes]) -> None:
+    def __init__(self, answers: list[bytes], tls: ssl.SSLContext | None = None) -> None:
         self.answers = list(answers)
+        self.tls = tls
         self.connections = 0
         self.sock = socket.socket()
         self.sock.bind(("127.0.0.1", 0))
@@ -199,6 +202,12 @@ class RawServer:
             threading.Thread(target=self._one, args=(conn,), daemon=True).start()
 
     def _one(self, conn: socket.socket) -> None:
+        if self.tls is not None:
+            try:
+                conn = self.tls.wrap_socket(conn, server_side=True)
+            except (ssl.SSLError, OSError):  # the client refused our certificate
+                conn.close()
+                return
         with conn:
             buffer = b""
             while self.answers:
@@ -219,6 +228,9 @@ class RawServer:
                 answer = self.answers.pop(0)
                 if answer == b"CLOSE":
                     return
+                if answer == b"HANG":
+                    conn.recv(1)  # until the client gives up
+                    return
                 conn.sendall(answer)
 
     def close(self) -> None:
@@ -230,8 +242,8 @@ class RawServer:
 def raw() -> Iterator[Any]:
     servers: list[RawServer] = []
 
-    def make(answers: list[bytes]) -> RawServer:
-        servers.append(RawServer(answers))
+    def make(answers: list[bytes], tls: ssl.SSLContext | None = None) -> RawServer:
+        servers.append(RawServer(answers, tls))
         return servers[-1]
 
     yield make
@@ -240,7 +252,7 @@ def raw() -> Iterator[Any]:
 
 
 def request(port: int, host: str = "127.0.0.1", method: str = "POST") -> Request:
-    return Request(method, "http", host, "127.0.0.1", port, "/x", {"Host": host}, b"{}")
+    return Request.of(method, "http", host, "127.0.0.1", port, target="/x", headers={"Host": host}, body=b"{}")
 
 
 def exchange(pool: WirePool, requests: list[Request], excerpt_bytes: int = 100) -> list[Any]:
@@ -355,3 +367,21 @@ def test_a_request_built_ahead_is_rebuilt_when_the_job_changed_and_never_for_a_r
     assert not strict._prebuilt
     strict.forget(run, INVOCATION.attempt)  # a no-op for an attempt never built
     strict.close()
+
+
+@pytest.mark.parametrize(
+    ("headers", "secret_headers", "secret"),
+    [({}, {}, None), ({}, {}, "psk_x"), ({"Authorization": "Bearer t", "X-A": "1"}, {"X-Key": "k"}, "psk_x")],
+    ids=["plain", "signed", "job-headers"],
+)
+def test_the_header_block_is_the_request_headers_as_lines(headers, secret_headers, secret):
+    # the asyncio client's template must send exactly what the blocking client sends, in order
+    from dataclasses import replace
+
+    from punctual.execution.targets import signing
+
+    invocation = replace(INVOCATION, secret_headers=secret_headers, signing_secret=secret)
+    expected = signing.request_headers(headers, invocation, "h.test:8080", b"{}", now_s=1_800_000_000)
+    block = signing.header_block(headers, invocation, "h.test:8080", b"{}", now_s=1_800_000_000)
+    assert block == "".join(f"{name}: {value}\r\n" for name, value in expected.items())
+    assert ("Punctual-Signature" in expected) is (secret is not None)

@@ -37,6 +37,10 @@ from punctual.runs.retry import http_status_retryable
 USER_AGENT = signing.USER_AGENT
 METHODS_WITH_BODY = frozenset({"POST", "PUT", "PATCH"})
 EXCERPT_BYTES = MAX_EXCERPT_CHARS * 4  # enough UTF-8 for the excerpt; the rest of the body is never read
+# One encoder for every body: json.dumps with arguments builds a new JSONEncoder per call.
+_JSON = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
+# A 2xx without a body is most answers: its (immutable) result is shared, not rebuilt per call.
+_SUCCEEDED = {status: succeeded(status, None) for status in range(200, 300)}
 
 
 class Refused(Exception):
@@ -99,11 +103,7 @@ def request_headers(
 def _request(
     target: HttpTarget, invocation: Invocation, url: httpx.URL, *, address: str, deadline: float, remaining: float
 ) -> TargetResult:
-    body = (
-        json.dumps(invocation.payload, separators=(",", ":"), allow_nan=False).encode()
-        if target.method in METHODS_WITH_BODY
-        else None
-    )
+    body = encode_payload(invocation.payload) if target.method in METHODS_WITH_BODY else None
     headers = request_headers(target, invocation, url.netloc.decode("ascii"), body)
     client = _client(url.scheme, url.host, address, url.port)
     with client.stream(
@@ -142,6 +142,11 @@ def _excerpt(response: httpx.Response, deadline: float) -> str | None:
     return excerpt_text(b"".join(chunks))
 
 
+def encode_payload(payload: object) -> bytes:
+    """The request body: the payload as compact JSON (NaN and infinities refused)."""
+    return _JSON.encode(payload).encode()
+
+
 def excerpt_text(body: bytes) -> str | None:
     """The attempt's response excerpt: the first ``EXCERPT_BYTES`` decoded, bounded to ``MAX_EXCERPT_CHARS``."""
     text = body[:EXCERPT_BYTES].decode("utf-8", errors="replace")
@@ -151,7 +156,7 @@ def excerpt_text(body: bytes) -> str | None:
 def result_of(status: int, excerpt: str | None, location: str | None) -> TargetResult:
     """2xx succeeds; a redirect fails for good (never followed); other statuses by ``http_status_retryable``."""
     if 200 <= status < 300:
-        return succeeded(status, excerpt)
+        return _SUCCEEDED[status] if excerpt is None else succeeded(status, excerpt)
     if 300 <= status < 400:
         error = f"HTTP {status}: redirects are not followed (Location: {location or '-'})"
         return failed(error, retryable=False, status_code=status, excerpt=excerpt)

@@ -6,6 +6,11 @@ no-op target reached ~54,000 calls/s through bare asyncio streams, ~5,000-7,000 
 needs more than 10,000 runs/s per machine, and what it asks of HTTP is small: send one request,
 read the status, the headers and the first bytes of the body, never follow a redirect.
 
+How: each connection is an ``asyncio.Protocol`` (:mod:`punctual.execution.targets.wire_parse`)
+that parses the answer as its bytes arrive and resolves one future per exchange, so a call costs
+one write and one wake-up; deadlines share one loop timer (:class:`_Deadlines`) instead of a timer
+(or an ``asyncio.timeout``) per call.
+
 What it guarantees (the rest of the HTTP target's rules live in ``punctual.execution.targets.http``):
 
 - **Pinned to the checked address.** A :class:`Request` names the host *and* the address the
@@ -16,66 +21,132 @@ What it guarantees (the rest of the HTTP target's rules live in ``punctual.execu
   name on the same address, and a re-resolved address never inherits an old connection.
 - **Bounded.** The response head is at most 64 KiB; at most ``excerpt_bytes`` of the body are
   read. A body that is longer (or whose end is unknown) costs its connection, which is closed
-  rather than drained.
-- **At most ``max_per_key`` connections per key** at once: a burst of thousands of runs to one
-  webhook queues for connections instead of opening thousands of them.
-- **Timeouts.** The whole exchange (connect, TLS, request, answer) is cut at ``timeout_s``; the
-  connection is then closed.
+  rather than drained. Redirects are answers like any other: never followed.
+- **At most ``max_per_key`` connections per key** at once, handed out first come, first served: a
+  burst of thousands of runs to one webhook queues for connections instead of opening thousands.
+- **Timeouts.** The whole exchange (waiting for a connection, connect, TLS, request, answer) is cut
+  at ``timeout_s`` (within the 10 ms resolution of the shared timer); the connection is then closed.
 - A reused connection that the server closed while idle is retried once on a new connection if
   nothing of the answer had arrived (what every HTTP client does; the receiver deduplicates on
   ``Idempotency-Key`` anyway, since delivery is at least once).
+- Chunked bodies, ``1xx`` interim answers, HTTP/1.0 servers and ``Connection: close`` are honoured.
 """
 
 from __future__ import annotations
 
 import asyncio
+import heapq
 import ssl
-from collections import defaultdict, deque
+from collections import deque
 from collections.abc import Mapping
-from dataclasses import dataclass
+from typing import Any, NamedTuple
 
-MAX_HEAD_BYTES = 65_536
-_NO_BODY_STATUSES = frozenset({204, 304})
+from punctual.execution.targets.wire_parse import MAX_HEAD_BYTES, Answer, Connection, StaleConnection, WireError
+
+__all__ = ["MAX_HEAD_BYTES", "Answer", "Request", "WireError", "WirePool", "encode", "header_block"]
+
+PoolKey = tuple[str, str, str, int]
 
 
-class WireError(Exception):
-    """The exchange failed (connection, protocol); the message says how."""
+class Request(NamedTuple):
+    """One request, encoded (:func:`encode`), to the checked ``address``."""
 
-
-@dataclass(frozen=True, slots=True)
-class Request:
     method: str
     scheme: str  # "http" | "https"
-    host: str  # the name from the URL: Host header and TLS server name
+    host: str  # the name from the URL: the TLS server name (the Host header is inside ``data``)
     address: str  # the checked address to connect to
     port: int
-    target: str  # path and query, e.g. "/hook?x=1"
-    headers: Mapping[str, str]  # complete except Content-Length (added from body) and Connection
-    body: bytes | None = None
+    data: bytes  # the whole request as sent: request line, headers, Content-Length, body
 
     @property
-    def pool_key(self) -> tuple[str, str, str, int]:
+    def pool_key(self) -> PoolKey:
         return (self.scheme, self.host, self.address, self.port)
 
+    @classmethod
+    def of(
+        cls,
+        method: str,
+        scheme: str,
+        host: str,
+        address: str,
+        port: int,
+        *,
+        target: str,
+        headers: Mapping[str, str],
+        body: bytes | None = None,
+    ) -> Request:
+        """A request from its parts (``headers`` complete except Content-Length)."""
+        return cls(method, scheme, host, address, port, encode(method, target, header_block(headers), body))
 
-@dataclass(frozen=True, slots=True)
-class Answer:
-    status: int
-    headers: dict[str, str]  # lower-case names; a repeated header keeps its last value
-    body: bytes  # at most excerpt_bytes
+
+def header_block(headers: Mapping[str, str]) -> str:
+    """``headers`` as header lines, each ending in CRLF."""
+    return "".join([f"{name}: {value}\r\n" for name, value in headers.items()])
 
 
-class _Connection:
-    __slots__ = ("reader", "writer")
+def encode(method: str, target: str, block: str, body: bytes | None) -> bytes:
+    """The request as sent: ``block`` holds the header lines (:func:`header_block`) but Content-Length."""
+    if body is None:
+        return f"{method} {target} HTTP/1.1\r\n{block}\r\n".encode("latin-1")
+    return f"{method} {target} HTTP/1.1\r\n{block}Content-Length: {len(body)}\r\n\r\n".encode("latin-1") + body
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.reader, self.writer = reader, writer
 
-    def usable(self) -> bool:
-        return not self.reader.at_eof() and not self.writer.is_closing()
+class _Deadlines:
+    """Cuts waits at their deadlines with one loop timer for all of them.
+
+    A timer per call (``loop.call_at`` or ``asyncio.timeout``) costs 3-6 us on uvloop, as much as
+    the rest of a keep-alive exchange; here a deadline joins the bucket of its 10 ms slot (a dict
+    insert) and one timer fires per slot that still holds a wait, failing it with ``TimeoutError``.
+    """
+
+    RESOLUTION_S = 0.01
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self._buckets: dict[int, dict[asyncio.Future[Any], None]] = {}
+        self._slots: list[int] = []  # heap of the buckets' slots
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_slot = 0
+
+    def add(self, deadline: float, waiter: asyncio.Future[Any]) -> int:
+        """Fail ``waiter`` with ``TimeoutError`` at ``deadline`` unless it is done; returns its slot."""
+        slot = int(deadline / self.RESOLUTION_S) + 1  # never early: the slot's end
+        bucket = self._buckets.get(slot)
+        if bucket is None:
+            bucket = self._buckets[slot] = {}
+            heapq.heappush(self._slots, slot)
+            if self._timer is None or slot < self._timer_slot:
+                self._arm(slot)
+        bucket[waiter] = None
+        return slot
+
+    def discard(self, slot: int, waiter: asyncio.Future[Any]) -> None:
+        bucket = self._buckets.get(slot)
+        if bucket is not None:
+            bucket.pop(waiter, None)
 
     def close(self) -> None:
-        self.writer.close()
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._buckets.clear()
+        self._slots.clear()
+
+    def _arm(self, slot: int) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer_slot = slot
+        self._timer = self.loop.call_at(slot * self.RESOLUTION_S, self._fire)
+
+    def _fire(self) -> None:
+        self._timer = None
+        now = self.loop.time()
+        while self._slots and self._slots[0] * self.RESOLUTION_S <= now:
+            for waiter in self._buckets.pop(heapq.heappop(self._slots), {}):
+                if not waiter.done():
+                    waiter.set_exception(TimeoutError())
+        if self._slots:
+            self._arm(self._slots[0])
 
 
 class _Slots:
@@ -85,37 +156,35 @@ class _Slots:
     requests waiting for 1,024 connections that was the worker's largest single cost.
     """
 
-    __slots__ = ("_free", "_waiters")
+    __slots__ = ("free", "waiters")
 
     def __init__(self, limit: int) -> None:
-        self._free = limit
-        self._waiters: deque[asyncio.Future[None]] = deque()
+        self.free = limit
+        self.waiters: deque[asyncio.Future[None]] = deque()
 
-    async def __aenter__(self) -> None:
-        if self._free > 0 and not self._waiters:
-            self._free -= 1
-            return
+    async def acquire(self, deadlines: _Deadlines, deadline: float) -> None:
+        """Wait for a slot, in turn, until ``deadline`` (then ``TimeoutError``)."""
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._waiters.append(waiter)
+        self.waiters.append(waiter)
+        slot = deadlines.add(deadline, waiter)
         try:
             await waiter
         except asyncio.CancelledError:
-            if waiter.done() and not waiter.cancelled():  # handed a slot, then cancelled: pass it on
-                self._release()
+            if waiter.done() and not waiter.cancelled() and waiter.exception() is None:
+                self.release()  # handed a slot, then cancelled: pass it on
             else:
-                waiter.cancel()  # left in the queue: _release skips it
+                waiter.cancel()  # left in the queue: release skips it
             raise
+        finally:
+            deadlines.discard(slot, waiter)
 
-    async def __aexit__(self, *exc: object) -> None:
-        self._release()
-
-    def _release(self) -> None:
-        while self._waiters:
-            waiter = self._waiters.popleft()
-            if not waiter.done():
+    def release(self) -> None:
+        while self.waiters:
+            waiter = self.waiters.popleft()
+            if not waiter.done():  # skips those that timed out or were cancelled
                 waiter.set_result(None)  # the slot goes straight to the next waiter
                 return
-        self._free += 1
+        self.free += 1
 
 
 class WirePool:
@@ -130,8 +199,9 @@ class WirePool:
         self._tls = tls
         self._max_idle = max_idle_per_key
         self._max_per_key = max_per_key
-        self._idle: defaultdict[tuple[str, str, str, int], list[_Connection]] = defaultdict(list)
-        self._slots: dict[tuple[str, str, str, int], _Slots] = {}
+        self._idle: dict[PoolKey, list[Connection]] = {}
+        self._slots: dict[PoolKey, _Slots] = {}
+        self._deadlines: _Deadlines | None = None
 
     def idle_connections(self) -> int:
         return sum(len(idle) for idle in self._idle.values())
@@ -141,160 +211,80 @@ class WirePool:
 
         Raises ``TimeoutError`` (the deadline passed), :class:`WireError` or ``OSError``.
         """
-        slots = self._slots.get(request.pool_key)
+        loop = asyncio.get_running_loop()
+        deadlines = self._deadlines
+        if deadlines is None or deadlines.loop is not loop:
+            deadlines = self._deadlines = _Deadlines(loop)
+        deadline = loop.time() + timeout_s
+        key = (request.scheme, request.host, request.address, request.port)
+        slots = self._slots.get(key)
         if slots is None:
-            slots = self._slots[request.pool_key] = _Slots(self._max_per_key)
-        async with asyncio.timeout(timeout_s), slots:
-            connection, reused = await self._connection(request)
+            slots = self._slots[key] = _Slots(self._max_per_key)
+        if slots.free > 0 and not slots.waiters:
+            slots.free -= 1
+        else:
+            await slots.acquire(deadlines, deadline)
+        try:
+            idle = self._idle.get(key)
+            while idle:
+                connection = idle.pop()
+                if connection.usable():
+                    try:
+                        return await self._exchange(connection, key, request, excerpt_bytes, deadline)
+                    except StaleConnection:  # closed by the server while idle: once more, on a new one
+                        break
+                connection.close()
+            connection = await self._connect(request, deadline)
             try:
-                return await self._exchange(connection, request, excerpt_bytes)
-            except _StaleConnection:
-                if not reused:
-                    raise WireError("the server closed the connection without an answer") from None
-            connection, _ = await self._connection(request, fresh=True)
-            try:
-                return await self._exchange(connection, request, excerpt_bytes)
-            except _StaleConnection:
+                return await self._exchange(connection, key, request, excerpt_bytes, deadline)
+            except StaleConnection:
                 raise WireError("the server closed the connection without an answer") from None
+        finally:
+            slots.release()
 
     def close(self) -> None:
         for idle in self._idle.values():
             for connection in idle:
                 connection.close()
         self._idle.clear()
+        if self._deadlines is not None:
+            self._deadlines.close()
+            self._deadlines = None
 
     # -- helpers ------------------------------------------------------------------------------
 
-    async def _connection(self, request: Request, *, fresh: bool = False) -> tuple[_Connection, bool]:
-        idle = self._idle.get(request.pool_key)
-        while idle and not fresh:
-            connection = idle.pop()
-            if connection.usable():
-                return connection, True
-            connection.close()
+    async def _exchange(
+        self, connection: Connection, key: PoolKey, request: Request, excerpt_bytes: int, deadline: float
+    ) -> Answer:
+        assert self._deadlines is not None
+        waiter = connection.exchange(request.data, request.method == "HEAD", excerpt_bytes)
+        slot = self._deadlines.add(deadline, waiter)
+        try:
+            return await waiter
+        finally:
+            self._deadlines.discard(slot, waiter)
+            if connection.reusable:
+                idle = self._idle.get(key)
+                if idle is None:
+                    idle = self._idle[key] = []
+                if len(idle) < self._max_idle:
+                    idle.append(connection)
+                else:
+                    connection.close()
+            else:  # the answer was cut (deadline, cancel, error) or the connection cannot be reused
+                connection.close()
+
+    async def _connect(self, request: Request, deadline: float) -> Connection:
         tls = None
         if request.scheme == "https":
             tls = self._tls or ssl.create_default_context()
-        reader, writer = await asyncio.open_connection(
-            request.address,
-            request.port,
-            ssl=tls,
-            server_hostname=request.host if tls is not None else None,
-            limit=MAX_HEAD_BYTES,
-        )
-        return _Connection(reader, writer), False
-
-    async def _exchange(self, connection: _Connection, request: Request, excerpt_bytes: int) -> Answer:
-        keep = False
-        try:
-            connection.writer.write(_encode(request))
-            status, headers, http10 = await _read_head(connection.reader)
-            body, complete = await _read_body(connection.reader, request.method, status, headers, excerpt_bytes)
-            keep = complete and not http10 and headers.get("connection", "").lower() != "close"
-            return Answer(status, headers, body)
-        finally:
-            if keep and len(self._idle[request.pool_key]) < self._max_idle:
-                self._idle[request.pool_key].append(connection)
-            else:
-                connection.close()
-
-
-class _StaleConnection(Exception):
-    """The connection ended before the first byte of the answer."""
-
-
-def _encode(request: Request) -> bytes:
-    lines = [f"{request.method} {request.target} HTTP/1.1"]
-    lines += [f"{name}: {value}" for name, value in request.headers.items()]
-    if request.body is not None:
-        lines.append(f"Content-Length: {len(request.body)}")
-    head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
-    return head + request.body if request.body else head
-
-
-async def _read_head(reader: asyncio.StreamReader) -> tuple[int, dict[str, str], bool]:
-    """Status, headers and whether the server speaks HTTP/1.0; skips 1xx interim answers."""
-    first = True
-    while True:
-        try:
-            raw = await reader.readuntil(b"\r\n\r\n")
-        except asyncio.IncompleteReadError as exc:
-            if first and not exc.partial:
-                raise _StaleConnection from None
-            raise WireError("the connection closed in the middle of the answer's head") from None
-        except asyncio.LimitOverrunError:
-            raise WireError(f"the answer's head is larger than {MAX_HEAD_BYTES} bytes") from None
-        except ConnectionResetError:
-            if first:
-                raise _StaleConnection from None
-            raise
-        first = False
-        lines = raw.decode("latin-1").split("\r\n")
-        version, _, rest = lines[0].partition(" ")
-        code = rest[:3]
-        if not version.startswith("HTTP/1.") or not code.isdigit():
-            raise WireError(f"not an HTTP/1.x answer: {lines[0][:80]!r}")
-        status = int(code)
-        if 100 <= status < 200:
-            continue
-        headers: dict[str, str] = {}
-        for line in lines[1:]:
-            if line:
-                name, _, value = line.partition(":")
-                headers[name.strip().lower()] = value.strip()
-        return status, headers, version == "HTTP/1.0"
-
-
-async def _read_body(
-    reader: asyncio.StreamReader, method: str, status: int, headers: dict[str, str], limit: int
-) -> tuple[bytes, bool]:
-    """At most ``limit`` bytes of the body, and whether the whole body was read (connection reusable)."""
-    if method == "HEAD" or status in _NO_BODY_STATUSES:
-        return b"", True
-    if "chunked" in headers.get("transfer-encoding", "").lower():
-        return await _read_chunked(reader, limit)
-    length_text = headers.get("content-length")
-    if length_text is not None:
-        if not length_text.isdigit():
-            raise WireError(f"invalid Content-Length {length_text[:40]!r}")
-        length = int(length_text)
-        if length == 0:
-            return b"", True
-        if length <= limit:
-            return await reader.readexactly(length), True
-        return await _read_up_to(reader, limit), False
-    return await _read_up_to(reader, limit), False  # ends when the server closes: never reused
-
-
-async def _read_up_to(reader: asyncio.StreamReader, limit: int) -> bytes:
-    chunks: list[bytes] = []
-    size = 0
-    while size < limit:
-        chunk = await reader.read(limit - size)
-        if not chunk:
-            break
-        chunks.append(chunk)
-        size += len(chunk)
-    return b"".join(chunks)
-
-
-async def _read_chunked(reader: asyncio.StreamReader, limit: int) -> tuple[bytes, bool]:
-    chunks: list[bytes] = []
-    size = 0
-    while True:
-        line = await reader.readuntil(b"\r\n")
-        text = line.split(b";", 1)[0].strip()
-        try:
-            chunk_size = int(text, 16)
-        except ValueError:
-            raise WireError(f"invalid chunk size {text[:20]!r}") from None
-        if chunk_size == 0:
-            while (await reader.readuntil(b"\r\n")) != b"\r\n":  # trailers
-                pass
-            return b"".join(chunks)[:limit], True
-        if size + chunk_size > limit:
-            chunks.append(await _read_up_to(reader, limit - size))
-            return b"".join(chunks), False
-        chunks.append(await reader.readexactly(chunk_size))
-        size += chunk_size
-        await reader.readexactly(2)  # the CRLF after the chunk
+        loop = asyncio.get_running_loop()
+        async with asyncio.timeout_at(deadline):  # one timer per new connection: rare on keep-alive
+            _, connection = await loop.create_connection(
+                Connection,
+                request.address,
+                request.port,
+                ssl=tls,
+                server_hostname=request.host if tls is not None else None,
+            )
+        return connection

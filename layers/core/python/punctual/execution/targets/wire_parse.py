@@ -1,0 +1,242 @@
+"""One keep-alive HTTP/1.1 connection of the ``wire`` client, parsing answers as their bytes arrive.
+
+:class:`Connection` is an ``asyncio.Protocol``: :meth:`Connection.exchange` writes a request and
+returns a future, and ``data_received`` moves a small state machine over the bytes received so far
+(the head found with ``bytes.find``, then the body framed by Content-Length, chunks, or the end of
+the connection). The future is resolved once, with the :class:`Answer` or the error, so a call
+wakes its coroutine once instead of once per read, and no ``StreamReader`` sits in between.
+
+Bounds: the head (of each interim answer too) is at most :data:`MAX_HEAD_BYTES`; at most
+``limit`` bytes of body are kept, and a body longer than that, or whose end is the end of the
+connection, leaves the connection unusable (it is closed, never drained). So are bytes that
+arrive after a complete answer, or while no request is outstanding.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import NamedTuple, cast
+
+MAX_HEAD_BYTES = 65_536
+_NO_BODY_STATUSES = frozenset({204, 304})
+_HEX = b"0123456789abcdefABCDEF"
+
+# what the bytes received next are
+_IDLE, _HEAD, _LENGTH, _PREFIX, _CHUNK_SIZE, _CHUNK, _TRAILERS = range(7)
+
+
+class WireError(Exception):
+    """The exchange failed (connection, protocol); the message says how."""
+
+
+class StaleConnection(Exception):
+    """The connection ended before the first byte of the answer."""
+
+
+class Answer(NamedTuple):
+    status: int
+    headers: dict[str, str]  # lower-case names; a repeated header keeps its last value
+    body: bytes  # at most the exchange's limit
+
+
+class Connection(asyncio.Protocol):
+    """A connection to one pool key; one exchange at a time (``reusable`` once it is over)."""
+
+    def __init__(self) -> None:
+        self.transport: asyncio.Transport | None = None
+        self.reusable = False  # the last exchange ended with a complete answer the connection may follow
+        self._ended = False
+        self._buffer = bytearray()
+        self._waiter: asyncio.Future[Answer] | None = None
+        self._state = _IDLE
+        self._head_only = False
+        self._limit = 0
+        self._received = False  # a byte of the current answer has arrived
+        self._scanned = 0  # bytes of the buffer already searched for the end of the head or line
+        self._need = 0  # bytes of body (or of the current chunk) still to read
+        self._status = 0
+        self._headers: dict[str, str] = {}
+        self._keep = False  # the answer's head allows another request on this connection
+        self._body = bytearray()
+
+    # -- the pool's side ----------------------------------------------------------------------
+
+    def usable(self) -> bool:
+        return not self._ended and self.transport is not None and not self.transport.is_closing()
+
+    def exchange(self, data: bytes, head_only: bool, limit: int) -> asyncio.Future[Answer]:
+        """Write ``data`` (a whole request); the future gets the answer, keeping at most ``limit``
+        bytes of its body (``head_only``: the request was a HEAD, so the answer has no body)."""
+        assert self.transport is not None and self._waiter is None
+        waiter: asyncio.Future[Answer] = asyncio.get_running_loop().create_future()
+        self._waiter = waiter
+        self.reusable = False
+        self._state = _HEAD
+        self._head_only = head_only
+        self._limit = limit
+        self._received = False
+        self._scanned = 0
+        self.transport.write(data)
+        return waiter
+
+    def close(self) -> None:
+        self._ended = True
+        self.reusable = False
+        if self.transport is not None:
+            self.transport.close()
+
+    # -- asyncio.Protocol ---------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's transports are not subclasses
+
+    def data_received(self, data: bytes) -> None:
+        waiter = self._waiter
+        if waiter is None or waiter.done():  # nobody asked (idle), or the caller gave up: unusable
+            self.close()
+            return
+        self._received = True
+        self._buffer += data
+        try:
+            self._advance()
+        except WireError as exc:
+            self._fail(exc)
+
+    def eof_received(self) -> bool:
+        self._end(None)
+        return False  # the transport closes itself
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._end(exc)
+        self.transport = None
+
+    # -- parsing ------------------------------------------------------------------------------
+
+    def _advance(self) -> None:
+        """Consume what the buffer holds; resolve the waiter once the answer is complete."""
+        buffer = self._buffer
+        while self._waiter is not None:
+            state = self._state
+            if state == _HEAD:
+                end = buffer.find(b"\r\n\r\n", max(0, self._scanned - 3))
+                if end < 0 or end + 4 > MAX_HEAD_BYTES:
+                    if len(buffer) > MAX_HEAD_BYTES or end >= 0:
+                        raise WireError(f"the answer's head is larger than {MAX_HEAD_BYTES} bytes")
+                    self._scanned = len(buffer)
+                    return
+                head = buffer[:end].decode("latin-1")
+                del buffer[: end + 4]
+                self._scanned = 0
+                self._on_head(head)
+            elif state in (_LENGTH, _PREFIX):
+                if len(buffer) < self._need:
+                    return
+                self._body += buffer[: self._need]
+                del buffer[: self._need]
+                self._done(complete=state == _LENGTH)
+            elif state in (_CHUNK_SIZE, _TRAILERS):
+                end = buffer.find(b"\r\n", max(0, self._scanned - 1))
+                if end < 0:
+                    if len(buffer) > MAX_HEAD_BYTES:
+                        raise WireError(f"a chunk line is longer than {MAX_HEAD_BYTES} bytes")
+                    self._scanned = len(buffer)
+                    return
+                line = bytes(buffer[:end])
+                del buffer[: end + 2]
+                self._scanned = 0
+                if state == _TRAILERS:
+                    if not line:
+                        self._done(complete=True)
+                else:
+                    self._on_chunk_size(line)
+            else:  # _CHUNK: the chunk's data and its CRLF
+                if len(buffer) < self._need + 2:
+                    return
+                if buffer[self._need : self._need + 2] != b"\r\n":
+                    raise WireError("a chunk does not end with CRLF")
+                self._body += buffer[: self._need]
+                del buffer[: self._need + 2]
+                self._state = _CHUNK_SIZE
+
+    def _on_head(self, head: str) -> None:
+        lines = head.split("\r\n")
+        version, _, rest = lines[0].partition(" ")
+        code = rest[:3]
+        if not version.startswith("HTTP/1.") or not code.isdigit() or len(code) < 3:
+            raise WireError(f"not an HTTP/1.x answer: {lines[0][:80]!r}")
+        status = int(code)
+        if status < 200:
+            if status < 100:
+                raise WireError(f"not an HTTP/1.x answer: {lines[0][:80]!r}")
+            return  # an interim answer (100 Continue, 103 Early Hints): the real one follows
+        headers: dict[str, str] = {}
+        for line in lines[1:]:
+            if line:
+                name, _, value = line.partition(":")
+                headers[name.strip().lower()] = value.strip()
+        self._status = status
+        self._headers = headers
+        self._keep = version != "HTTP/1.0" and headers.get("connection", "").lower() != "close"
+        self._body = bytearray()
+        if self._head_only or status in _NO_BODY_STATUSES:
+            self._done(complete=True)
+        elif "chunked" in headers.get("transfer-encoding", "").lower():
+            self._state = _CHUNK_SIZE
+        elif (length_text := headers.get("content-length")) is not None:
+            if not length_text.isdigit() or not length_text.isascii():
+                raise WireError(f"invalid Content-Length {length_text[:40]!r}")
+            length = int(length_text)
+            self._state, self._need = (_LENGTH, length) if length <= self._limit else (_PREFIX, self._limit)
+        else:  # the body ends when the server closes: the connection is never reused
+            self._state, self._need = _PREFIX, self._limit
+
+    def _on_chunk_size(self, line: bytes) -> None:
+        text = line.split(b";", 1)[0].strip()
+        if not text or text.strip(_HEX) or len(text) > 16:
+            raise WireError(f"invalid chunk size {text[:20]!r}")
+        size = int(text, 16)
+        if size == 0:
+            self._state = _TRAILERS
+        elif len(self._body) + size > self._limit:  # keep what fits, drop the connection
+            self._state, self._need = _PREFIX, self._limit - len(self._body)
+        else:
+            self._state, self._need = _CHUNK, size
+
+    def _done(self, *, complete: bool) -> None:
+        waiter = self._waiter
+        assert waiter is not None
+        self._waiter = None
+        self._state = _IDLE
+        # bytes past the answer belong to no request: such a connection is not reused
+        self.reusable = complete and self._keep and not self._buffer and not self._ended
+        if not waiter.done():
+            waiter.set_result(Answer(self._status, self._headers, bytes(self._body)))
+
+    def _fail(self, exc: Exception) -> None:
+        waiter = self._waiter
+        self._waiter = None
+        self._state = _IDLE
+        self.reusable = False
+        if waiter is not None and not waiter.done():
+            waiter.set_exception(exc)
+
+    def _end(self, exc: Exception | None) -> None:
+        """The connection ended (EOF, reset): answer the outstanding exchange as far as it got."""
+        if self._ended and self._waiter is None:
+            return
+        self._ended = True
+        self.reusable = False
+        if self._waiter is None:
+            return
+        state = self._state
+        if state == _PREFIX:  # a body that ends with the connection (or longer than kept): what came
+            self._body += self._buffer[: self._need]
+            self._done(complete=False)
+        elif state == _HEAD and not self._received:
+            self._fail(StaleConnection())
+        elif state == _HEAD:
+            self._fail(WireError("the connection closed in the middle of the answer's head"))
+        elif isinstance(exc, OSError):
+            self._fail(exc)
+        else:
+            self._fail(WireError("the connection closed in the middle of the answer's body"))

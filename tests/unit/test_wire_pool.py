@@ -1,0 +1,167 @@
+"""The ``wire`` pool: TLS verified against the host name, deadlines, and the per-key connection limit.
+
+Servers are threads on 127.0.0.1 (``RawServer`` from ``test_async_targets``); the TLS server holds
+a certificate for ``tls.test`` signed by a throwaway CA made here, so the client verifies for real.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import ssl
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+
+from punctual.execution.targets.wire import Request, WireError, WirePool
+from tests.unit.test_async_targets import OK, raw, request
+
+pytestmark = pytest.mark.unit
+__all__ = ["raw"]  # the fixture
+
+
+def _certificate(subject: str, key: Any, issuer: x509.Name | None, issuer_key: Any, *, ca: bool) -> x509.Certificate:
+    now = datetime.datetime.now(datetime.UTC)
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)])
+    builder = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(issuer or name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(hours=1))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
+    )
+    if ca:
+        builder = builder.add_extension(
+            x509.KeyUsage(True, False, False, False, False, True, True, False, False), critical=True
+        )
+    else:
+        builder = builder.add_extension(x509.SubjectAlternativeName([x509.DNSName(subject)]), critical=False)
+    return builder.sign(issuer_key, hashes.SHA256())
+
+
+@pytest.fixture(scope="module")
+def tls(tmp_path_factory: pytest.TempPathFactory) -> tuple[ssl.SSLContext, ssl.SSLContext]:
+    """(server context for ``tls.test``, client context trusting only the throwaway CA)."""
+    folder: Path = tmp_path_factory.mktemp("tls")
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca = _certificate("punctual test CA", ca_key, None, ca_key, ca=True)
+    key = ec.generate_private_key(ec.SECP256R1())
+    leaf = _certificate("tls.test", key, ca.subject, ca_key, ca=False)
+    (folder / "ca.pem").write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    (folder / "leaf.pem").write_bytes(leaf.public_bytes(serialization.Encoding.PEM))
+    (folder / "key.pem").write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
+    server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server.load_cert_chain(folder / "leaf.pem", folder / "key.pem")
+    client = ssl.create_default_context(cafile=str(folder / "ca.pem"))
+    return server, client
+
+
+def https(port: int, host: str) -> Request:
+    return Request.of("POST", "https", host, "127.0.0.1", port, target="/x", headers={"Host": host}, body=b"{}")
+
+
+def sends(pool: WirePool, requests: list[Request], timeout_s: float = 5.0) -> list[Any]:
+    """Send ``requests`` one after another; each answer or error."""
+
+    async def go() -> list[Any]:
+        answers: list[Any] = []
+        try:
+            for req in requests:
+                try:
+                    answers.append(await pool.send(req, timeout_s=timeout_s, excerpt_bytes=100))
+                except (WireError, OSError) as exc:  # TimeoutError is an OSError
+                    answers.append(exc)
+        finally:
+            pool.close()
+        return answers
+
+    return asyncio.run(go())
+
+
+def test_https_is_verified_against_the_host_name_and_pooled_per_name(raw: Any, tls: Any) -> None:
+    server_context, client_context = tls
+    srv = raw([OK, OK, OK], tls=server_context)
+    answers = sends(WirePool(tls=client_context), [https(srv.port, "tls.test"), https(srv.port, "tls.test")])
+    assert [a.status for a in answers] == [200, 200] and answers[1].body == b"ok"
+    assert srv.connections == 1  # the second request reused the verified connection
+    # the same address under a name the certificate does not hold is refused, never reused
+    [refused] = sends(WirePool(tls=client_context), [https(srv.port, "other.test")])
+    assert isinstance(refused, ssl.SSLCertVerificationError)
+
+
+def test_https_fails_against_an_untrusted_certificate(raw: Any, tls: Any) -> None:
+    srv = raw([OK], tls=tls[0])
+    [refused] = sends(WirePool(tls=ssl.create_default_context()), [https(srv.port, "tls.test")])
+    assert isinstance(refused, ssl.SSLCertVerificationError)
+
+
+def test_a_stale_connection_is_retried_once_and_a_fresh_one_that_closes_is_an_error(raw: Any) -> None:
+    srv = raw([OK, b"CLOSE", b"CLOSE"])
+    answers = sends(WirePool(), [request(srv.port), request(srv.port)])
+    assert answers[0].status == 200
+    assert isinstance(answers[1], WireError) and "without an answer" in str(answers[1])
+    assert srv.connections == 2  # the stale one and exactly one retry
+
+
+def test_the_deadline_cuts_the_exchange_and_the_wait_for_a_connection(raw: Any) -> None:
+    # Given one connection allowed per key, held by a request the server never answers
+    srv = raw([b"HANG", OK])
+    pool = WirePool(max_per_key=1)
+
+    async def go() -> list[Any]:
+        loop = asyncio.get_running_loop()
+
+        async def timed(timeout_s: float) -> tuple[Any, float]:
+            started = loop.time()
+            try:
+                answer: Any = await pool.send(request(srv.port), timeout_s=timeout_s, excerpt_bytes=10)
+            except TimeoutError as exc:
+                answer = exc
+            return answer, loop.time() - started
+
+        hung = asyncio.ensure_future(timed(0.6))
+        await asyncio.sleep(0.05)
+        waiting = await timed(0.2)  # When a second one waits for the connection past its own deadline
+        after = await timed(5.0)  # and a third comes once the first has given up
+        try:
+            return [await hung, waiting, after]
+        finally:
+            pool.close()
+
+    (hung, hung_s), (waiting, waiting_s), (after, _) = asyncio.run(go())
+    # Then both are cut at their deadlines (never early), the hung connection is closed, and the
+    # slot it held serves the next request on a new connection
+    assert isinstance(hung, TimeoutError) and 0.6 <= hung_s < 3
+    assert isinstance(waiting, TimeoutError) and 0.2 <= waiting_s < 2
+    assert after.status == 200 and srv.connections == 2
+
+
+def test_waiters_get_connections_first_come_first_served(raw: Any) -> None:
+    srv = raw([OK] * 6)
+    pool = WirePool(max_per_key=1)
+    order: list[int] = []
+
+    async def go() -> None:
+        async def one(i: int) -> None:
+            await pool.send(request(srv.port), timeout_s=5, excerpt_bytes=10)
+            order.append(i)
+
+        try:
+            await asyncio.gather(*(one(i) for i in range(6)))
+        finally:
+            pool.close()
+
+    started = time.monotonic()
+    asyncio.run(go())
+    assert order == list(range(6)) and srv.connections == 1 and time.monotonic() - started < 10
