@@ -6,7 +6,7 @@ import json
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_serializer, field_validator, model_validator
 
 from punctual import numbers
 from punctual.errors import InvalidInput
@@ -21,6 +21,7 @@ from punctual.model.bounds import (
     STRICT,
 )
 from punctual.model.states import Catchup, DependencyWhen, JobStatus, Overlap
+from punctual.model.stored import is_stored
 from punctual.model.targets import Target
 from punctual.model.times import Rfc3339
 
@@ -33,8 +34,8 @@ class RetryPolicy(BaseModel):
     max_backoff_s: Annotated[int, Field(strict=True, ge=1, le=43_200)] = 600
 
     @model_validator(mode="after")
-    def _cap_not_below_base(self) -> RetryPolicy:
-        if self.max_backoff_s < self.backoff_s:
+    def _cap_not_below_base(self, info: ValidationInfo) -> RetryPolicy:
+        if not is_stored(info) and self.max_backoff_s < self.backoff_s:
             raise ValueError("retry.max_backoff_s must be >= retry.backoff_s")
         return self
 
@@ -51,8 +52,8 @@ class DependsOn(BaseModel):
 
     @field_validator("jobs")
     @classmethod
-    def _distinct(cls, value: list[str]) -> list[str]:
-        if len(set(value)) != len(value):
+    def _distinct(cls, value: list[str], info: ValidationInfo) -> list[str]:
+        if not is_stored(info) and len(set(value)) != len(value):
             raise ValueError("depends_on.jobs names a job twice")
         return value
 
@@ -84,7 +85,9 @@ class JobSpec(BaseModel):
     # at their field, so one response names every bad field at once.
     @field_validator("schedule")
     @classmethod
-    def _valid_cron(cls, value: str | None) -> str | None:
+    def _valid_cron(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if is_stored(info):
+            return value
         from punctual.scheduling.cron import validate_cron
 
         try:
@@ -94,7 +97,9 @@ class JobSpec(BaseModel):
 
     @field_validator("timezone")
     @classmethod
-    def _valid_timezone(cls, value: str) -> str:
+    def _valid_timezone(cls, value: str, info: ValidationInfo) -> str:
+        if is_stored(info):
+            return value
         from punctual.scheduling.cron import validate_timezone
 
         try:
@@ -104,9 +109,9 @@ class JobSpec(BaseModel):
 
     @field_validator("run_at")
     @classmethod
-    def _aware(cls, value: datetime | None) -> datetime | None:
-        if value is None:
-            return None
+    def _aware(cls, value: datetime | None, info: ValidationInfo) -> datetime | None:
+        if value is None or is_stored(info):
+            return value
         if value.utcoffset() is None:
             raise ValueError("run_at must carry a UTC offset, e.g. 2026-12-01T09:00:00+01:00")
         try:
@@ -119,9 +124,9 @@ class JobSpec(BaseModel):
 
     @field_validator("payload")
     @classmethod
-    def _bounded_payload(cls, value: Any) -> Any:
-        if value is None:  # most jobs: skip the walk and the size measure (every stored job is re-read)
-            return None
+    def _bounded_payload(cls, value: Any, info: ValidationInfo) -> Any:
+        if value is None or is_stored(info):  # checked when written: every stored job is re-read
+            return value
         if _depth(value) > MAX_PAYLOAD_DEPTH:
             raise ValueError(f"payload nests deeper than {MAX_PAYLOAD_DEPTH} levels")
         bad = numbers.first_out_of_range(value, "payload")
@@ -146,7 +151,9 @@ class JobSpec(BaseModel):
         return value
 
     @model_validator(mode="after")
-    def _one_kind_of_schedule(self) -> JobSpec:
+    def _one_kind_of_schedule(self, info: ValidationInfo) -> JobSpec:
+        if is_stored(info):
+            return self
         given = [v for v in (self.schedule, self.run_at, self.depends_on) if v is not None]
         if len(given) != 1:
             raise ValueError("give exactly one of 'schedule' (cron), 'run_at' (one-time) and 'depends_on'")

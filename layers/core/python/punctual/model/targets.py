@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, Field, field_validator, model_validator
+from pydantic import BaseModel, Field, ValidationInfo, field_validator, model_validator
 
 from punctual.model.bounds import MAX_HEADERS, MAX_SECRET_CHARS, REDACTED, STRICT
+from punctual.model.stored import is_stored
 
 
 class HttpTarget(BaseModel):
@@ -38,7 +39,9 @@ class HttpTarget(BaseModel):
         return self.model_copy(update={"secret_headers": dict.fromkeys(self.secret_headers, REDACTED)})
 
     @model_validator(mode="after")
-    def _header_names_once(self) -> HttpTarget:
+    def _header_names_once(self, info: ValidationInfo) -> HttpTarget:
+        if is_stored(info):
+            return self
         both = {name.lower() for name in self.headers} & {name.lower() for name in self.secret_headers}
         if both:
             raise ValueError(f"a header is either plain or secret, not both: {', '.join(sorted(both))}")
@@ -48,7 +51,9 @@ class HttpTarget(BaseModel):
 
     @field_validator("url")
     @classmethod
-    def _parsable(cls, value: str) -> str:
+    def _parsable(cls, value: str, info: ValidationInfo) -> str:
+        if is_stored(info):
+            return value
         try:
             host = urlsplit(value).hostname
         except ValueError as exc:  # e.g. an unclosed IPv6 literal: https://[::1

@@ -27,6 +27,7 @@ from typing import Any, TypeGuard
 from punctual import ids, rules
 from punctual.errors import InvalidCursor
 from punctual.model import Attempt, Catchup, Job, JobStatus, Overlap, Run, RunState
+from punctual.model.stored import STORED
 from punctual.port import Alert, DueJob, ShardLease
 
 Item = dict[str, Any]  # a low-level attribute map
@@ -174,7 +175,7 @@ def item_to_job(item: Item) -> Job:
         "updated_at": get_n(item, "updated_at"),
         "version": get_n(item, "version"),
     }
-    return Job.model_validate(data)
+    return Job.model_validate(data, context=STORED)
 
 
 def item_to_due_job(item: Item) -> DueJob:

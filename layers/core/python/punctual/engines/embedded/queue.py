@@ -178,14 +178,20 @@ class EmbeddedQueue(Queue):
                 picked.update(r[0] for r in rows)
                 return rows
 
+            # One receipt token per receive (a message is delivered once per call, so id.token is
+            # unique), and one statement for every delivery: a burst receives thousands per second.
+            token = secrets.token_hex(8)
+            delivered: list[tuple[int, str, int]] = []
             while len(deliveries) < max_messages:
                 rows = self._turns.pick(groups, max_messages - len(deliveries), fetch, weights)
                 if not rows:
                     break
                 for row in rows:
-                    delivery = self._take(conn, row, now, visibility_s)
+                    delivery = self._take(conn, row, now, token)
                     if delivery is not None:
                         deliveries[row[0]] = delivery
+                        delivered.append((now + visibility_s * 1000, delivery.receipt, row[0]))
+            conn.executemany(_DELIVER, delivered)
         return list(deliveries.values())
 
     def _owner_weights(self, now: int) -> dict[str, int]:
@@ -196,9 +202,9 @@ class EmbeddedQueue(Queue):
             self._weights = (now, weights)
         return weights
 
-    def _take(self, conn: sqlite3.Connection, row: _Row, now: int, visibility_s: int) -> Delivery | None:
-        """Deliver one visible message (a ``_VISIBLE`` row), or drop it (past retention) or move it
-        to the dead-letter queue (receives used up); None if not delivered."""
+    def _take(self, conn: sqlite3.Connection, row: _Row, now: int, token: str) -> Delivery | None:
+        """The delivery of one visible message (a ``_VISIBLE`` row; the caller marks it delivered),
+        or None if it was dropped (past retention) or moved to the dead-letter queue (receives used up)."""
         message_id, body, count, sent_at = row
         if sent_at + self._retention_ms < now:
             conn.execute("DELETE FROM queue WHERE id = ?", (message_id,))
@@ -206,8 +212,7 @@ class EmbeddedQueue(Queue):
         if self._max_receives is not None and count >= self._max_receives:
             conn.execute(_DEAD_LETTER, (self._dead_letter, now, message_id))
             return None
-        receipt = f"{message_id}.{secrets.token_hex(8)}"
-        conn.execute(_DELIVER, (now + visibility_s * 1000, receipt, message_id))
+        receipt = f"{message_id}.{token}"
         data = json.loads(body)
         return Delivery(
             run_id=data["run_id"],

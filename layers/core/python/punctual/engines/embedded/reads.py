@@ -13,6 +13,7 @@ from typing import Any
 
 from punctual.engines.embedded.db import Database
 from punctual.model import Job, JobStatus, RunState
+from punctual.model.stored import STORED
 from punctual.port import Hold, JobMark
 
 SELECT_JOB = "SELECT doc, status, next_run_at, last_run_at, updated_at, version FROM jobs"
@@ -27,7 +28,7 @@ def job_from_row(row: Sequence[Any]) -> Job:
         f'"status":"{JobStatus(status).value}","next_run_at":{_number(next_run_at)},'
         f'"last_run_at":{_number(last_run_at)},"updated_at":{int(updated_at)},"version":{int(version)}}}'
     )
-    return Job.model_validate_json(f"{doc[:-1]},{state}" if doc != "{}" else "{" + state)
+    return Job.model_validate_json(f"{doc[:-1]},{state}" if doc != "{}" else "{" + state, context=STORED)
 
 
 def _number(value: int | None) -> str:
