@@ -32,8 +32,9 @@ def test_a_leased_batch_matches_the_rules_run_by_run(engine, clock):
     store.create_job(forbid)
     now = clock.now_ms()
     runs = [make_run(job, now - i * SECOND, clock) for i in range(1, 5)]
-    running = make_run(job, now - MINUTE, clock, state=RunState.RUNNING, attempt=1, worker_id="w0",
-                       lease_expires_at=now + MINUTE)  # fmt: skip
+    running = make_run(
+        job, now - MINUTE, clock, state=RunState.RUNNING, attempt=1, worker_id="w0", lease_expires_at=now + MINUTE
+    )
     done = make_run(job, now - 2 * MINUTE, clock, state=RunState.SUCCEEDED, attempt=1)
     other = make_run(forbid, now - SECOND, clock)
     assert all(store.insert_runs([*runs, running, done, other]))
@@ -47,8 +48,14 @@ def test_a_leased_batch_matches_the_rules_run_by_run(engine, clock):
     results = store.lease_runs(requests, "w1", now)
     # Then each scheduled run is leased exactly as rules.leased says; the repeat and the others are refused
     outcomes = [result.outcome for result in results]
-    assert outcomes == [LeaseOutcome.LEASED, LeaseOutcome.HELD, *[LeaseOutcome.LEASED] * 3,
-                        LeaseOutcome.HELD, LeaseOutcome.FINISHED, LeaseOutcome.LEASED]  # fmt: skip
+    assert outcomes == [
+        LeaseOutcome.LEASED,
+        LeaseOutcome.HELD,
+        *[LeaseOutcome.LEASED] * 3,
+        LeaseOutcome.HELD,
+        LeaseOutcome.FINISHED,
+        LeaseOutcome.LEASED,
+    ]
     for request, result in zip(requests, results, strict=True):
         if result.outcome is LeaseOutcome.LEASED:
             expected = rules.leased(before[request.job_id, request.scheduled_at], "w1", now, LEASE)
@@ -81,7 +88,7 @@ def test_a_finished_batch_matches_the_rules_run_by_run(engine, clock):
             later + MINUTE,
             append=record(1, later, AttemptOutcome.FAILED),
             next_attempt_at=later + 10 * SECOND,
-        ),  # fmt: skip
+        ),
         RunChange(
             RunState.FAILED,
             later,
@@ -89,7 +96,7 @@ def test_a_finished_batch_matches_the_rules_run_by_run(engine, clock):
             append=record(1, later, AttemptOutcome.FAILED),
             finished_at=later,
             note="failed on attempt 1",
-        ),  # fmt: skip
+        ),
         RunChange(
             RunState.DEAD,
             later,
@@ -97,7 +104,7 @@ def test_a_finished_batch_matches_the_rules_run_by_run(engine, clock):
             append=record(1, later, AttemptOutcome.TIMEOUT),
             finished_at=later,
             note="dead after 1 attempts",
-        ),  # fmt: skip
+        ),
         RunChange(RunState.DEAD, later, later, finished_at=later, note="buried"),  # no attempt record
         RunChange(RunState.SUCCEEDED, later, later, append=record(1, later), finished_at=later),  # the full log
     ]
