@@ -24,6 +24,7 @@ from punctual.port import Keys
 KEY_FILE = "secrets.key"
 TOKEN_PREFIX = "lk1:"  # noqa: S105 - a format tag, not a secret
 _NONCE_BYTES = 12
+_SECRETS_KEPT = 10_000  # owners whose signing secret is kept derived
 
 
 class LocalKeys(Keys):
@@ -31,6 +32,7 @@ class LocalKeys(Keys):
         master = _load_or_create(path)
         self._aead = AESGCM(hmac.new(master, b"punctual/seal/v1", hashlib.sha256).digest())
         self._signing = hmac.new(master, b"punctual/signing/v1", hashlib.sha256).digest()
+        self._secrets: dict[str, str] = {}
 
     def seal(self, owner: str, plaintext: str) -> str:
         nonce = secrets.token_bytes(_NONCE_BYTES)
@@ -47,8 +49,16 @@ class LocalKeys(Keys):
             raise ValueError("sealed value does not open for this owner with this key") from exc
 
     def signing_secret(self, owner: str) -> str:
-        digest = hmac.new(self._signing, owner.encode(), hashlib.sha256).digest()
-        return "psk_" + base64.urlsafe_b64encode(digest).decode().rstrip("=")
+        # Derived once per owner: every HTTP attempt is signed with it, and OpenSSL 3 makes each
+        # HMAC cost a few microseconds of set-up. Bounded, since owners come and go.
+        secret = self._secrets.get(owner)
+        if secret is None:
+            digest = hmac.new(self._signing, owner.encode(), hashlib.sha256).digest()
+            secret = "psk_" + base64.urlsafe_b64encode(digest).decode().rstrip("=")
+            if len(self._secrets) >= _SECRETS_KEPT:
+                self._secrets.clear()
+            self._secrets[owner] = secret
+        return secret
 
 
 def _load_or_create(path: Path) -> bytes:
