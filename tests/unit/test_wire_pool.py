@@ -165,3 +165,56 @@ def test_waiters_get_connections_first_come_first_served(raw: Any) -> None:
     started = time.monotonic()
     asyncio.run(go())
     assert order == list(range(6)) and srv.connections == 1 and time.monotonic() - started < 10
+
+
+def gathered(pool: WirePool, port: int, timeouts: list[float], *, cancel: int | None = None) -> list[Any]:
+    """Send len(timeouts) requests at once (queued behind each other when the pool allows one
+    connection); ``cancel``: the index of one to cancel while it waits. Each answer or error."""
+
+    async def go() -> list[Any]:
+        async def one(timeout_s: float) -> Any:
+            try:
+                return await pool.send(request(port), timeout_s=timeout_s, excerpt_bytes=10)
+            except (WireError, OSError) as exc:
+                return exc
+
+        tasks = [asyncio.ensure_future(one(t)) for t in timeouts]
+        if cancel is not None:
+            await asyncio.sleep(0.05)
+            tasks[cancel].cancel()
+        try:
+            return list(await asyncio.gather(*tasks, return_exceptions=True))
+        finally:
+            pool.close()
+
+    return asyncio.run(go())
+
+
+def status_or_type(answers: list[Any]) -> list[Any]:
+    return [a.status if hasattr(a, "status") else type(a).__name__ for a in answers]
+
+
+def test_a_queued_call_handed_a_stale_connection_retries_once_on_a_new_one(raw: Any) -> None:
+    srv = raw([OK, b"CLOSE", OK])
+    assert status_or_type(gathered(WirePool(max_per_key=1), srv.port, [5, 5])) == [200, 200]
+    assert srv.connections == 2
+
+
+def test_a_queued_call_handed_a_connection_is_cut_at_its_deadline_and_its_slot_passed_on(raw: Any) -> None:
+    srv = raw([OK, b"HANG", OK])
+    answers = gathered(WirePool(max_per_key=1), srv.port, [5, 0.3, 5])
+    assert status_or_type(answers) == [200, "TimeoutError", 200]
+    assert srv.connections == 2  # the hung connection was closed, not handed on
+
+
+def test_a_connection_that_cannot_be_reused_passes_its_slot_to_the_next_call(raw: Any) -> None:
+    closing = b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\nok"
+    srv = raw([closing, OK, OK])
+    assert status_or_type(gathered(WirePool(max_per_key=1), srv.port, [5, 5, 5])) == [200, 200, 200]
+    assert srv.connections == 2
+
+
+def test_a_call_cancelled_while_queued_loses_no_slot(raw: Any) -> None:
+    srv = raw([b"HANG", OK, OK])
+    answers = gathered(WirePool(max_per_key=1), srv.port, [0.4, 5, 5], cancel=1)
+    assert status_or_type(answers) == ["TimeoutError", "CancelledError", 200]

@@ -144,7 +144,7 @@ def _excerpt(response: httpx.Response, deadline: float) -> str | None:
 
 def encode_payload(payload: object) -> bytes:
     """The request body: the payload as compact JSON (NaN and infinities refused)."""
-    return _JSON.encode(payload).encode()
+    return b"null" if payload is None else _JSON.encode(payload).encode()
 
 
 def excerpt_text(body: bytes) -> str | None:

@@ -149,48 +149,44 @@ class _Deadlines:
             self._arm(self._slots[0])
 
 
-class _Slots:
-    """A FIFO counting semaphore whose release is O(1) with thousands of waiters.
+class _Queued:
+    """A call waiting for a connection of its key; ``owned`` once a slot was handed to it."""
 
-    ``asyncio.Semaphore`` (3.11) scans its whole waiter queue on every release: with 10,000
-    requests waiting for 1,024 connections that was the worker's largest single cost.
-    """
+    __slots__ = ("connection", "future", "limit", "owned", "request")
 
-    __slots__ = ("free", "waiters")
+    def __init__(self, request: Request, limit: int, future: asyncio.Future[Any]) -> None:
+        self.request = request
+        self.limit = limit
+        self.future = future  # resolved with its Answer, or with _SLOT (a slot but no connection)
+        self.connection: Connection | None = None  # the connection its request was sent on for it
+        self.owned = False
+
+
+_SLOT: Any = object()  # a queued call's future: "a slot is yours, find a connection"
+_STALE: Any = object()  # and: "the connection handed to you was stale: one fresh connection"
+
+
+class _Host:
+    """One pool key: its free connection slots, the calls queued for one (first come, first served)
+    and its idle connections. Invariant: calls are queued only while no slot is free."""
+
+    __slots__ = ("free", "idle", "queue")
 
     def __init__(self, limit: int) -> None:
         self.free = limit
-        self.waiters: deque[asyncio.Future[None]] = deque()
-
-    async def acquire(self, deadlines: _Deadlines, deadline: float) -> None:
-        """Wait for a slot, in turn, until ``deadline`` (then ``TimeoutError``)."""
-        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self.waiters.append(waiter)
-        slot = deadlines.add(deadline, waiter)
-        try:
-            await waiter
-        except asyncio.CancelledError:
-            if waiter.done() and not waiter.cancelled() and waiter.exception() is None:
-                self.release()  # handed a slot, then cancelled: pass it on
-            else:
-                waiter.cancel()  # left in the queue: release skips it
-            raise
-        finally:
-            deadlines.discard(slot, waiter)
-
-    def release(self) -> None:
-        while self.waiters:
-            waiter = self.waiters.popleft()
-            if not waiter.done():  # skips those that timed out or were cancelled
-                waiter.set_result(None)  # the slot goes straight to the next waiter
-                return
-        self.free += 1
+        self.queue: deque[_Queued] = deque()
+        self.idle: list[Connection] = []
 
 
 class WirePool:
     """Idle keep-alive connections per pool key, for one event loop (not thread-safe, no locks needed).
 
     ``tls`` is the context for https (certificates verified; the server name is the request's host).
+
+    A call that finds no free slot queues. When an exchange ends with a reusable connection and a
+    call is queued, the next call's request is written on that connection at once and its task
+    wakes only when its answer is in (one wake-up per call, not one for the slot and one for the
+    answer); a connection that cannot be reused passes its slot on to the next call, which connects.
     """
 
     def __init__(
@@ -199,12 +195,11 @@ class WirePool:
         self._tls = tls
         self._max_idle = max_idle_per_key
         self._max_per_key = max_per_key
-        self._idle: dict[PoolKey, list[Connection]] = {}
-        self._slots: dict[PoolKey, _Slots] = {}
+        self._hosts: dict[PoolKey, _Host] = {}
         self._deadlines: _Deadlines | None = None
 
     def idle_connections(self) -> int:
-        return sum(len(idle) for idle in self._idle.values())
+        return sum(len(host.idle) for host in self._hosts.values())
 
     async def send(self, request: Request, *, timeout_s: float, excerpt_bytes: int) -> Answer:
         """Send ``request`` and read its answer (at most ``excerpt_bytes`` of body) within ``timeout_s``.
@@ -217,62 +212,107 @@ class WirePool:
             deadlines = self._deadlines = _Deadlines(loop)
         deadline = loop.time() + timeout_s
         key = (request.scheme, request.host, request.address, request.port)
-        slots = self._slots.get(key)
-        if slots is None:
-            slots = self._slots[key] = _Slots(self._max_per_key)
-        if slots.free > 0 and not slots.waiters:
-            slots.free -= 1
+        host = self._hosts.get(key)
+        if host is None:
+            host = self._hosts[key] = _Host(self._max_per_key)
+        reuse = True
+        if host.free > 0 and not host.queue:
+            host.free -= 1
         else:
-            await slots.acquire(deadlines, deadline)
+            answer = await self._queue(host, request, excerpt_bytes, deadline)
+            if answer is not _SLOT and answer is not _STALE:
+                return answer  # type: ignore[no-any-return]
+            reuse = answer is _SLOT
+        connection: Connection | None = None  # the slot is ours: _finish passes it on
         try:
-            idle = self._idle.get(key)
-            while idle:
+            idle = host.idle
+            while reuse and idle:
                 connection = idle.pop()
                 if connection.usable():
                     try:
-                        return await self._exchange(connection, key, request, excerpt_bytes, deadline)
+                        return await self._exchange(connection, request, excerpt_bytes, deadline)
                     except StaleConnection:  # closed by the server while idle: once more, on a new one
+                        connection.close()
                         break
                 connection.close()
+            connection = None
             connection = await self._connect(request, deadline)
             try:
-                return await self._exchange(connection, key, request, excerpt_bytes, deadline)
+                return await self._exchange(connection, request, excerpt_bytes, deadline)
             except StaleConnection:
                 raise WireError("the server closed the connection without an answer") from None
         finally:
-            slots.release()
+            self._finish(host, connection)
 
     def close(self) -> None:
-        for idle in self._idle.values():
-            for connection in idle:
+        for host in self._hosts.values():
+            for connection in host.idle:
                 connection.close()
-        self._idle.clear()
+            host.idle.clear()
         if self._deadlines is not None:
             self._deadlines.close()
             self._deadlines = None
 
     # -- helpers ------------------------------------------------------------------------------
 
-    async def _exchange(
-        self, connection: Connection, key: PoolKey, request: Request, excerpt_bytes: int, deadline: float
-    ) -> Answer:
+    async def _queue(self, host: _Host, request: Request, limit: int, deadline: float) -> Any:
+        """Wait for a slot: the answer (a connection was handed over and carried the request),
+        ``_SLOT`` or ``_STALE`` (the slot is the caller's, without a connection)."""
+        assert self._deadlines is not None
+        entry = _Queued(request, limit, asyncio.get_running_loop().create_future())
+        host.queue.append(entry)
+        slot = self._deadlines.add(deadline, entry.future)
+        try:
+            answer = await entry.future
+        except StaleConnection:
+            assert entry.connection is not None
+            entry.connection.close()
+            return _STALE
+        except BaseException:  # cut (deadline, cancel) or failed: a slot handed over is passed on
+            if entry.owned:
+                self._finish(host, entry.connection)
+            raise
+        finally:
+            self._deadlines.discard(slot, entry.future)
+        if answer is not _SLOT:
+            self._finish(host, entry.connection)
+        return answer
+
+    def _finish(self, host: _Host, connection: Connection | None) -> None:
+        """A call is done with its slot and ``connection``: both go to the next queued call (its
+        request written at once) or back to the pool; a connection that cannot be reused is closed."""
+        queue = host.queue
+        if connection is not None and connection.reusable and connection.usable():
+            while queue:
+                entry = queue.popleft()
+                if not entry.future.done():  # else it was cut while queued: skip it
+                    entry.owned = True
+                    entry.connection = connection
+                    connection.exchange(entry.request.data, entry.request.method == "HEAD", entry.limit, entry.future)
+                    return
+            if len(host.idle) < self._max_idle:
+                host.idle.append(connection)
+            else:
+                connection.close()
+        elif connection is not None:  # cut (deadline, cancel, error), or not reusable
+            connection.close()
+        while queue:
+            entry = queue.popleft()
+            if not entry.future.done():
+                entry.owned = True
+                entry.future.set_result(_SLOT)
+                return
+        host.free += 1
+
+    async def _exchange(self, connection: Connection, request: Request, excerpt_bytes: int, deadline: float) -> Answer:
         assert self._deadlines is not None
         waiter = connection.exchange(request.data, request.method == "HEAD", excerpt_bytes)
         slot = self._deadlines.add(deadline, waiter)
         try:
-            return await waiter
+            answer: Answer = await waiter
         finally:
             self._deadlines.discard(slot, waiter)
-            if connection.reusable:
-                idle = self._idle.get(key)
-                if idle is None:
-                    idle = self._idle[key] = []
-                if len(idle) < self._max_idle:
-                    idle.append(connection)
-                else:
-                    connection.close()
-            else:  # the answer was cut (deadline, cancel, error) or the connection cannot be reused
-                connection.close()
+        return answer
 
     async def _connect(self, request: Request, deadline: float) -> Connection:
         tls = None

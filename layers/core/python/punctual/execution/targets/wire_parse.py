@@ -15,7 +15,7 @@ arrive after a complete answer, or while no request is outstanding.
 from __future__ import annotations
 
 import asyncio
-from typing import NamedTuple, cast
+from typing import Any, NamedTuple, cast
 
 MAX_HEAD_BYTES = 65_536
 _NO_BODY_STATUSES = frozenset({204, 304})
@@ -47,7 +47,7 @@ class Connection(asyncio.Protocol):
         self.reusable = False  # the last exchange ended with a complete answer the connection may follow
         self._ended = False
         self._buffer = bytearray()
-        self._waiter: asyncio.Future[Answer] | None = None
+        self._waiter: asyncio.Future[Any] | None = None
         self._state = _IDLE
         self._head_only = False
         self._limit = 0
@@ -64,11 +64,14 @@ class Connection(asyncio.Protocol):
     def usable(self) -> bool:
         return not self._ended and self.transport is not None and not self.transport.is_closing()
 
-    def exchange(self, data: bytes, head_only: bool, limit: int) -> asyncio.Future[Answer]:
-        """Write ``data`` (a whole request); the future gets the answer, keeping at most ``limit``
-        bytes of its body (``head_only``: the request was a HEAD, so the answer has no body)."""
+    def exchange(
+        self, data: bytes, head_only: bool, limit: int, waiter: asyncio.Future[Any] | None = None
+    ) -> asyncio.Future[Any]:
+        """Write ``data`` (a whole request); ``waiter`` (a new future if None) gets the answer, keeping
+        at most ``limit`` bytes of its body (``head_only``: a HEAD request, so the answer has no body)."""
         assert self.transport is not None and self._waiter is None
-        waiter: asyncio.Future[Answer] = asyncio.get_running_loop().create_future()
+        if waiter is None:
+            waiter = asyncio.get_running_loop().create_future()
         self._waiter = waiter
         self.reusable = False
         self._state = _HEAD
