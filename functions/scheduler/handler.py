@@ -21,6 +21,7 @@ from punctual.config import Settings
 from punctual.errors import InvalidInput
 from punctual.runtime.assembly import Runtime
 from punctual.runtime.powertools import PowertoolsMetrics
+from punctual.runtime.process import collect_rarely
 from punctual.scheduling.invocation import run_until_ms
 
 logger = Logger()
@@ -42,6 +43,7 @@ class SchedulerEvent(BaseModel):
 
 @cache
 def _runtime() -> Runtime:
+    collect_rarely()  # the environment's imports are done: see punctual.runtime.process
     return Runtime.open(Settings.from_env())
 
 

@@ -24,6 +24,7 @@ from punctual.execution.options import RUN_METRICS, Outcome
 from punctual.execution.sqs_events import LambdaWorker
 from punctual.runtime.assembly import Runtime
 from punctual.runtime.powertools import PowertoolsMetrics
+from punctual.runtime.process import collect_rarely
 
 logger = Logger()
 tracer = Tracer()
@@ -35,6 +36,7 @@ sink = PowertoolsMetrics(metrics)  # start lateness samples; @metrics.log_metric
 def _worker() -> LambdaWorker:
     """Built once per execution environment (never at import): engine, target policy (on AWS: public
     addresses only, unless configured), the deployed queue's visibility and the SNS alerter."""
+    collect_rarely()  # the environment's imports are done: see punctual.runtime.process
     return Runtime.open(Settings.from_env()).lambda_worker(metrics=sink)
 
 

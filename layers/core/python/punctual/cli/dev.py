@@ -39,6 +39,7 @@ from punctual.local.server import LocalServer
 from punctual.metrics import InMemoryMetrics
 from punctual.port import Engine
 from punctual.runtime.assembly import Runtime
+from punctual.runtime.process import collect_rarely
 
 logger = logging.getLogger("punctual.dev")
 
@@ -101,6 +102,7 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     configure_logging(getattr(args, "verbose", False))
+    collect_rarely()
     # punctual dev allows targets on the same laptop; `punctual api` follows PUNCTUAL_TARGET_ALLOW_*
     settings = settings_from_args(args, target_allow_loopback=True if args.components else None)
     keys, key = api_keys(args.api_key, Path(settings.data_dir))

@@ -15,6 +15,7 @@ from punctual.cli.common import (
 )
 from punctual.metrics import InMemoryMetrics
 from punctual.runtime.assembly import Runtime
+from punctual.runtime.process import collect_rarely
 from punctual.scheduling.scheduler import options_from_settings
 from punctual.scheduling.shards import OwnershipOptions
 
@@ -34,6 +35,7 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     configure_logging()
+    collect_rarely()
     runtime = Runtime(*engine_from_settings(settings_from_args(args, lookahead_ms=args.lookahead_ms)))
     engine = runtime.engine
     stop = stop_event_on_signals()

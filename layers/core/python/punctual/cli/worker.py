@@ -18,6 +18,7 @@ from punctual.cli.common import (
 )
 from punctual.execution.loop import Tuning
 from punctual.runtime.assembly import Runtime
+from punctual.runtime.process import collect_rarely
 
 
 def register(subparsers: Any) -> None:
@@ -62,6 +63,7 @@ def register(subparsers: Any) -> None:
 
 def run_worker(args: argparse.Namespace) -> int:
     configure_logging()
+    collect_rarely()
     # The event loop thread is busy most of the time; every engine call on the thread pool gives up
     # the GIL around SQLite or socket I/O and then waits up to the switch interval (5 ms by default)
     # to get it back. Measured: a 5,000-run batch took 35% less wall time at 0.5 ms.
