@@ -39,9 +39,11 @@ def bench_noisy_neighbour(
     processes: int = 2,
     concurrency: int = 64,
     fair: bool = True,
-    lookahead_ms: int = 3_000,
+    lookahead_ms: int | None = None,
 ) -> dict[str, Any]:
     from punctual.bench.target import noop_target
+
+    lookahead_ms = Settings().lookahead_ms if lookahead_ms is None else lookahead_ms
 
     clock = SystemClock()
     with noop_target(delay_ms) as url, tempfile.TemporaryDirectory(prefix="punctual-tenants-") as tmp:

@@ -53,7 +53,9 @@ def register(subparsers: Any) -> None:
     tenants.add_argument("--delay-ms", type=int, default=200, help="the no-op target's answer delay")
     tenants.add_argument("--processes", type=int, default=2, help="worker processes")
     tenants.add_argument("--concurrency", type=int, default=64, help="--max-in-flight of each worker process")
-    tenants.add_argument("--lookahead-ms", type=int, default=3_000, help="the scheduler's lookahead")
+    tenants.add_argument(
+        "--lookahead-ms", type=int, default=None, help="the scheduler's lookahead (default: the settings')"
+    )
     tenants.add_argument("--unfair", action="store_true", help="also measure without owner groups (comparison)")
     tenants.add_argument("--json", action="store_true", help="print one JSON object")
     tenants.set_defaults(func=run_tenants)
