@@ -125,9 +125,9 @@ def _frames_waiting(path: Path) -> int:
 
 
 def test_the_checkpointer_copies_the_wal_back(tmp_path: Path) -> None:
-    # Given a database whose checkpointer runs every 10 ms (the writers' own bound is far higher)
+    # Given a database whose checkpointer copies after 10 ms without a commit (the writers' own bound is far higher)
     db = Database(tmp_path / "p.db", shards=1)
-    db._checkpointer = Checkpointer(db.path, interval_s=0.01)
+    db._checkpointer = Checkpointer(db.path, quiet_s=0.01)
     try:
         # When a write leaves frames in the WAL
         with db.write() as conn:
@@ -144,6 +144,26 @@ def test_the_checkpointer_copies_the_wal_back(tmp_path: Path) -> None:
     assert _frames_waiting(db.path) == 0
     # And close stops the thread
     assert not [t for t in threading.enumerate() if t.name == f"punctual-checkpoint-{db.path.name}"]
+
+
+def test_the_checkpointer_waits_for_a_pause_in_writes_or_for_its_longest_wait(tmp_path: Path) -> None:
+    # A claim burst's commits follow each other within milliseconds: its pages are copied in the
+    # pause after it, not while it runs; a stream that never pauses is still copied after max_wait_s.
+    checkpointer = Checkpointer(tmp_path / "c.db", quiet_s=0.25, max_wait_s=2.0)
+    assert not checkpointer.due(time.monotonic() + 100)  # nothing written: nothing to copy
+    checkpointer.wrote()
+    first = time.monotonic()
+    assert not checkpointer.due(first + 0.1)  # writes just happened
+    assert checkpointer.due(first + 0.3)  # a pause
+
+    # Given commits every 0.1 s (never a pause of quiet_s)
+    stream = Checkpointer(tmp_path / "s.db", quiet_s=0.25, max_wait_s=2.0)
+    stream._last_write, stream._dirty_since = first, first  # the first commit of the stream at `first`
+    for step in range(1, 20):
+        stream._last_write = first + step * 0.1
+        assert not stream.due(first + step * 0.1 + 0.05)
+    stream._last_write = first + 2.0
+    assert stream.due(first + 2.05)  # the oldest commit not copied is 2 s old
 
 
 def test_the_checkpointer_never_opens_sqlites_own_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -163,7 +183,7 @@ def test_the_checkpointer_never_opens_sqlites_own_files(tmp_path: Path, monkeypa
     monkeypatch.setattr("builtins.open", guarded_open)
     monkeypatch.setattr(os, "open", _guard_os_open(os.open, opened))
     db = Database(tmp_path / "g.db", shards=1)
-    db._checkpointer = Checkpointer(db.path, interval_s=0.01)
+    db._checkpointer = Checkpointer(db.path, quiet_s=0.01)
     try:
         with db.write() as conn:
             conn.execute("CREATE TABLE filler (x)")
@@ -184,6 +204,22 @@ def _guard_os_open(real: Any, opened: list[str]) -> Any:
         return real(path, *args, **kwargs)
 
     return guarded
+
+
+def test_checkpoint_copies_the_wal_back_and_empties_it(tmp_path: Path) -> None:
+    db = Database(tmp_path / "t.db", shards=1)
+    try:
+        with db.write() as conn:
+            conn.execute("CREATE TABLE filler (x)")
+            for _ in range(40):
+                conn.execute("INSERT INTO filler VALUES (?)", ("x" * 3000,))
+        wal = f"{db.path}-wal"
+        assert os.path.getsize(wal) > 40 * 3000  # the pages are in the WAL (a stat, not an open)
+        assert db.checkpoint()
+        assert os.path.getsize(wal) == 0  # copied back, and the WAL emptied (TRUNCATE)
+        assert db.connection().execute("SELECT count(*) FROM filler").fetchone()[0] == 40
+    finally:
+        db.close()
 
 
 def test_a_process_that_only_reads_starts_no_checkpointer(tmp_path: Path) -> None:

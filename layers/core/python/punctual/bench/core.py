@@ -10,19 +10,26 @@ that increase in load order; their due shards still come from a hash of the id. 
 the file on disk (checkpointed and synced), so the claims that follow do not pay its write-back.
 
 The claim runs at the instant the due jobs are due (not the wall clock after the load, which took
-minutes at 10M): every due job yields exactly one run at every size, so the figures compare. Small
-sizes, whose claim lasts well under a second, are measured in three rounds (a fresh file each) and
-the median round reported; a 10M round is measured once.
+minutes at 10M): every due job yields exactly one run at every size, so the figures compare. Every
+size is claimed in three rounds and the median round reported: small sizes (their claim lasts
+well under a second) on a fresh file each; larger ones on one file, a minute apart (the due jobs
+advanced by the round before are due again one minute later, as a minutely job is: each round
+claims each of them once more, the same pages of the file). The rounds of the sizes alternate
+(:func:`bench_sizes`), so a change in the machine's load between rounds hits every size alike.
+After each claim the WAL is copied back into the file before the next round starts
+(``writeback_seconds``: the claim's pages written into the database file, work the engine's
+checkpoint thread does after a burst; not part of the claim's time).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import statistics
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -40,38 +47,121 @@ JOBS_PER_OWNER = 1_000
 HISTORY_RUNS = 1_440  # a day of a minutely job
 MINUTE_MS = 60_000
 DUE_BEFORE_MS = 1_000  # due jobs are due this long before the load started
-ROUNDS_UP_TO = 100_000  # sizes up to this are measured in ROUNDS rounds (median), larger ones once
+ROUNDS_UP_TO = 100_000  # sizes up to this get a fresh file per round, larger ones one file
 ROUNDS = 3
 
 
+def bench_sizes(sizes: Sequence[int], due: int = 20_000, page: int = 500) -> list[dict[str, Any]]:
+    """Per size: load ``stored`` jobs (``due`` of them due), claim every due one in :data:`ROUNDS`
+    rounds, time the reads; return the figures of each size (its median round).
+
+    The rounds alternate between the sizes (the first round of every size, then the second...): a
+    change in the machine's load between two rounds hits every size alike, so the sizes compare.
+    """
+    with contextlib.ExitStack() as stack:
+        benches = [stack.enter_context(_SizeBench(stored, min(due, stored), page)) for stored in sizes]
+        for n in range(ROUNDS):
+            for bench in benches:
+                bench.claim_round(n)
+        return [bench.figures() for bench in benches]
+
+
 def bench_claims(stored: int, due: int = 20_000, page: int = 500) -> dict[str, Any]:
-    """Load ``stored`` jobs (``due`` of them due), claim every due one, time the reads; return the figures."""
-    count = ROUNDS if stored <= ROUNDS_UP_TO else 1
-    rounds = [_round(stored, min(due, stored), page, reads=n == count - 1) for n in range(count)]
-    median = sorted((claims for claims, _ in rounds), key=lambda r: r["claims_per_second"] or 0)[count // 2]
-    return {**median, "claim_rounds": count, **rounds[-1][1]}
+    """:func:`bench_sizes` for one size."""
+    return bench_sizes([stored], due, page)[0]
 
 
-def _round(stored: int, due: int, page: int, *, reads: bool) -> tuple[dict[str, Any], dict[str, Any]]:
-    """One fresh file: load, claim; with ``reads``, the read figures too. Returns (claim figures, read figures)."""
-    clock = SystemClock()
-    with tempfile.TemporaryDirectory(prefix="punctual-bench-") as tmp:
-        engine = EmbeddedEngine(Path(tmp) / "bench.db", shards=SHARDS, clock=clock)
+class _SizeBench:
+    """The rounds of one size: on a fresh file each (up to :data:`ROUNDS_UP_TO` jobs), or on one
+    file loaded on entry, a minute apart."""
+
+    def __init__(self, stored: int, due: int, page: int) -> None:
+        self.stored, self.due, self.page = stored, due, page
+        self.fresh = stored <= ROUNDS_UP_TO
+        self.rounds: list[dict[str, Any]] = []
+        self.reads: dict[str, Any] = {}
+        self._file: _LoadedFile | None = None
+
+    def __enter__(self) -> _SizeBench:
+        if not self.fresh:
+            self._file = _LoadedFile(self.stored, self.due)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._file is not None:
+            self._file.close()
+
+    def claim_round(self, n: int) -> None:
+        if self._file is not None:
+            self.rounds.append(self._file.claim(n, self.page))
+            return
+        file = _LoadedFile(self.stored, self.due)
         try:
-            now = clock.now_ms()
-            due_at = now - DUE_BEFORE_MS
-            load_started, load_cpu = time.perf_counter(), time.process_time()
-            template = next(bench_jobs(1, now=now, due_at=due_at, shards=SHARDS))
-            engine.store.bulk_load_copies(template, _copies(stored, due, now, due_at))
-            _flush(Path(tmp) / "bench.db")
-            load_s, load_cpu = time.perf_counter() - load_started, time.process_time() - load_cpu
-            claim_cpu = time.process_time()
-            total, elapsed = _claim_all(engine, due_at, page)
-            claim_cpu = time.process_time() - claim_cpu
-            figures = _reads(engine, stored, now) if reads else {}
+            self.rounds.append(file.claim(0, self.page))
+            if n == ROUNDS - 1:
+                self.reads = file.reads()
         finally:
+            file.close()
+
+    def figures(self) -> dict[str, Any]:
+        if self._file is not None:
+            self.reads = self._file.reads()
+        median = sorted(self.rounds, key=lambda r: r["claims_per_second"] or 0)[len(self.rounds) // 2]
+        keys = ("claims_per_second", "claims_per_cpu_second")
+        every = {f"{key}_rounds": [r[key] for r in self.rounds] for key in keys}
+        return {**median, "claim_rounds": len(self.rounds), **every, **self.reads}
+
+
+class _LoadedFile:
+    """A fresh file in a temporary directory with ``stored`` jobs loaded, ``due`` of them due now."""
+
+    def __init__(self, stored: int, due: int) -> None:
+        self.stored, self.due = stored, due
+        self._tmp = tempfile.TemporaryDirectory(prefix="punctual-bench-")
+        clock = SystemClock()
+        path = Path(self._tmp.name) / "bench.db"
+        try:
+            self.engine = EmbeddedEngine(path, shards=SHARDS, clock=clock)
+            self.now = clock.now_ms()
+            self.due_at = self.now - DUE_BEFORE_MS
+            load_started, load_cpu = time.perf_counter(), time.process_time()
+            template = next(bench_jobs(1, now=self.now, due_at=self.due_at, shards=SHARDS))
+            self.engine.store.bulk_load_copies(template, _copies(stored, due, self.now, self.due_at))
+            _flush(path)
+        except BaseException:
+            self.close()
+            raise
+        load_s = time.perf_counter() - load_started
+        self.load = {
+            "load_seconds": round(load_s, 1),
+            "load_cpu_seconds": round(time.process_time() - load_cpu, 1),
+            "jobs_loaded_per_second": round(stored / load_s) if load_s else None,
+        }
+
+    def claim(self, n: int, page: int) -> dict[str, Any]:
+        """Round ``n``: claim every job due ``n`` minutes after the first due instant (each job due
+        once), then copy the WAL back into the file."""
+        return _claim_round(self.engine, self.stored, self.due, self.due_at + n * MINUTE_MS, page) | self.load
+
+    def reads(self) -> dict[str, Any]:
+        return _reads(self.engine, self.stored, self.now)
+
+    def close(self) -> None:
+        engine = getattr(self, "engine", None)
+        if engine is not None:
             engine.close()
-    claims = {
+        self._tmp.cleanup()
+
+
+def _claim_round(engine: EmbeddedEngine, stored: int, due: int, at: int, page: int) -> dict[str, Any]:
+    """Claim every job due at ``at``, then copy the WAL back into the file (timed apart)."""
+    claim_cpu = time.process_time()
+    total, elapsed = _claim_all(engine, at, page)
+    claim_cpu = time.process_time() - claim_cpu
+    writeback_started = time.perf_counter()
+    engine.checkpoint()
+    writeback_s = time.perf_counter() - writeback_started
+    return {
         "stored_jobs": stored,
         "due_jobs": due,
         "runs_claimed": total.inserted,
@@ -79,11 +169,8 @@ def _round(stored: int, due: int, page: int, *, reads: bool) -> tuple[dict[str, 
         "claims_per_second": round(total.inserted / elapsed) if elapsed else None,
         # CPU seconds of this process: on a shared machine they vary far less than the wall clock
         "claims_per_cpu_second": round(total.inserted / claim_cpu) if claim_cpu else None,
-        "load_seconds": round(load_s, 1),
-        "load_cpu_seconds": round(load_cpu, 1),
-        "jobs_loaded_per_second": round(stored / load_s) if load_s else None,
+        "writeback_seconds": round(writeback_s, 3),
     }
-    return claims, figures
 
 
 def _flush(path: Path) -> None:

@@ -62,11 +62,11 @@ def register(subparsers: Any) -> None:
 
 
 def run_core(args: argparse.Namespace) -> int:
-    from punctual.bench.core import bench_claims
+    from punctual.bench.core import bench_sizes
     from punctual.bench.cron import bench_cron
 
     started = time.perf_counter()
-    claims = [bench_claims(int(size), due=args.due) for size in args.sizes.split(",")]
+    claims = bench_sizes([int(size) for size in args.sizes.split(",")], due=args.due)
     cron = bench_cron()
     total_s = round(time.perf_counter() - started, 1)
     if args.json:

@@ -86,6 +86,12 @@ class EmbeddedEngine(Engine):
             self.queue.delete_in(conn, acks)
         return results
 
+    def checkpoint(self) -> bool:
+        """Copy every committed page in the WAL back into the file now, sync it and empty the WAL
+        (benchmarks; the engine's checkpoint thread does this on its own after writes pause).
+        Returns False if other connections kept it from completing for ``db.BUSY_TIMEOUT_MS``."""
+        return self._db.checkpoint()
+
     def close(self) -> None:
         """Close this process's connections to the file."""
         self._db.close()

@@ -91,10 +91,24 @@ class Database:
             try:
                 yield conn
                 conn.execute("COMMIT")
+                self._checkpointer.wrote()
             except BaseException:
                 if conn.in_transaction:  # the body failed, or COMMIT did (then nothing was committed)
                     conn.execute("ROLLBACK")
                 raise
+
+    def checkpoint(self) -> bool:
+        """``wal_checkpoint(TRUNCATE)`` on this thread's connection: copy the WAL back into the
+        file, sync it and empty the WAL. Waits for writers and for readers of older pages
+        (``busy_timeout``), and retries while another connection checkpoints (SQLite answers
+        that at once, without waiting), up to ``BUSY_TIMEOUT_MS``. Returns whether it completed."""
+        conn = self.connection()
+        deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+        while True:
+            busy = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+            if not busy or time.monotonic() >= deadline:
+                return not busy
+            time.sleep(0.005)
 
     def close(self) -> None:
         """Close every connection this object opened in this process. Idempotent."""

@@ -221,9 +221,10 @@ def configure(conn: sqlite3.Connection, *, synchronous: str, busy_timeout_ms: in
     # connection has written).
     conn.execute(f"PRAGMA cache_size = -{CACHE_KIB}")
     # Checkpoints (copying the WAL back into the file) are the only fsyncs under NORMAL. A thread
-    # runs them twice a second (punctual.engines.embedded.checkpoint), off the writers' path; a
-    # committing writer checkpoints itself only when the WAL passes 40,000 pages (~160 MB: that
-    # thread is starved), instead of SQLite's 1,000. The WAL file is truncated back to 64 MB after.
+    # runs them when this process's writes pause, or 2 s after a commit at most
+    # (punctual.engines.embedded.checkpoint), off the writers' path; a committing writer
+    # checkpoints itself only when the WAL passes 40,000 pages (~160 MB: that thread is starved),
+    # instead of SQLite's 1,000. The WAL file is truncated back to 64 MB after.
     conn.execute(f"PRAGMA wal_autocheckpoint = {WAL_FALLBACK_PAGES}")
     conn.execute("PRAGMA journal_size_limit = 67108864")
     # Pages of the file's first MMAP_BYTES are read through a memory map instead of a read() per
