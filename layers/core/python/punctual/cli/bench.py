@@ -8,6 +8,8 @@ import statistics
 import time
 from typing import Any
 
+from punctual.runtime.process import collect_rarely
+
 
 def register(subparsers: Any) -> None:
     parser: argparse.ArgumentParser = subparsers.add_parser("bench", help="measure throughput and latency")
@@ -65,6 +67,7 @@ def run_core(args: argparse.Namespace) -> int:
     from punctual.bench.core import bench_sizes
     from punctual.bench.cron import bench_cron
 
+    collect_rarely()  # the bench plays the scheduler process, which runs with these settings
     started = time.perf_counter()
     claims = bench_sizes([int(size) for size in args.sizes.split(",")], due=args.due)
     cron = bench_cron()
@@ -95,6 +98,7 @@ def run_core(args: argparse.Namespace) -> int:
 def run_burst(args: argparse.Namespace) -> int:
     from punctual.bench.burst import bench_burst, bench_burst_execution
 
+    collect_rarely()  # the bench plays the scheduler process; its workers are `punctual worker` processes
     sizes = [int(size) for size in args.sizes.split(",")]
     results = [bench_burst(size) for size in sizes]
     executed = [
@@ -161,6 +165,7 @@ def _medians(executed: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def run_tenants(args: argparse.Namespace) -> int:
     from punctual.bench.tenants import bench_noisy_neighbour
 
+    collect_rarely()  # the bench plays the scheduler process
     options = {
         "delay_ms": args.delay_ms,
         "processes": args.processes,
