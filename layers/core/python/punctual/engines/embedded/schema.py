@@ -198,7 +198,7 @@ SCHEMA_VERSION = len(MIGRATIONS)
 SYNCHRONOUS_MODES = frozenset({"NORMAL", "FULL", "EXTRA"})
 CACHE_KIB = 16_384  # page cache per connection, at most (see configure)
 MMAP_BYTES = 268_435_456  # the file's first 256 MiB are read through a memory map (see configure)
-WAL_FALLBACK_PAGES = 40_000  # ~160 MB of WAL: a writer checkpoints itself only past this
+WAL_FALLBACK_PAGES = 100_000  # ~400 MB of WAL: a writer checkpoints itself only past this
 
 
 def configure(conn: sqlite3.Connection, *, synchronous: str, busy_timeout_ms: int) -> None:
@@ -221,9 +221,9 @@ def configure(conn: sqlite3.Connection, *, synchronous: str, busy_timeout_ms: in
     # connection has written).
     conn.execute(f"PRAGMA cache_size = -{CACHE_KIB}")
     # Checkpoints (copying the WAL back into the file) are the only fsyncs under NORMAL. A thread
-    # runs them when this process's writes pause, or 2 s after a commit at most
+    # runs them when this process's writes pause, or 5 s after a commit at most
     # (punctual.engines.embedded.checkpoint), off the writers' path; a committing writer
-    # checkpoints itself only when the WAL passes 40,000 pages (~160 MB: that thread is starved),
+    # checkpoints itself only when the WAL passes 100,000 pages (~400 MB: that thread is starved),
     # instead of SQLite's 1,000. The WAL file is truncated back to 64 MB after.
     conn.execute(f"PRAGMA wal_autocheckpoint = {WAL_FALLBACK_PAGES}")
     conn.execute("PRAGMA journal_size_limit = 67108864")
