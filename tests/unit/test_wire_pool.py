@@ -19,7 +19,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from punctual.execution.targets.wire import Request, WireError, WirePool
+from punctual.execution.targets.wire import Request, WireError, WirePool, _Deadlines
 from tests.unit.test_async_targets import OK, raw, request
 
 pytestmark = pytest.mark.unit
@@ -218,3 +218,25 @@ def test_a_call_cancelled_while_queued_loses_no_slot(raw: Any) -> None:
     srv = raw([b"HANG", OK, OK])
     answers = gathered(WirePool(max_per_key=1), srv.port, [0.4, 5, 5], cancel=1)
     assert status_or_type(answers) == ["TimeoutError", "CancelledError", 200]
+
+
+def test_deadlines_expire_only_due_waits_and_keep_nothing_for_waits_that_ended() -> None:
+    async def go() -> None:
+        loop = asyncio.get_running_loop()
+        deadlines = _Deadlines(loop)
+        far: asyncio.Future[Any] = loop.create_future()
+        deadlines.add(loop.time() + 60, far)
+        ended = [loop.create_future() for _ in range(100)]
+        for waiter in ended:  # waits that end in time are forgotten at once
+            deadlines.discard(deadlines.add(loop.time() + 0.05, waiter), waiter)
+        near: asyncio.Future[Any] = loop.create_future()
+        started = loop.time()
+        deadlines.add(started + 0.1, near)
+        with pytest.raises(TimeoutError):
+            await near
+        assert loop.time() - started >= 0.1  # never early
+        assert not far.done() and not any(w.done() for w in ended)
+        assert deadlines.pending() == 1 and len(deadlines._buckets) == 1
+        deadlines.close()
+
+    asyncio.run(go())

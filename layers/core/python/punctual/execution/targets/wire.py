@@ -97,6 +97,8 @@ class _Deadlines:
     A timer per call (``loop.call_at`` or ``asyncio.timeout``) costs 3-6 us on uvloop, as much as
     the rest of a keep-alive exchange; here a deadline joins the bucket of its 10 ms slot (a dict
     insert) and one timer fires per slot that still holds a wait, failing it with ``TimeoutError``.
+    A bucket is dropped as soon as its last wait ends (thousands of calls a second would otherwise
+    keep a table per slot for a whole timeout), and the timer is armed only for a slot with waits.
     """
 
     RESOLUTION_S = 0.01
@@ -104,7 +106,8 @@ class _Deadlines:
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
         self._buckets: dict[int, dict[asyncio.Future[Any], None]] = {}
-        self._slots: list[int] = []  # heap of the buckets' slots
+        self._slots: list[int] = []  # heap of slots, each at most once (``_queued``), some without bucket
+        self._queued: set[int] = set()
         self._timer: asyncio.TimerHandle | None = None
         self._timer_slot = 0
 
@@ -114,7 +117,9 @@ class _Deadlines:
         bucket = self._buckets.get(slot)
         if bucket is None:
             bucket = self._buckets[slot] = {}
-            heapq.heappush(self._slots, slot)
+            if slot not in self._queued:
+                self._queued.add(slot)
+                heapq.heappush(self._slots, slot)
             if self._timer is None or slot < self._timer_slot:
                 self._arm(slot)
         bucket[waiter] = None
@@ -124,6 +129,12 @@ class _Deadlines:
         bucket = self._buckets.get(slot)
         if bucket is not None:
             bucket.pop(waiter, None)
+            if not bucket:
+                del self._buckets[slot]
+
+    def pending(self) -> int:
+        """Waits not yet done or discarded (for tests)."""
+        return sum(len(bucket) for bucket in self._buckets.values())
 
     def close(self) -> None:
         if self._timer is not None:
@@ -131,6 +142,7 @@ class _Deadlines:
             self._timer = None
         self._buckets.clear()
         self._slots.clear()
+        self._queued.clear()
 
     def _arm(self, slot: int) -> None:
         if self._timer is not None:
@@ -141,12 +153,16 @@ class _Deadlines:
     def _fire(self) -> None:
         self._timer = None
         now = self.loop.time()
-        while self._slots and self._slots[0] * self.RESOLUTION_S <= now:
-            for waiter in self._buckets.pop(heapq.heappop(self._slots), {}):
+        slots, buckets = self._slots, self._buckets
+        # due slots expire their waits; slots whose waits all ended are dropped on the way
+        while slots and (slots[0] * self.RESOLUTION_S <= now or slots[0] not in buckets):
+            slot = heapq.heappop(slots)
+            self._queued.discard(slot)
+            for waiter in buckets.pop(slot, ()):
                 if not waiter.done():
                     waiter.set_exception(TimeoutError())
-        if self._slots:
-            self._arm(self._slots[0])
+        if slots:
+            self._arm(slots[0])
 
 
 class _Queued:
