@@ -237,6 +237,24 @@ def test_deadlines_expire_only_due_waits_and_keep_nothing_for_waits_that_ended()
         assert loop.time() - started >= 0.1  # never early
         assert not far.done() and not any(w.done() for w in ended)
         assert deadlines.pending() == 1 and len(deadlines._buckets) == 1
-        deadlines.close()
 
     asyncio.run(go())
+
+
+def test_closing_the_pool_closes_idle_connections_and_leaves_calls_in_flight_their_deadlines(raw: Any) -> None:
+    srv = raw([OK, b"HANG"])
+    pool = WirePool()
+
+    async def go() -> Any:
+        await pool.send(request(srv.port), timeout_s=5, excerpt_bytes=10)
+        assert pool.idle_connections() == 1
+        in_flight = asyncio.ensure_future(pool.send(request(srv.port), timeout_s=0.3, excerpt_bytes=10))
+        await asyncio.sleep(0.05)
+        pool.close()
+        await asyncio.wait([in_flight], timeout=5)
+        return in_flight
+
+    started = time.monotonic()
+    in_flight = asyncio.run(go())
+    assert isinstance(in_flight.exception(), TimeoutError) and time.monotonic() - started < 3  # not wait's 5 s
+    assert pool.idle_connections() == 0

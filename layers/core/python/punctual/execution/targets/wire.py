@@ -136,14 +136,6 @@ class _Deadlines:
         """Waits not yet done or discarded (for tests)."""
         return sum(len(bucket) for bucket in self._buckets.values())
 
-    def close(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        self._buckets.clear()
-        self._slots.clear()
-        self._queued.clear()
-
     def _arm(self, slot: int) -> None:
         if self._timer is not None:
             self._timer.cancel()
@@ -265,19 +257,17 @@ class WirePool:
             for connection in host.idle:
                 connection.close()
             host.idle.clear()
-        if self._deadlines is not None:
-            self._deadlines.close()
-            self._deadlines = None
 
     # -- helpers ------------------------------------------------------------------------------
 
     async def _queue(self, host: _Host, request: Request, limit: int, deadline: float) -> Any:
         """Wait for a slot: the answer (a connection was handed over and carried the request),
         ``_SLOT`` or ``_STALE`` (the slot is the caller's, without a connection)."""
-        assert self._deadlines is not None
+        deadlines = self._deadlines
+        assert deadlines is not None
         entry = _Queued(request, limit, asyncio.get_running_loop().create_future())
         host.queue.append(entry)
-        slot = self._deadlines.add(deadline, entry.future)
+        slot = deadlines.add(deadline, entry.future)
         try:
             answer = await entry.future
         except StaleConnection:
@@ -289,7 +279,7 @@ class WirePool:
                 self._finish(host, entry.connection)
             raise
         finally:
-            self._deadlines.discard(slot, entry.future)
+            deadlines.discard(slot, entry.future)
         if answer is not _SLOT:
             self._finish(host, entry.connection)
         return answer
@@ -321,13 +311,14 @@ class WirePool:
         host.free += 1
 
     async def _exchange(self, connection: Connection, request: Request, excerpt_bytes: int, deadline: float) -> Answer:
-        assert self._deadlines is not None
+        deadlines = self._deadlines
+        assert deadlines is not None
         waiter = connection.exchange(request.data, request.method == "HEAD", excerpt_bytes)
-        slot = self._deadlines.add(deadline, waiter)
+        slot = deadlines.add(deadline, waiter)
         try:
             answer: Answer = await waiter
         finally:
-            self._deadlines.discard(slot, waiter)
+            deadlines.discard(slot, waiter)
         return answer
 
     async def _connect(self, request: Request, deadline: float) -> Connection:
