@@ -385,3 +385,15 @@ def test_the_header_block_is_the_request_headers_as_lines(headers, secret_header
     block = signing.header_block(headers, invocation, "h.test:8080", b"{}", now_s=1_800_000_000)
     assert block == "".join(f"{name}: {value}\r\n" for name, value in expected.items())
     assert ("Punctual-Signature" in expected) is (secret is not None)
+
+
+@pytest.mark.parametrize("secret", ["psk_" + "k" * 43, "", "x" * 64, "y" * 65, "é" * 100])
+def test_signatures_are_hmac_sha256_of_timestamp_run_and_body(secret):
+    import hashlib
+    import hmac
+
+    from punctual.execution.targets import signing
+
+    for body in (b"", b"null", b'{"a":1}' * 50):
+        expected = hmac.new(secret.encode(), b"1800000000." + RUN_ID.encode() + b"." + body, hashlib.sha256)
+        assert signing.signature(secret, 1_800_000_000, RUN_ID, body) == expected.hexdigest()

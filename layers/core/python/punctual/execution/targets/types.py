@@ -66,9 +66,11 @@ class Invocation:
         if keys is None:
             return cls(run.run_id, job.id, run.scheduled_at, attempt, job.payload)
         target = job.target
-        sealed = target.secret_headers if isinstance(target, HttpTarget) else {}
-        opened = {name: keys.open(job.owner, token) for name, token in sealed.items()}
-        secret = keys.signing_secret(job.owner) if isinstance(target, HttpTarget) else None
+        if not isinstance(target, HttpTarget):
+            return cls(run.run_id, job.id, run.scheduled_at, attempt, job.payload)
+        sealed = target.secret_headers
+        opened = {name: keys.open(job.owner, token) for name, token in sealed.items()} if sealed else {}
+        secret = keys.signing_secret(job.owner)
         return cls(run.run_id, job.id, run.scheduled_at, attempt, job.payload, opened, secret)
 
 
