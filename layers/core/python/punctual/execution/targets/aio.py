@@ -25,7 +25,7 @@ import httpx
 from punctual.execution.targets import Targets, http, signing, wire
 from punctual.execution.targets.policy import TargetPolicy
 from punctual.execution.targets.types import Invocation, TargetResult, failed, timed_out
-from punctual.execution.targets.wire import Request, WireError, WirePool
+from punctual.execution.targets.wire import Answer, Request, WireError, WirePool
 from punctual.model import HttpTarget, Job, Run
 from punctual.port import Keys
 
@@ -80,36 +80,50 @@ class AsyncTargets:
 
     async def execute(self, job: Job, run: Run, attempt: int, timeout_s: float) -> TargetResult:
         """Execute one attempt within ``timeout_s``. Never raises: an unexpected error becomes a
-        retryable failure (as :meth:`Targets.execute`)."""
+        retryable failure (as :meth:`Targets.execute`).
+
+        An HTTP attempt to a literal address (or built ahead, :meth:`prebuild`) awaits the pool
+        directly: one coroutine of ours per call in flight, since each one that lives across the
+        await is a container the cyclic garbage collector walks (thousands are in flight)."""
         if timeout_s <= 0:
             return timed_out(0)
+        request = None
         if self._prebuilt:
             built = self._prebuilt.pop((run.run_id, attempt), None)
             if built is not None and built[0] == job.version:  # unchanged job: as built
-                return await self._send(built[1], timeout_s)
+                request = built[1]
         try:
-            # KNOWN LIMIT: on the aws engine the first use per owner and secret in a process makes
-            # one KMS call on the loop (cached afterwards); running it in the blocking pool instead
-            # made leases expire in tests/faults/test_worker_kill.py, not yet understood.
-            # ``Keys.at_hand`` tells the two cases apart for that follow-up.
-            invocation = Invocation.of(job, run, attempt, self.keys)
-        except ValueError as exc:  # a secret sealed under another key: retrying cannot fix it
-            return failed(f"a secret header of the job does not open: {exc}", retryable=False)
-        except Exception as exc:  # KMS unavailable: transient
-            return failed(f"cannot open the job's secrets: {type(exc).__name__}", retryable=True)
-        try:
-            if isinstance(job.target, HttpTarget):
-                return await self._http(job.target, invocation, timeout_s)
-            loop = asyncio.get_running_loop()
-            deadline = loop.time() + timeout_s  # loop.time() is time.monotonic(), what Targets expects
-            call = loop.run_in_executor(self._blocking, self._sync.execute, job, run, attempt, deadline)
-            async with asyncio.timeout(timeout_s):
-                return await call
+            if request is None:
+                try:
+                    # KNOWN LIMIT: on the aws engine the first use per owner and secret in a process
+                    # makes one KMS call on the loop (cached afterwards); running it in the blocking
+                    # pool instead made leases expire in tests/faults/test_worker_kill.py, not yet
+                    # understood. ``Keys.at_hand`` tells the two cases apart for that follow-up.
+                    invocation = Invocation.of(job, run, attempt, self.keys)
+                except ValueError as exc:  # a secret sealed under another key: retrying cannot fix it
+                    return failed(f"a secret header of the job does not open: {exc}", retryable=False)
+                except Exception as exc:  # KMS unavailable: transient
+                    return failed(f"cannot open the job's secrets: {type(exc).__name__}", retryable=True)
+                target = job.target
+                if not isinstance(target, HttpTarget):
+                    return await self._blocking_kind(job, run, attempt, timeout_s)
+                url = _parse(target.url)
+                if not url.literal:
+                    return await self._resolved(target, invocation, url, timeout_s)
+                # no DNS: the verdict on a literal address never changes, so it is kept
+                address, refusal = _literal_verdict(url.host, url.port, self.policy)
+                if address is None:
+                    return failed(f"refused by the target policy: {refusal}", retryable=False)
+                request = _request(target, invocation, url, address)
+            answer = await self._pool.send(request, timeout_s=timeout_s, excerpt_bytes=http.EXCERPT_BYTES)
         except TimeoutError:
-            return timed_out(timeout_s)
+            return timed_out(round(timeout_s, 3))
+        except (WireError, OSError) as exc:
+            return failed(f"{type(exc).__name__}: {exc}", retryable=True)
         except Exception as exc:  # a target must never take the worker down
             logger.exception("target %s of job %s raised", job.target.type, job.id)
             return failed(f"{type(exc).__name__}: {exc}", retryable=True)
+        return _result(answer)
 
     def close(self) -> None:
         self._pool.close()
@@ -141,13 +155,20 @@ class AsyncTargets:
         """Drop a request built for an attempt that will not be executed here."""
         self._prebuilt.pop((run.run_id, attempt), None)
 
-    async def _http(self, target: HttpTarget, invocation: Invocation, timeout_s: float) -> TargetResult:
-        url = _parse(target.url)
-        if url.literal:  # no DNS: the verdict on a literal address never changes, so it is kept
-            address, refusal = _literal_verdict(url.host, url.port, self.policy)
-            if address is None:
-                return failed(f"refused by the target policy: {refusal}", retryable=False)
-            return await self._send(_request(target, invocation, url, address), timeout_s)
+    async def _blocking_kind(self, job: Job, run: Run, attempt: int, timeout_s: float) -> TargetResult:
+        """An AWS kind, through the blocking dispatcher on the thread pool."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s  # loop.time() is time.monotonic(), what Targets expects
+        call = loop.run_in_executor(self._blocking, self._sync.execute, job, run, attempt, deadline)
+        try:
+            async with asyncio.timeout(timeout_s):
+                return await call
+        except TimeoutError:
+            return timed_out(timeout_s)
+
+    async def _resolved(self, target: HttpTarget, invocation: Invocation, url: _Url, timeout_s: float) -> TargetResult:
+        """An HTTP attempt to a name: resolved and checked on the thread pool, then sent to the
+        checked address within what is left of ``timeout_s``."""
         loop = asyncio.get_running_loop()
         started = loop.time()
         try:
@@ -159,19 +180,20 @@ class AsyncTargets:
         remaining = timeout_s - (loop.time() - started)
         if remaining <= 0:
             return timed_out(timeout_s)
-        return await self._send(_request(target, invocation, url, address), remaining, timeout_s)
-
-    async def _send(self, request: Request, remaining: float, timeout_s: float | None = None) -> TargetResult:
+        request = _request(target, invocation, url, address)
         try:
             answer = await self._pool.send(request, timeout_s=remaining, excerpt_bytes=http.EXCERPT_BYTES)
         except TimeoutError:
-            return timed_out(round(remaining if timeout_s is None else timeout_s, 3))
+            return timed_out(round(timeout_s, 3))
         except (WireError, OSError) as exc:
             return failed(f"{type(exc).__name__}: {exc}", retryable=True)
-        headers = answer.headers
-        return http.result_of(
-            answer.status, http.excerpt_text(answer.body) if answer.body else None, headers.get("location")
-        )
+        return _result(answer)
+
+
+def _result(answer: Answer) -> TargetResult:
+    return http.result_of(
+        answer.status, http.excerpt_text(answer.body) if answer.body else None, answer.headers.get("location")
+    )
 
 
 def _request(target: HttpTarget, invocation: Invocation, url: _Url, address: str) -> Request:
@@ -179,7 +201,7 @@ def _request(target: HttpTarget, invocation: Invocation, url: _Url, address: str
     method = target.method
     body = http.encode_payload(invocation.payload) if method in http.METHODS_WITH_BODY else None
     block = signing.header_block(target.headers, invocation, url.netloc, body, now_s=int(time.time()))
-    return Request(method, url.scheme, url.host, address, url.port, wire.encode(method, url.path, block, body))
+    return Request(method, (url.scheme, url.host, address, url.port), wire.encode(method, url.path, block, body))
 
 
 @dataclass(frozen=True, slots=True)

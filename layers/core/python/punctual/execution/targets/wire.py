@@ -49,18 +49,31 @@ PoolKey = tuple[str, str, str, int]
 
 
 class Request(NamedTuple):
-    """One request, encoded (:func:`encode`), to the checked ``address``."""
+    """One request, encoded (:func:`encode`), to the checked address.
+
+    ``key`` is its pool key (scheme, host name, checked address, port), built once with the request
+    (off the loop when prebuilt): the name is the TLS server name (the Host header is in ``data``).
+    """
 
     method: str
-    scheme: str  # "http" | "https"
-    host: str  # the name from the URL: the TLS server name (the Host header is inside ``data``)
-    address: str  # the checked address to connect to
-    port: int
+    key: PoolKey
     data: bytes  # the whole request as sent: request line, headers, Content-Length, body
 
     @property
-    def pool_key(self) -> PoolKey:
-        return (self.scheme, self.host, self.address, self.port)
+    def scheme(self) -> str:  # "http" | "https"
+        return self.key[0]
+
+    @property
+    def host(self) -> str:
+        return self.key[1]
+
+    @property
+    def address(self) -> str:
+        return self.key[2]
+
+    @property
+    def port(self) -> int:
+        return self.key[3]
 
     @classmethod
     def of(
@@ -76,7 +89,7 @@ class Request(NamedTuple):
         body: bytes | None = None,
     ) -> Request:
         """A request from its parts (``headers`` complete except Content-Length)."""
-        return cls(method, scheme, host, address, port, encode(method, target, header_block(headers), body))
+        return cls(method, (scheme, host, address, port), encode(method, target, header_block(headers), body))
 
 
 def header_block(headers: Mapping[str, str]) -> str:
@@ -219,7 +232,7 @@ class WirePool:
         if deadlines is None or deadlines.loop is not loop:
             deadlines = self._deadlines = _Deadlines(loop)
         deadline = loop.time() + timeout_s
-        key = (request.scheme, request.host, request.address, request.port)
+        key = request.key
         host = self._hosts.get(key)
         if host is None:
             host = self._hosts[key] = _Host(self._max_per_key)
