@@ -7,7 +7,8 @@ The target is ``punctual.bench.target`` (another process, 127.0.0.1, 204 at once
 the rest queue for them, as in a burst), with the request built at the call or ahead of it
 (``prebuild``, as for pre-leased runs), unsigned or signed with the embedded engine's keys.
 Reported per call, the best of ``--rounds``: wall time, and the process's CPU time (what issue 9's
-budget counts; the target's process is not included). Figures are in docs/decisions.md.
+budget counts; the target's process is not included). The collector runs with the worker's
+settings (``collect_rarely``) unless ``--default-gc``. Figures are in docs/decisions.md.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from punctual.execution.targets.aio import AsyncTargets
 from punctual.execution.targets.policy import TargetPolicy
 from punctual.model import Job, Run, RunState
 from punctual.port import Keys
+from punctual.runtime.process import collect_rarely
 
 
 async def measure(
@@ -69,6 +71,7 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=10_000)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--profile", action="store_true", help="cProfile the last round of each case")
+    parser.add_argument("--default-gc", action="store_true", help="CPython's collector settings, not the worker's")
     args = parser.parse_args()
     import uvloop
 
@@ -89,6 +92,9 @@ def main() -> None:
             )
             for j in jobs
         ]
+
+        if not args.default_gc:
+            collect_rarely()  # as `punctual worker` does after start-up
 
         async def cases() -> None:
             for case_keys in (None, keys):

@@ -8,8 +8,9 @@ read the status, the headers and the first bytes of the body, never follow a red
 
 How: each connection is an ``asyncio.Protocol`` (:mod:`punctual.execution.targets.wire_parse`)
 that parses the answer as its bytes arrive and resolves one future per exchange, so a call costs
-one write and one wake-up; deadlines share one loop timer (:class:`_Deadlines`) instead of a timer
-(or an ``asyncio.timeout``) per call.
+one write and one wake-up, even when it queued for a connection (the call that frees one writes
+the next queued request on it); deadlines share one loop timer (:class:`_Deadlines`) instead of a
+timer (or an ``asyncio.timeout``) per call.
 
 What it guarantees (the rest of the HTTP target's rules live in ``punctual.execution.targets.http``):
 
