@@ -166,6 +166,37 @@ def test_the_checkpointer_waits_for_a_pause_in_writes_or_for_its_longest_wait(tm
     assert stream.due(first + 2.05)  # the oldest commit not copied is 2 s old
 
 
+def test_a_pass_that_left_frames_behind_is_tried_again_without_a_new_commit(tmp_path: Path) -> None:
+    # Given a reader that holds an old snapshot while the thread copies (PASSIVE copies only the
+    # frames no reader still needs)
+    db = Database(tmp_path / "k.db", shards=1)
+    db._checkpointer = Checkpointer(db.path, quiet_s=0.01)
+    reader = sqlite3.connect(db.path, isolation_level=None)
+    deadline = time.monotonic() + 10
+    try:
+        with db.write() as conn:
+            conn.execute("CREATE TABLE filler (x)")
+        reader.execute("BEGIN")
+        reader.execute("SELECT count(*) FROM filler").fetchone()  # the snapshot is taken here
+        with db.write() as conn:
+            for _ in range(20):
+                conn.execute("INSERT INTO filler VALUES (?)", ("x" * 3000,))
+        while db._checkpointer._not_before == 0.0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert db._checkpointer._not_before > 0.0  # a pass saw frames it could not copy
+        passes = db._checkpointer.checkpoints
+        # When the reader lets go, and nothing else is committed
+        reader.execute("COMMIT")
+        # Then a later pass copies the rest (bounded wait)
+        while db._checkpointer.checkpoints == passes and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert db._checkpointer.checkpoints > passes
+        assert db._checkpointer._dirty_since is None  # complete: nothing left to try again
+    finally:
+        reader.close()
+        db.close()
+
+
 def test_the_checkpointer_never_opens_sqlites_own_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # Closing a handle on the -shm or -wal file drops every POSIX lock the process holds on it, and
     # other processes then reset the WAL under this one's readers: a corrupt database (an earlier

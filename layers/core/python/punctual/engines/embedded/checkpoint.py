@@ -49,6 +49,9 @@ QUIET_S = 0.25
 # claim, ~15,000 pages/s) a pass copies up to ~75,000 pages, below the writers' own bound.
 MAX_WAIT_S = 5.0
 POLL_S = 0.05  # how often the thread looks
+# A pass that could not copy every frame (a reader still uses older pages, or another connection
+# was checkpointing) is tried again this much later, even if no commit follows.
+RETRY_S = 1.0
 
 
 class Checkpointer:
@@ -65,6 +68,7 @@ class Checkpointer:
         # monotonic times: the last commit, and the first commit not yet copied (None: none waits)
         self._last_write = 0.0
         self._dirty_since: float | None = None
+        self._not_before = 0.0  # no pass before this monotonic time (after an incomplete one)
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
@@ -94,7 +98,7 @@ class Checkpointer:
     def due(self, now: float) -> bool:
         """Whether a copy should start at monotonic time ``now``."""
         dirty_since = self._dirty_since
-        if dirty_since is None:
+        if dirty_since is None or now < self._not_before:
             return False
         return now - self._last_write >= self._quiet_s or now - dirty_since >= self._max_wait_s
 
@@ -126,9 +130,14 @@ class Checkpointer:
 
     def _checkpoint(self, conn: sqlite3.Connection) -> None:
         try:
-            busy, _log, copied = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+            busy, log, copied = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
         except sqlite3.Error as exc:  # e.g. the file was removed under us: the writers' fallback remains
             logger.debug("background checkpoint of %s failed: %s", self._path, exc)
             return
         if not busy and copied > 0:
             self.checkpoints += 1
+        if busy or copied < log:  # frames left behind: again in RETRY_S, commit or not
+            now = time.monotonic()
+            self._not_before = now + RETRY_S
+            if self._dirty_since is None:
+                self._dirty_since = now
