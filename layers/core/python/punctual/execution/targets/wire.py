@@ -184,6 +184,13 @@ class _Queued:
         self.owned = False
 
 
+def _retrieved(future: asyncio.Future[Any]) -> None:
+    """Mark an error the caller will not see (its task was cancelled just after the error was set)
+    as retrieved, so that asyncio does not log "Future exception was never retrieved"."""
+    if future.done() and not future.cancelled():
+        future.exception()
+
+
 _SLOT: Any = object()  # a queued call's future: "a slot is yours, find a connection"
 _STALE: Any = object()  # and: "the connection handed to you was stale: one fresh connection"
 
@@ -289,6 +296,7 @@ class WirePool:
             entry.connection.close()
             return _STALE
         except BaseException:  # cut (deadline, cancel) or failed: a slot handed over is passed on
+            _retrieved(entry.future)
             if entry.owned:
                 self._finish(host, entry.connection)
             raise
@@ -331,6 +339,9 @@ class WirePool:
         slot = deadlines.add(deadline, waiter)
         try:
             answer: Answer = await waiter
+        except BaseException:
+            _retrieved(waiter)
+            raise
         finally:
             deadlines.discard(slot, waiter)
         return answer
