@@ -35,9 +35,10 @@ def _number(value: int | None) -> str:
     return "null" if value is None else str(int(value))
 
 
-def _chunks(items: Sequence[Any]) -> Iterator[Sequence[Any]]:
-    for start in range(0, len(items), _CHUNK):
-        yield items[start : start + _CHUNK]
+def chunks(items: Sequence[Any], size: int = _CHUNK) -> Iterator[Sequence[Any]]:
+    """``items`` in slices of at most ``size`` (one SQL statement each)."""
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
 
 
 class BatchReads:
@@ -56,7 +57,7 @@ class BatchReads:
     def _jobs_by_id(self, columns_from: str, job_ids: Collection[str]) -> Iterator[Any]:
         """``SELECT <columns_from> WHERE job_id IN (...)`` for every distinct id, in chunks."""
         conn = self._db.connection()
-        for chunk in _chunks(list(dict.fromkeys(job_ids))):
+        for chunk in chunks(list(dict.fromkeys(job_ids))):
             marks = ", ".join("?" * len(chunk))
             yield from conn.execute(f"SELECT {columns_from} WHERE job_id IN ({marks})", chunk)
 
@@ -64,7 +65,7 @@ class BatchReads:
         held: set[tuple[str, int, str, int]] = set()
         conn = self._db.connection()
         running = RunState.RUNNING.value
-        for chunk in _chunks(holds):
+        for chunk in chunks(holds):
             keys = ", ".join("(?, ?)" for _ in chunk)
             params = [value for hold in chunk for value in (hold.job_id, hold.scheduled_at)]
             # a join, not "(job_id, scheduled_at) IN (VALUES ...)": SQLite plans that as a scan

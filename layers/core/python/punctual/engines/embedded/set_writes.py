@@ -17,9 +17,10 @@ path would have given. The contract tests prove both paths write the same run
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
+from punctual.engines.embedded.reads import chunks
 from punctual.model import MAX_ATTEMPTS_KEPT, RUN_TRANSITIONS, Overlap, Run, RunState
 from punctual.port import Finish, LeaseRequest
 
@@ -27,7 +28,7 @@ _CHUNK = 400  # rows per statement: 12 variables each, far below SQLite's bound
 
 RunKey = tuple[str, int]
 
-# rules.leased for a scheduled run (the per-run twin is runs._LEASE_SCHEDULED).
+# rules.leased for a scheduled run: the same fields in the columns and in the document, guarded by the state.
 _LEASE = (
     "WITH k(j, s, w, u, st) AS (VALUES {rows})"
     " UPDATE runs SET state = 'running', attempt = runs.attempt + 1, worker_id = k.w, lease_expires_at = k.u,"
@@ -97,15 +98,10 @@ def finish_held(conn: sqlite3.Connection, finishes: Sequence[Finish]) -> dict[Ru
 
 def _returned(conn: sqlite3.Connection, template: str, width: int, rows: list[tuple[Any, ...]]) -> dict[RunKey, Run]:
     written: dict[RunKey, Run] = {}
-    for chunk in _chunks(rows):
+    for chunk in chunks(rows, _CHUNK):
         marks = "(" + ", ".join("?" * width) + ")"
         params = [value for row in chunk for value in row]
         for (doc,) in conn.execute(template.format(rows=", ".join([marks] * len(chunk))), params):
             run = Run.model_validate_json(doc)
             written[(run.job_id, run.scheduled_at)] = run
     return written
-
-
-def _chunks(rows: list[tuple[Any, ...]]) -> Iterator[list[tuple[Any, ...]]]:
-    for start in range(0, len(rows), _CHUNK):
-        yield rows[start : start + _CHUNK]

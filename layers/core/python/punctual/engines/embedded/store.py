@@ -31,13 +31,13 @@ from punctual.engines.embedded.runs import (
     finish_all_in,
     finish_in,
     held,
+    lease_all_in,
     lease_in,
     load_run,
     run_row,
     save_run,
 )
 from punctual.engines.embedded.schema import DUE_COLUMNS, OPEN_STATES_SQL, RUN_EXPIRY_SQL, TERMINAL_STATES_SQL
-from punctual.engines.embedded.set_writes import lease_scheduled
 from punctual.engines.embedded.shards import EmbeddedShards
 from punctual.engines.embedded.tenants import EmbeddedTenants
 from punctual.errors import ConcurrentModification, InvalidCursor, JobAlreadyExists, JobNotFound, RunNotFound
@@ -49,7 +49,6 @@ from punctual.port import (
     DueJob,
     Finish,
     Hold,
-    LeaseOutcome,
     LeaseRequest,
     LeaseResult,
     Page,
@@ -283,13 +282,7 @@ class EmbeddedStore(EmbeddedShards, BatchReads, DependencyRows, EmbeddedTenants,
         if not requests:
             return []
         with self._db.write() as conn:
-            leased = lease_scheduled(conn, requests, worker_id, now)  # the common case, in one statement
-            return [
-                LeaseResult(LeaseOutcome.LEASED, run)
-                if (run := leased.pop((request.job_id, request.scheduled_at), None)) is not None
-                else lease_in(conn, request, worker_id, now)
-                for request in requests
-            ]
+            return lease_all_in(conn, requests, worker_id, now)
 
     def heartbeat_runs(self, beats: Sequence[Beat]) -> list[bool]:
         if not beats:
