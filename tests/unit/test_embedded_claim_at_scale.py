@@ -10,7 +10,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -135,10 +135,7 @@ def test_the_checkpointer_copies_the_wal_back(tmp_path: Path) -> None:
             for _ in range(40):
                 conn.execute("INSERT INTO filler VALUES (?)", ("x" * 3000,))
         # Then the thread copies them back (bounded wait)
-        deadline = time.monotonic() + 10
-        while db._checkpointer.checkpoints == 0 and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert db._checkpointer.checkpoints >= 1
+        assert _within_10_s(lambda: db._checkpointer.checkpoints >= 1)
     finally:
         db.close()
     assert _frames_waiting(db.path) == 0
@@ -172,7 +169,6 @@ def test_a_pass_that_left_frames_behind_is_tried_again_without_a_new_commit(tmp_
     db = Database(tmp_path / "k.db", shards=1)
     db._checkpointer = Checkpointer(db.path, quiet_s=0.01)
     reader = sqlite3.connect(db.path, isolation_level=None)
-    deadline = time.monotonic() + 10
     try:
         with db.write() as conn:
             conn.execute("CREATE TABLE filler (x)")
@@ -181,16 +177,12 @@ def test_a_pass_that_left_frames_behind_is_tried_again_without_a_new_commit(tmp_
         with db.write() as conn:
             for _ in range(20):
                 conn.execute("INSERT INTO filler VALUES (?)", ("x" * 3000,))
-        while db._checkpointer._not_before == 0.0 and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert db._checkpointer._not_before > 0.0  # a pass saw frames it could not copy
+        assert _within_10_s(lambda: db._checkpointer._not_before > 0.0)  # a pass saw frames it could not copy
         passes = db._checkpointer.checkpoints
         # When the reader lets go, and nothing else is committed
         reader.execute("COMMIT")
         # Then a later pass copies the rest (bounded wait)
-        while db._checkpointer.checkpoints == passes and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert db._checkpointer.checkpoints > passes
+        assert _within_10_s(lambda: db._checkpointer.checkpoints > passes)
         assert db._checkpointer._dirty_since is None  # complete: nothing left to try again
     finally:
         reader.close()
@@ -219,13 +211,20 @@ def test_the_checkpointer_never_opens_sqlites_own_files(tmp_path: Path, monkeypa
         with db.write() as conn:
             conn.execute("CREATE TABLE filler (x)")
             conn.execute("INSERT INTO filler VALUES (?)", ("x" * 3000,))
-        deadline = time.monotonic() + 10
-        while db._checkpointer.checkpoints == 0 and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert db._checkpointer.checkpoints >= 1
+        assert _within_10_s(lambda: db._checkpointer.checkpoints >= 1)
     finally:
         db.close()
     assert opened == []
+
+
+def _within_10_s(condition: Callable[[], bool]) -> bool:
+    """Whether ``condition`` holds within 10 s (polled; bounded, as every wait of these tests)."""
+    deadline = time.monotonic() + 10
+    while not condition():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.01)
+    return True
 
 
 def _guard_os_open(real: Any, opened: list[str]) -> Any:
