@@ -22,7 +22,7 @@ import pytest
 from punctual import ids
 from punctual.clock import ManualClock, SystemClock
 from punctual.config import Settings
-from punctual.engines.embedded import EmbeddedEngine, store
+from punctual.engines.embedded import EmbeddedEngine, schema, stats, store
 from punctual.engines.embedded.db import Database
 from punctual.errors import ConfigError
 from punctual.model import HttpTarget, Job, JobStatus, Run
@@ -114,6 +114,27 @@ def test_due_and_reaper_queries_use_their_partial_indexes(engine: EmbeddedEngine
     assert "COVERING INDEX jobs_due" in plan(store._DUE_FIRST, (0, NOW, 10))
     assert "COVERING INDEX jobs_due" in plan(store._DUE_AFTER, (0, NOW, 10, NOW, "job_x"))
     assert "INDEX runs_open (deadline_at<?)" in plan(store._PAST_DEADLINE, (NOW, NOW, 10))
+    # Retention and stats read their terminal runs through their partial indexes too
+    assert "INDEX runs_expired" in plan(store._PURGE_RUNS, (NOW // 1000, 10))
+    assert "INDEX runs_stats (owner=?" in plan(stats._AGGREGATE, ("alice", NOW, NOW + 60_000))
+
+
+def test_a_v6_file_gets_the_run_indexes_spelled_without_in_lists(tmp_path: Path) -> None:
+    # Given a file as version 6 left it (partial indexes on runs with "state IN (...)")
+    with sqlite3.connect(tmp_path / "p.db") as conn:
+        for step in schema.MIGRATIONS[:6]:
+            for statement in step:
+                conn.execute(statement)
+        conn.execute("INSERT INTO meta (key, value) VALUES ('shards', '1')")
+        conn.execute("PRAGMA user_version = 6")
+    # When it is opened
+    Database(tmp_path / "p.db", shards=1).close()
+    # Then every index is the current one: no IN list left (each cost an ephemeral table per update)
+    with sqlite3.connect(tmp_path / "p.db") as conn:
+        indexes = dict(conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL"))
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == schema.SCHEMA_VERSION
+    assert indexes == schema.current_indexes()
+    assert not any(" IN (" in sql for name, sql in indexes.items() if name.startswith("runs_"))
 
 
 def test_file_is_wal_and_refuses_another_shard_count(tmp_path: Path, clock: ManualClock) -> None:

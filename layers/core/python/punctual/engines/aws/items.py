@@ -27,7 +27,7 @@ from typing import Any, TypeGuard
 from punctual import ids, rules
 from punctual.errors import InvalidCursor
 from punctual.model import Attempt, Catchup, Job, JobStatus, Overlap, Run, RunState
-from punctual.model.stored import STORED
+from punctual.model.stored import StoredReader
 from punctual.port import Alert, DueJob, ShardLease
 
 Item = dict[str, Any]  # a low-level attribute map
@@ -35,6 +35,7 @@ Key = dict[str, Any]
 
 SHARD_PK = "shard"
 _DAY_S = 86_400
+_JOBS = StoredReader(Job)  # stored jobs are parsed without the checks that only refuse input
 
 
 # -- scalar codecs ---------------------------------------------------------------------------------
@@ -175,7 +176,7 @@ def item_to_job(item: Item) -> Job:
         "updated_at": get_n(item, "updated_at"),
         "version": get_n(item, "version"),
     }
-    return Job.model_validate(data, context=STORED)
+    return _JOBS.python(data)
 
 
 def item_to_due_job(item: Item) -> DueJob:

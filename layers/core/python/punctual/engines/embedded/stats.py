@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from punctual.engines.embedded.schema import RUN_COUNTED_AT_SQL, RUN_LATENESS_SQL, TERMINAL_STATES_SQL
+from punctual.engines.embedded.schema import RUN_COUNTED_AT_SQL, RUN_LATENESS_SQL, TERMINAL_RUN_SQL
 from punctual.model import RunState
 from punctual.runs.stats import LATENESS_BOUNDS_MS, MINUTE_MS, RunStats
 
@@ -24,7 +24,7 @@ _BUCKET = (
 _AGGREGATE = (
     "WITH done AS MATERIALIZED ("
     f" SELECT {RUN_COUNTED_AT_SQL} AS counted, state, {RUN_LATENESS_SQL} AS late"
-    f" FROM runs INDEXED BY runs_stats WHERE owner = ? AND state IN {TERMINAL_STATES_SQL}"
+    f" FROM runs INDEXED BY runs_stats WHERE owner = ? AND {TERMINAL_RUN_SQL}"
     f" AND {RUN_COUNTED_AT_SQL} >= ? AND {RUN_COUNTED_AT_SQL} < ?)"
     f" SELECT counted - counted % {MINUTE_MS} AS minute, state, {_BUCKET} AS bucket, count(*)"
     " FROM done GROUP BY minute, state, bucket"

@@ -37,7 +37,7 @@ from punctual.engines.embedded.runs import (
     run_row,
     save_run,
 )
-from punctual.engines.embedded.schema import DUE_COLUMNS, OPEN_STATES_SQL, RUN_EXPIRY_SQL, TERMINAL_STATES_SQL
+from punctual.engines.embedded.schema import DUE_COLUMNS, OPEN_RUN_SQL, RUN_EXPIRY_SQL, TERMINAL_RUN_SQL
 from punctual.engines.embedded.shards import EmbeddedShards
 from punctual.engines.embedded.tenants import EmbeddedTenants
 from punctual.errors import ConcurrentModification, InvalidCursor, JobAlreadyExists, JobNotFound, RunNotFound
@@ -101,13 +101,13 @@ _INSERT_RUN = (
 
 _PURGE_RUNS = (
     "DELETE FROM runs WHERE (job_id, scheduled_at) IN (SELECT job_id, scheduled_at FROM runs"
-    f" WHERE state IN {TERMINAL_STATES_SQL} AND {RUN_EXPIRY_SQL} < ? LIMIT ?)"
+    f" WHERE {TERMINAL_RUN_SQL} AND {RUN_EXPIRY_SQL} < ? LIMIT ?)"
 )
 _PURGE_JOBS = (
     "DELETE FROM jobs WHERE job_id IN (SELECT job_id FROM jobs WHERE status = 'deleted' AND updated_at < ? LIMIT ?)"
 )
 _PAST_DEADLINE = (
-    f"SELECT doc FROM runs INDEXED BY runs_open WHERE state IN {OPEN_STATES_SQL}"
+    f"SELECT doc FROM runs INDEXED BY runs_open WHERE {OPEN_RUN_SQL}"
     " AND deadline_at < ? AND scheduled_at <= ? ORDER BY deadline_at LIMIT ?"
 )
 
