@@ -15,11 +15,13 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from punctual.execution import batch
 from punctual.execution.options import ExecutionOptions, Outcome
-from punctual.execution.targets.aio import AsyncTargetExecutor, Prebuilding
+from punctual.execution.targets.aio import AsyncTargetExecutor, Calling, Cancellable, Prebuilding, Reply, task_replied
+from punctual.model import Job, Run
 
 logger = logging.getLogger(__name__)
 
@@ -51,13 +53,15 @@ class LoopState:
     ) -> None:
         self.loop, self.executor, self.targets = loop, executor, targets
         self.urgent, self.receiving = urgent, receiving  # pools of their own: the instant's work, receives
-        self.starting = 0  # attempts created whose coroutine has not begun yet (the settle loop waits)
-        self.started = asyncio.Event()
+        # how an attempt starts: by callback where the targets can (no task per call), else a task
+        self.call: Start = targets.call if isinstance(targets, Calling) else _InTask(targets)
         self.instants: dict[int, Instant] = {}  # pre-leased runs waiting for their instant
         self.in_flight = 0  # deliveries received and not yet settled
         self.reserved = 0  # room claimed by receives in progress
         self.room = asyncio.Event()
-        self.done: asyncio.Queue[tuple[batch.Done, asyncio.Future[Settled]]] = asyncio.Queue()
+        # attempts done and not yet settled, and the settle loop's wake-up (a list: no queue per item)
+        self.done: list[tuple[batch.Done, asyncio.Future[Settled]]] = []
+        self.settle = asyncio.Event()
         self.running: dict[int, Running] = {}
         self.tasks: set[asyncio.Task[None]] = set()  # strong references: the loop keeps only weak ones
 
@@ -79,11 +83,30 @@ class Instant:
 
 @dataclass(slots=True)
 class Running:
+    """An attempt whose target call is in flight: what its heartbeats need, and how to cut it."""
+
     leased: batch.Leased
-    task: asyncio.Task[Any] | None
+    future: asyncio.Future[Settled]  # the delivery's
+    started: int  # epoch ms
     next_beat: float
     interval: float
+    call: Cancellable | None = None
     lost: bool = False
+
+
+Start = Callable[[Job, Run, int, float, Reply], Cancellable]
+
+
+class _InTask:
+    """Starts attempts of targets that only have ``execute`` (test doubles, say): a task each."""
+
+    def __init__(self, targets: AsyncTargetExecutor) -> None:
+        self.targets = targets
+
+    def __call__(self, job: Job, run: Run, attempt: int, timeout_s: float, reply: Reply) -> Cancellable:
+        task = asyncio.ensure_future(self.targets.execute(job, run, attempt, timeout_s))
+        task.add_done_callback(partial(task_replied, reply))
+        return task
 
 
 @contextlib.contextmanager
@@ -116,6 +139,6 @@ async def beat_loop(state: LoopState, port: batch.Port, options: ExecutionOption
         for running, ok in zip(due, alive, strict=True):
             if ok:
                 running.next_beat = now + running.interval
-            elif running.task is not None:
+            elif running.call is not None:
                 running.lost = True
-                running.task.cancel()
+                running.call.cancel()

@@ -44,6 +44,7 @@ from punctual.execution.loop import Instant, LoopState, Running, Settled, Tuning
 from punctual.execution.options import RUN_METRICS, ExecutionOptions, Outcome
 from punctual.execution.targets.aio import AsyncTargetExecutor, AsyncTargets, Prebuilding
 from punctual.execution.targets.policy import TargetPolicy
+from punctual.execution.targets.types import TargetResult
 from punctual.metrics import Metrics
 from punctual.port import Delivery, Engine, Queue
 from punctual.runs.alerts import Alerter, LogAlerter
@@ -110,7 +111,6 @@ class Worker:
         )
         self.outcomes: Counter[Outcome] = Counter()  # what deliveries came to, for tests and metrics
         self.errors = 0  # deliveries whose batch raised (their messages come back after the visibility timeout)
-        self._lock = threading.Lock()
         self._state: LoopState | None = None
 
     # -- entry points ---------------------------------------------------------------------------
@@ -257,11 +257,8 @@ class Worker:
             if prepared is not None:
                 leased.extend(prepared.leased)
         state = self._require_state()
-        state.starting += len(leased)
-        for one in leased:
-            task = asyncio.create_task(self._attempt(one, futures[one.delivery.receipt]))
-            state.tasks.add(task)
-            task.add_done_callback(state.tasks.discard)
+        for one in leased:  # each call written (or queued for a connection) now, before anything else runs
+            self._start(state, one, futures[one.delivery.receipt])
 
     async def _recheck_at(self, not_before: int, held: list[batch.Leased]) -> dict[str, batch.Leased | Settled]:
         """At ``not_before``, :func:`batch.recheck` of every run pre-leased for that instant, in one
@@ -327,69 +324,86 @@ class Worker:
 
     # -- execute ------------------------------------------------------------------------------
 
-    async def _attempt(self, leased: batch.Leased, future: asyncio.Future[Settled]) -> None:
-        state = self._require_state()
-        state.starting -= 1
-        if not state.starting:
-            state.started.set()
+    def _start(self, state: LoopState, leased: batch.Leased, future: asyncio.Future[Settled]) -> None:
+        """Start one attempt's target call; :meth:`_answered` hears how it ended (no task per run)."""
         started = self.clock.now_ms()
         run = leased.run
         if self.metrics is not None and run.attempt == 1:  # a retry starts at its backoff, not its instant
             self.metrics.observe(m.START_LATENESS_MS, max(0, started - run.scheduled_at))
         if not leased.may_execute:  # earlier attempts lost their workers and used up the retries
-            state.done.put_nowait((batch.Done(leased, None, started, started), future))
+            self._done(state, batch.Done(leased, None, started, started), future)
             return
         interval = max(leased.lease_ms / 3000, self.options.min_heartbeat_s)
-        running = Running(leased, asyncio.current_task(), time.monotonic() + interval, interval)
-        key = id(running)
-        state.running[key] = running
-        try:
-            result = await state.targets.execute(
-                leased.job, leased.run, leased.run.attempt, float(leased.job.timeout_s)
-            )
-        except asyncio.CancelledError:
-            if running.lost:  # the heartbeat found the lease lost: abandon, write nothing
-                logger.warning("run %s attempt %d: lease lost while running", leased.run.run_id, leased.run.attempt)
-                self._resolve(future, Outcome.LEASE_LOST)
-                return
-            raise
-        finally:
-            state.running.pop(key, None)
-        state.done.put_nowait((batch.Done(leased, result, started, self.clock.now_ms()), future))
+        running = Running(leased, future, started, time.monotonic() + interval, interval)
+        state.running[id(running)] = running
+        job = leased.job
+        running.call = state.call(job, run, run.attempt, float(job.timeout_s), partial(self._answered, state, running))
+
+    def _answered(self, state: LoopState, running: Running, result: TargetResult | BaseException) -> None:
+        """An attempt's target call ended: its run is settled with the others done by then, or
+        abandoned if the heartbeat found its lease lost meanwhile (nothing is written)."""
+        state.running.pop(id(running), None)
+        leased = running.leased
+        if running.lost:
+            logger.warning("run %s attempt %d: lease lost while running", leased.run.run_id, leased.run.attempt)
+            self._resolve(running.future, Outcome.LEASE_LOST)
+        elif isinstance(result, BaseException):  # the targets broke their promise: the message is left alone
+            if not isinstance(result, asyncio.CancelledError):
+                logger.error("run %s: the target call raised", leased.run.run_id, exc_info=result)
+            self._resolve(running.future, result)
+        else:
+            self._done(state, batch.Done(leased, result, running.started, self.clock.now_ms()), running.future)
+
+    def _done(self, state: LoopState, done: batch.Done, future: asyncio.Future[Settled]) -> None:
+        state.done.append((done, future))
+        state.settle.set()
 
     async def _settle_loop(self, state: LoopState) -> None:
         """Finish and acknowledge done attempts, as many per call as have accumulated."""
+        pending = state.done
+        limit = self.tuning.settle_batch
         while True:
-            items = [await state.done.get()]
-            if state.starting:  # runs are being started: their target calls go first, the finishes after
-                state.started.clear()
-                await state.started.wait()
-            while len(items) < self.tuning.settle_batch and not state.done.empty():
-                items.append(state.done.get_nowait())
-            try:
-                outcomes: list[Settled] = list(await self._blocking(batch.settle, self.port, [d for d, _ in items]))
-            except Exception as exc:  # their leases expire and the runs are taken over
-                logger.exception("could not settle a batch of %d runs", len(items))
-                outcomes = [exc] * len(items)
-            for (_, future), settled in zip(items, outcomes, strict=True):
-                self._resolve(future, settled)
+            await state.settle.wait()
+            state.settle.clear()
+            while pending:
+                items = pending[:limit]
+                del pending[:limit]
+                try:
+                    settle = partial(batch.settle, self.port, [done for done, _ in items])
+                    outcomes: list[Settled] = list(await state.loop.run_in_executor(state.executor, settle))
+                except Exception as exc:  # their leases expire and the runs are taken over
+                    logger.exception("could not settle a batch of %d runs", len(items))
+                    outcomes = [exc] * len(items)
+                self._resolve_all(state, [future for _, future in items], outcomes)
 
     # -- helpers ------------------------------------------------------------------------------
 
     def _resolve(self, future: asyncio.Future[Settled], settled: Settled) -> None:
-        if future.done():
-            return
-        future.set_result(settled)
-        state = self._require_state()
-        state.in_flight -= 1
-        state.room.set()
-        with self._lock:
-            if isinstance(settled, Outcome):
-                self.outcomes[settled] += 1
+        self._resolve_all(self._require_state(), [future], [settled])
+
+    def _resolve_all(self, state: LoopState, futures: list[asyncio.Future[Settled]], settled: list[Settled]) -> None:
+        """Resolve each delivery's future with how it settled, and count the outcomes (once per batch)."""
+        outcomes: list[Outcome] = []
+        resolved = errors = 0
+        for future, one in zip(futures, settled, strict=True):
+            if future.done():
+                continue
+            future.set_result(one)
+            resolved += 1
+            if isinstance(one, Outcome):
+                outcomes.append(one)
             else:
-                self.errors += 1
-        if self.metrics is not None and isinstance(settled, Outcome) and settled in RUN_METRICS:
-            self.metrics.count(RUN_METRICS[settled])
+                errors += 1
+        if not resolved:
+            return
+        state.in_flight -= resolved
+        state.room.set()
+        self.outcomes.update(outcomes)
+        self.errors += errors
+        if self.metrics is not None:
+            for outcome, count in Counter(outcomes).items():
+                if outcome in RUN_METRICS:
+                    self.metrics.count(RUN_METRICS[outcome], count)
 
     async def _blocking(self, fn: Callable[..., T], *args: Any, urgent: bool = False) -> T:
         state = self._require_state()

@@ -15,9 +15,10 @@ import asyncio
 import ipaddress
 import logging
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import Protocol, runtime_checkable
 
 import httpx
@@ -42,6 +43,20 @@ class AsyncTargetExecutor(Protocol):
     def close(self) -> None:
         """Release connections (the worker's loop is ending)."""
         ...
+
+
+Reply = Callable[[TargetResult | BaseException], None]  # an attempt's result, or what ended it
+
+
+class Cancellable(Protocol):
+    def cancel(self) -> object: ...
+
+
+@runtime_checkable
+class Calling(Protocol):
+    """Targets that execute an attempt by callback (:meth:`AsyncTargets.call`): no task per call."""
+
+    def call(self, job: Job, run: Run, attempt: int, timeout_s: float, reply: Reply) -> Cancellable: ...
 
 
 @runtime_checkable
@@ -80,49 +95,83 @@ class AsyncTargets:
 
     async def execute(self, job: Job, run: Run, attempt: int, timeout_s: float) -> TargetResult:
         """Execute one attempt within ``timeout_s``. Never raises: an unexpected error becomes a
-        retryable failure (as :meth:`Targets.execute`).
-
-        An HTTP attempt to a literal address (or built ahead, :meth:`prebuild`) awaits the pool
-        directly: one coroutine of ours per call in flight, since each one that lives across the
-        await is a container the cyclic garbage collector walks (thousands are in flight)."""
+        retryable failure (as :meth:`Targets.execute`)."""
         if timeout_s <= 0:
             return timed_out(0)
-        request = None
+        request = self._ready(job, run, attempt)
+        if request is None:
+            return await self._unready(job, run, attempt, timeout_s)
+        try:
+            answer = await self._pool.send(request, timeout_s=timeout_s, excerpt_bytes=http.EXCERPT_BYTES)
+        except Exception as exc:
+            return _failure(exc, job, timeout_s)
+        return _result(answer)
+
+    def call(self, job: Job, run: Run, attempt: int, timeout_s: float, reply: Reply) -> Cancellable:
+        """:meth:`execute` by callback: ``reply`` gets the result (never from within this method),
+        or ``asyncio.CancelledError`` once the call returned was cancelled.
+
+        An HTTP attempt built ahead (:meth:`prebuild`) or to a literal address, the common case,
+        is written at once (or queued for a connection) and answered by the pool's callbacks, with
+        no task or coroutine of its own; anything else runs :meth:`execute` in a task."""
+        request = self._ready(job, run, attempt) if timeout_s > 0 else None
+        if request is None:
+            task = asyncio.ensure_future(self.execute(job, run, attempt, timeout_s))
+            task.add_done_callback(partial(task_replied, reply))
+            return task
+        replied = partial(_replied, reply, job, timeout_s)
+        return self._pool.call(request, timeout_s=timeout_s, excerpt_bytes=http.EXCERPT_BYTES, reply=replied)
+
+    def _ready(self, job: Job, run: Run, attempt: int) -> Request | None:
+        """The request of an HTTP attempt built ahead (for the job's current version) or to a
+        literal address the policy allows; None for everything else, which :meth:`_unready` handles
+        (names are resolved off the loop; errors become results there)."""
+        target = job.target
+        if not isinstance(target, HttpTarget):
+            return None
         if self._prebuilt:
             built = self._prebuilt.pop((run.run_id, attempt), None)
             if built is not None and built[0] == job.version:  # unchanged job: as built
-                request = built[1]
+                return built[1]
         try:
-            if request is None:
-                try:
-                    # KNOWN LIMIT: on the aws engine the first use per owner and secret in a process
-                    # makes one KMS call on the loop (cached afterwards); running it in the blocking
-                    # pool instead made leases expire in tests/faults/test_worker_kill.py, not yet
-                    # understood. ``Keys.at_hand`` tells the two cases apart for that follow-up.
-                    invocation = Invocation.of(job, run, attempt, self.keys)
-                except ValueError as exc:  # a secret sealed under another key: retrying cannot fix it
-                    return failed(f"a secret header of the job does not open: {exc}", retryable=False)
-                except Exception as exc:  # KMS unavailable: transient
-                    return failed(f"cannot open the job's secrets: {type(exc).__name__}", retryable=True)
-                target = job.target
-                if not isinstance(target, HttpTarget):
-                    return await self._blocking_kind(job, run, attempt, timeout_s)
-                url = _parse(target.url)
-                if not url.literal:
-                    return await self._resolved(target, invocation, url, timeout_s)
-                # no DNS: the verdict on a literal address never changes, so it is kept
-                address, refusal = _literal_verdict(url.host, url.port, self.policy)
-                if address is None:
-                    return failed(f"refused by the target policy: {refusal}", retryable=False)
-                request = _request(target, invocation, url, address)
+            url = _parse(target.url)
+            if not url.literal:
+                return None
+            # no DNS: the verdict on a literal address never changes, so it is kept
+            address, _ = _literal_verdict(url.host, url.port, self.policy)
+            if address is None:
+                return None
+            # KNOWN LIMIT: on the aws engine the first use per owner and secret in a process
+            # makes one KMS call on the loop (cached afterwards); running it in the blocking
+            # pool instead made leases expire in tests/faults/test_worker_kill.py, not yet
+            # understood. ``Keys.at_hand`` tells the two cases apart for that follow-up.
+            invocation = Invocation.of(job, run, attempt, self.keys)
+            return _request(target, invocation, url, address)
+        except Exception:  # _unready meets the same problem and answers it
+            return None
+
+    async def _unready(self, job: Job, run: Run, attempt: int, timeout_s: float) -> TargetResult:
+        """An attempt :meth:`_ready` left: another kind, a name to resolve, or one that fails."""
+        try:
+            try:
+                invocation = Invocation.of(job, run, attempt, self.keys)
+            except ValueError as exc:  # a secret sealed under another key: retrying cannot fix it
+                return failed(f"a secret header of the job does not open: {exc}", retryable=False)
+            except Exception as exc:  # KMS unavailable: transient
+                return failed(f"cannot open the job's secrets: {type(exc).__name__}", retryable=True)
+            target = job.target
+            if not isinstance(target, HttpTarget):
+                return await self._blocking_kind(job, run, attempt, timeout_s)
+            url = _parse(target.url)
+            if not url.literal:
+                return await self._resolved(target, invocation, url, timeout_s)
+            address, refusal = _literal_verdict(url.host, url.port, self.policy)
+            if address is None:
+                return failed(f"refused by the target policy: {refusal}", retryable=False)
+            request = _request(target, invocation, url, address)
             answer = await self._pool.send(request, timeout_s=timeout_s, excerpt_bytes=http.EXCERPT_BYTES)
-        except TimeoutError:
-            return timed_out(round(timeout_s, 3))
-        except (WireError, OSError) as exc:
-            return failed(f"{type(exc).__name__}: {exc}", retryable=True)
-        except Exception as exc:  # a target must never take the worker down
-            logger.exception("target %s of job %s raised", job.target.type, job.id)
-            return failed(f"{type(exc).__name__}: {exc}", retryable=True)
+        except Exception as exc:
+            return _failure(exc, job, timeout_s)
         return _result(answer)
 
     def close(self) -> None:
@@ -188,6 +237,35 @@ class AsyncTargets:
         except (WireError, OSError) as exc:
             return failed(f"{type(exc).__name__}: {exc}", retryable=True)
         return _result(answer)
+
+
+def _failure(exc: Exception, job: Job, timeout_s: float) -> TargetResult:
+    """What an error of an attempt's call comes to (a target must never take the worker down)."""
+    if isinstance(exc, TimeoutError):
+        return timed_out(round(timeout_s, 3))
+    if isinstance(exc, (WireError, OSError)):
+        return failed(f"{type(exc).__name__}: {exc}", retryable=True)
+    logger.error("target %s of job %s raised", job.target.type, job.id, exc_info=exc)
+    return failed(f"{type(exc).__name__}: {exc}", retryable=True)
+
+
+def _replied(reply: Reply, job: Job, timeout_s: float, outcome: Answer | BaseException) -> None:
+    """The pool's reply to :meth:`AsyncTargets.call`, as a result."""
+    if isinstance(outcome, Exception):
+        reply(_failure(outcome, job, timeout_s))
+    elif isinstance(outcome, BaseException):  # cancelled
+        reply(outcome)
+    else:
+        reply(_result(outcome))
+
+
+def task_replied(reply: Reply, task: asyncio.Future[TargetResult]) -> None:
+    """The reply of an attempt that ran :meth:`AsyncTargetExecutor.execute` in a task."""
+    if task.cancelled():
+        reply(asyncio.CancelledError())
+    else:
+        error = task.exception()
+        reply(task.result() if error is None else error)
 
 
 def _result(answer: Answer) -> TargetResult:

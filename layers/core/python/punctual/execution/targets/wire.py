@@ -39,12 +39,13 @@ import asyncio
 import heapq
 import ssl
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from functools import partial
 from typing import Any, NamedTuple
 
 from punctual.execution.targets.wire_parse import MAX_HEAD_BYTES, Answer, Connection, StaleConnection, WireError
 
-__all__ = ["MAX_HEAD_BYTES", "Answer", "Request", "WireError", "WirePool", "encode", "header_block"]
+__all__ = ["MAX_HEAD_BYTES", "Answer", "Call", "Request", "WireError", "WirePool", "encode", "header_block"]
 
 PoolKey = tuple[str, str, str, int]
 
@@ -171,17 +172,152 @@ class _Deadlines:
             self._arm(slots[0])
 
 
-class _Queued:
-    """A call waiting for a connection of its key; ``owned`` once a slot was handed to it."""
+Reply = Callable[[Any], None]  # given the call's Answer, or the error that ended it
 
-    __slots__ = ("connection", "future", "limit", "owned", "request")
 
-    def __init__(self, request: Request, limit: int, future: asyncio.Future[Any]) -> None:
+class Call:
+    """One call of :meth:`WirePool.call`, driven by the callbacks of the futures it waits on.
+
+    On the common paths (a free slot with an idle connection, or a connection handed over by the
+    call before it) a call has no task of its own: its request is written at once and the answer's
+    future calls back, so a call costs one future and one callback. Only connecting runs in a task.
+    ``reply`` gets the :class:`Answer`, or the error (``TimeoutError``, :class:`WireError`,
+    ``OSError``; ``asyncio.CancelledError`` once :meth:`cancel` cut it), exactly once.
+    """
+
+    __slots__ = (
+        "_deadlines",
+        "_host",
+        "_pool",
+        "_reply",
+        "_reused",
+        "_slot",
+        "_waiting",
+        "cancelled",
+        "connection",
+        "deadline",
+        "future",
+        "limit",
+        "owned",
+        "request",
+    )
+
+    def __init__(  # noqa: PLR0917 - built in one place, per call: positional is cheaper
+        self,
+        pool: WirePool,
+        host: _Host,
+        deadlines: _Deadlines,
+        request: Request,
+        limit: int,
+        deadline: float,
+        reply: Reply,
+    ) -> None:
+        self._pool = pool
+        self._host = host
+        self._deadlines = deadlines
+        self._reply = reply
         self.request = request
         self.limit = limit
-        self.future = future  # resolved with its Answer, or with _SLOT (a slot but no connection)
-        self.connection: Connection | None = None  # the connection its request was sent on for it
-        self.owned = False
+        self.deadline = deadline
+        self.future: asyncio.Future[Any] | None = None  # while queued: its Answer, or _SLOT (a slot, no connection)
+        self.connection: Connection | None = None  # the connection its request was sent on
+        self.owned = False  # one of the key's slots is this call's: passed on when the call ends
+        self.cancelled = False
+        self._waiting: asyncio.Future[Any] | None = None  # what cancel() cuts: a future or the connect task
+        self._reused = False  # the connection was idle in the pool (the server may have closed it)
+        self._slot = 0  # the deadline slot of the future it waits on
+
+    def cancel(self) -> None:
+        """Cut the call: its connection is closed, its slot passed on, its reply gets
+        ``CancelledError`` (unless its answer was in already)."""
+        self.cancelled = True
+        if self._waiting is not None:
+            self._waiting.cancel()
+
+    def _start(self, *, reuse: bool) -> None:
+        """The slot is this call's: an idle connection of the key if ``reuse``, else a new one."""
+        idle = self._host.idle
+        while reuse and idle:
+            connection = idle.pop()
+            if connection.usable():
+                self._send_on(connection, reused=True)
+                return
+            connection.close()
+        connecting = self._waiting = asyncio.ensure_future(self._pool._connect(self.request, self.deadline))
+        connecting.add_done_callback(self._on_connected)
+
+    def _send_on(self, connection: Connection, *, reused: bool) -> None:
+        self.connection = connection
+        self._reused = reused
+        request = self.request
+        waiter = self._waiting = connection.exchange(request.data, request.method == "HEAD", self.limit)
+        self._slot = self._deadlines.add(self.deadline, waiter)
+        waiter.add_done_callback(self._on_answer)
+
+    def _on_connected(self, connecting: asyncio.Future[Connection]) -> None:
+        error = _error_of(connecting)
+        if error is None and self.cancelled:  # connected just as it was cut
+            connecting.result().close()
+            error = asyncio.CancelledError()
+        if error is not None:
+            self._end(error)
+        else:
+            self._send_on(connecting.result(), reused=False)
+
+    def _on_answer(self, waiter: asyncio.Future[Any]) -> None:
+        self._deadlines.discard(self._slot, waiter)
+        error = _error_of(waiter)
+        if error is None:
+            self._end(waiter.result())
+        elif isinstance(error, StaleConnection):
+            self._stale(retry=self._reused)
+        else:
+            self._end(error)
+
+    def _on_queued(self, future: asyncio.Future[Any]) -> None:
+        self._deadlines.discard(self._slot, future)
+        error = _error_of(future)
+        if error is None:
+            answer = future.result()
+            if answer is not _SLOT:  # a connection was handed over and carried the request
+                self._end(answer)
+            elif self.cancelled:
+                self._end(asyncio.CancelledError())
+            else:
+                self._start(reuse=True)
+        elif isinstance(error, StaleConnection):  # the connection handed over was stale
+            self._stale(retry=True)
+        else:
+            self._end(error)  # cut (deadline, cancel) or failed: a slot handed over is passed on
+
+    def _stale(self, *, retry: bool) -> None:
+        """The server closed the connection before any byte of the answer: once more on a new
+        connection if it had been idle (``retry``), else an error."""
+        assert self.connection is not None
+        self.connection.close()
+        self.connection = None
+        if self.cancelled:
+            self._end(asyncio.CancelledError())
+        elif retry:
+            self._start(reuse=False)
+        else:
+            self._end(WireError("the server closed the connection without an answer"))
+
+    def _end(self, outcome: Any) -> None:
+        """Pass the slot and the connection on (if this call holds them), then reply."""
+        if self.owned:
+            self.owned = False
+            self._pool._finish(self._host, self.connection)
+        self.connection = None
+        self._waiting = None
+        self._reply(outcome)
+
+
+def _error_of(future: asyncio.Future[Any]) -> BaseException | None:
+    """The error that ended ``future`` (marked retrieved), or None if it has a result."""
+    if future.cancelled():
+        return asyncio.CancelledError()
+    return future.exception()
 
 
 def _retrieved(future: asyncio.Future[Any]) -> None:
@@ -191,8 +327,19 @@ def _retrieved(future: asyncio.Future[Any]) -> None:
         future.exception()
 
 
+def _settle(future: asyncio.Future[Any], outcome: Any) -> None:
+    """A call's reply into the future :meth:`WirePool.send` awaits."""
+    if future.done():
+        return
+    if isinstance(outcome, asyncio.CancelledError):
+        future.cancel()
+    elif isinstance(outcome, BaseException):
+        future.set_exception(outcome)
+    else:
+        future.set_result(outcome)
+
+
 _SLOT: Any = object()  # a queued call's future: "a slot is yours, find a connection"
-_STALE: Any = object()  # and: "the connection handed to you was stale: one fresh connection"
 
 
 class _Host:
@@ -203,7 +350,7 @@ class _Host:
 
     def __init__(self, limit: int) -> None:
         self.free = limit
-        self.queue: deque[_Queued] = deque()
+        self.queue: deque[Call] = deque()
         self.idle: list[Connection] = []
 
 
@@ -213,9 +360,9 @@ class WirePool:
     ``tls`` is the context for https (certificates verified; the server name is the request's host).
 
     A call that finds no free slot queues. When an exchange ends with a reusable connection and a
-    call is queued, the next call's request is written on that connection at once and its task
-    wakes only when its answer is in (one wake-up per call, not one for the slot and one for the
-    answer); a connection that cannot be reused passes its slot on to the next call, which connects.
+    call is queued, the next call's request is written on that connection at once and that call
+    hears only of its answer (one wake-up per call, not one for the slot and one for the answer);
+    a connection that cannot be reused passes its slot on to the next call, which connects.
     """
 
     def __init__(
@@ -235,43 +382,37 @@ class WirePool:
 
         Raises ``TimeoutError`` (the deadline passed), :class:`WireError` or ``OSError``.
         """
+        answered: asyncio.Future[Answer] = asyncio.get_running_loop().create_future()
+        call = self.call(request, timeout_s=timeout_s, excerpt_bytes=excerpt_bytes, reply=partial(_settle, answered))
+        try:
+            return await answered
+        except asyncio.CancelledError:
+            _retrieved(answered)
+            call.cancel()
+            raise
+
+    def call(self, request: Request, *, timeout_s: float, excerpt_bytes: int, reply: Reply) -> Call:
+        """:meth:`send` by callback: ``reply`` gets the answer or the error (never from within this
+        method); the call returned can be cut (:meth:`Call.cancel`)."""
         loop = asyncio.get_running_loop()
         deadlines = self._deadlines
         if deadlines is None or deadlines.loop is not loop:
             deadlines = self._deadlines = _Deadlines(loop)
-        deadline = loop.time() + timeout_s
         key = request.key
         host = self._hosts.get(key)
         if host is None:
             host = self._hosts[key] = _Host(self._max_per_key)
-        reuse = True
+        call = Call(self, host, deadlines, request, excerpt_bytes, loop.time() + timeout_s, reply)
         if host.free > 0 and not host.queue:
             host.free -= 1
+            call.owned = True
+            call._start(reuse=True)
         else:
-            answer = await self._queue(host, request, excerpt_bytes, deadline)
-            if answer is not _SLOT and answer is not _STALE:
-                return answer  # type: ignore[no-any-return]
-            reuse = answer is _SLOT
-        connection: Connection | None = None  # the slot is ours: _finish passes it on
-        try:
-            idle = host.idle
-            while reuse and idle:
-                connection = idle.pop()
-                if connection.usable():
-                    try:
-                        return await self._exchange(connection, request, excerpt_bytes, deadline)
-                    except StaleConnection:  # closed by the server while idle: once more, on a new one
-                        connection.close()
-                        break
-                connection.close()
-            connection = None
-            connection = await self._connect(request, deadline)
-            try:
-                return await self._exchange(connection, request, excerpt_bytes, deadline)
-            except StaleConnection:
-                raise WireError("the server closed the connection without an answer") from None
-        finally:
-            self._finish(host, connection)
+            future = call.future = call._waiting = loop.create_future()
+            host.queue.append(call)
+            call._slot = deadlines.add(call.deadline, future)
+            future.add_done_callback(call._on_queued)
+        return call
 
     def close(self) -> None:
         for host in self._hosts.values():
@@ -281,31 +422,6 @@ class WirePool:
 
     # -- helpers ------------------------------------------------------------------------------
 
-    async def _queue(self, host: _Host, request: Request, limit: int, deadline: float) -> Any:
-        """Wait for a slot: the answer (a connection was handed over and carried the request),
-        ``_SLOT`` or ``_STALE`` (the slot is the caller's, without a connection)."""
-        deadlines = self._deadlines
-        assert deadlines is not None
-        entry = _Queued(request, limit, asyncio.get_running_loop().create_future())
-        host.queue.append(entry)
-        slot = deadlines.add(deadline, entry.future)
-        try:
-            answer = await entry.future
-        except StaleConnection:
-            assert entry.connection is not None
-            entry.connection.close()
-            return _STALE
-        except BaseException:  # cut (deadline, cancel) or failed: a slot handed over is passed on
-            _retrieved(entry.future)
-            if entry.owned:
-                self._finish(host, entry.connection)
-            raise
-        finally:
-            deadlines.discard(slot, entry.future)
-        if answer is not _SLOT:
-            self._finish(host, entry.connection)
-        return answer
-
     def _finish(self, host: _Host, connection: Connection | None) -> None:
         """A call is done with its slot and ``connection``: both go to the next queued call (its
         request written at once) or back to the pool; a connection that cannot be reused is closed."""
@@ -313,10 +429,12 @@ class WirePool:
         if connection is not None and connection.reusable and connection.usable():
             while queue:
                 entry = queue.popleft()
-                if not entry.future.done():  # else it was cut while queued: skip it
+                future = entry.future
+                assert future is not None
+                if not future.done():  # else it was cut while queued: skip it
                     entry.owned = True
                     entry.connection = connection
-                    connection.exchange(entry.request.data, entry.request.method == "HEAD", entry.limit, entry.future)
+                    connection.exchange(entry.request.data, entry.request.method == "HEAD", entry.limit, future)
                     return
             if len(host.idle) < self._max_idle:
                 host.idle.append(connection)
@@ -326,25 +444,13 @@ class WirePool:
             connection.close()
         while queue:
             entry = queue.popleft()
-            if not entry.future.done():
+            future = entry.future
+            assert future is not None
+            if not future.done():
                 entry.owned = True
-                entry.future.set_result(_SLOT)
+                future.set_result(_SLOT)
                 return
         host.free += 1
-
-    async def _exchange(self, connection: Connection, request: Request, excerpt_bytes: int, deadline: float) -> Answer:
-        deadlines = self._deadlines
-        assert deadlines is not None
-        waiter = connection.exchange(request.data, request.method == "HEAD", excerpt_bytes)
-        slot = deadlines.add(deadline, waiter)
-        try:
-            answer: Answer = await waiter
-        except BaseException:
-            _retrieved(waiter)
-            raise
-        finally:
-            deadlines.discard(slot, waiter)
-        return answer
 
     async def _connect(self, request: Request, deadline: float) -> Connection:
         tls = None
