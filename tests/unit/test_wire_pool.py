@@ -19,7 +19,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from punctual.execution.targets.wire import Request, WireError, WirePool, _Deadlines
+from punctual.execution.targets.wire import Request, WireError, WirePool
+from punctual.execution.targets.wire_deadlines import Deadlines
 from tests.unit.test_async_targets import OK, raw, request
 
 pytestmark = pytest.mark.unit
@@ -223,7 +224,7 @@ def test_a_call_cancelled_while_queued_loses_no_slot(raw: Any) -> None:
 def test_deadlines_expire_only_due_waits_and_keep_nothing_for_waits_that_ended() -> None:
     async def go() -> None:
         loop = asyncio.get_running_loop()
-        deadlines = _Deadlines(loop)
+        deadlines = Deadlines(loop)
         far: asyncio.Future[Any] = loop.create_future()
         deadlines.add(loop.time() + 60, far)
         ended = [loop.create_future() for _ in range(100)]

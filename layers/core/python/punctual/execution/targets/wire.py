@@ -9,8 +9,10 @@ read the status, the headers and the first bytes of the body, never follow a red
 How: each connection is an ``asyncio.Protocol`` (:mod:`punctual.execution.targets.wire_parse`)
 that parses the answer as its bytes arrive and resolves one future per exchange, so a call costs
 one write and one wake-up, even when it queued for a connection (the call that frees one writes
-the next queued request on it); deadlines share one loop timer (:class:`_Deadlines`) instead of a
-timer (or an ``asyncio.timeout``) per call.
+the next queued request on it); deadlines share one loop timer (:class:`Deadlines`) instead of a
+timer (or an ``asyncio.timeout``) per call. :meth:`WirePool.call` is driven by the callbacks of
+those futures (a :class:`Call`, no task or coroutine per call: the worker's path);
+:meth:`WirePool.send` awaits the same.
 
 What it guarantees (the rest of the HTTP target's rules live in ``punctual.execution.targets.http``):
 
@@ -36,13 +38,13 @@ What it guarantees (the rest of the HTTP target's rules live in ``punctual.execu
 from __future__ import annotations
 
 import asyncio
-import heapq
 import ssl
 from collections import deque
 from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any, NamedTuple
 
+from punctual.execution.targets.wire_deadlines import Deadlines
 from punctual.execution.targets.wire_parse import MAX_HEAD_BYTES, Answer, Connection, StaleConnection, WireError
 
 __all__ = ["MAX_HEAD_BYTES", "Answer", "Call", "Request", "WireError", "WirePool", "encode", "header_block"]
@@ -106,72 +108,6 @@ def encode(method: str, target: str, block: str, body: bytes | None) -> bytes:
     return f"{method} {target} HTTP/1.1\r\n{block}Content-Length: {len(body)}\r\n\r\n".encode("latin-1") + body
 
 
-class _Deadlines:
-    """Cuts waits at their deadlines with one loop timer for all of them.
-
-    A timer per call (``loop.call_at`` or ``asyncio.timeout``) costs 3-6 us on uvloop, as much as
-    the rest of a keep-alive exchange; here a deadline joins the bucket of its 10 ms slot (a dict
-    insert) and one timer fires per slot that still holds a wait, failing it with ``TimeoutError``.
-    A bucket is dropped as soon as its last wait ends (thousands of calls a second would otherwise
-    keep a table per slot for a whole timeout), and the timer is armed only for a slot with waits.
-    """
-
-    RESOLUTION_S = 0.01
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.loop = loop
-        self._buckets: dict[int, dict[asyncio.Future[Any], None]] = {}
-        self._slots: list[int] = []  # heap of slots, each at most once (``_queued``), some without bucket
-        self._queued: set[int] = set()
-        self._timer: asyncio.TimerHandle | None = None
-        self._timer_slot = 0
-
-    def add(self, deadline: float, waiter: asyncio.Future[Any]) -> int:
-        """Fail ``waiter`` with ``TimeoutError`` at ``deadline`` unless it is done; returns its slot."""
-        slot = int(deadline / self.RESOLUTION_S) + 1  # never early: the slot's end
-        bucket = self._buckets.get(slot)
-        if bucket is None:
-            bucket = self._buckets[slot] = {}
-            if slot not in self._queued:
-                self._queued.add(slot)
-                heapq.heappush(self._slots, slot)
-            if self._timer is None or slot < self._timer_slot:
-                self._arm(slot)
-        bucket[waiter] = None
-        return slot
-
-    def discard(self, slot: int, waiter: asyncio.Future[Any]) -> None:
-        bucket = self._buckets.get(slot)
-        if bucket is not None:
-            bucket.pop(waiter, None)
-            if not bucket:
-                del self._buckets[slot]
-
-    def pending(self) -> int:
-        """Waits not yet done or discarded (for tests)."""
-        return sum(len(bucket) for bucket in self._buckets.values())
-
-    def _arm(self, slot: int) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-        self._timer_slot = slot
-        self._timer = self.loop.call_at(slot * self.RESOLUTION_S, self._fire)
-
-    def _fire(self) -> None:
-        self._timer = None
-        now = self.loop.time()
-        slots, buckets = self._slots, self._buckets
-        # due slots expire their waits; slots whose waits all ended are dropped on the way
-        while slots and (slots[0] * self.RESOLUTION_S <= now or slots[0] not in buckets):
-            slot = heapq.heappop(slots)
-            self._queued.discard(slot)
-            for waiter in buckets.pop(slot, ()):
-                if not waiter.done():
-                    waiter.set_exception(TimeoutError())
-        if slots:
-            self._arm(slots[0])
-
-
 Reply = Callable[[Any], None]  # given the call's Answer, or the error that ended it
 
 
@@ -206,7 +142,7 @@ class Call:
         self,
         pool: WirePool,
         host: _Host,
-        deadlines: _Deadlines,
+        deadlines: Deadlines,
         request: Request,
         limit: int,
         deadline: float,
@@ -372,7 +308,7 @@ class WirePool:
         self._max_idle = max_idle_per_key
         self._max_per_key = max_per_key
         self._hosts: dict[PoolKey, _Host] = {}
-        self._deadlines: _Deadlines | None = None
+        self._deadlines: Deadlines | None = None
 
     def idle_connections(self) -> int:
         return sum(len(host.idle) for host in self._hosts.values())
@@ -397,7 +333,7 @@ class WirePool:
         loop = asyncio.get_running_loop()
         deadlines = self._deadlines
         if deadlines is None or deadlines.loop is not loop:
-            deadlines = self._deadlines = _Deadlines(loop)
+            deadlines = self._deadlines = Deadlines(loop)
         key = request.key
         host = self._hosts.get(key)
         if host is None:
