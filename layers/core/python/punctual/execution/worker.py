@@ -343,6 +343,7 @@ class Worker:
         """An attempt's target call ended: its run is settled with the others done by then, or
         abandoned if the heartbeat found its lease lost meanwhile (nothing is written)."""
         state.running.pop(id(running), None)
+        running.call = None  # the call's reply holds the running attempt: no cycle left for the collector
         leased = running.leased
         if running.lost:
             logger.warning("run %s attempt %d: lease lost while running", leased.run.run_id, leased.run.attempt)
