@@ -27,6 +27,7 @@ from punctual.model import (
     Overlap,
     Run,
     RunState,
+    copy_run,
     truncate,
 )
 from punctual.port import LeaseOutcome, RunChange, ShardLease
@@ -143,7 +144,7 @@ def apply_change(run: Run, change: RunChange) -> Run:
     if change.clear_lease:
         update["worker_id"] = None
         update["lease_expires_at"] = None
-    return run.model_copy(update=update)
+    return copy_run(run, update)
 
 
 def bounded(attempts: list[Attempt]) -> list[Attempt]:

@@ -257,7 +257,7 @@ def settle(port: Port, done: Sequence[Done]) -> list[Outcome]:
             change.state in (RunState.SUCCEEDED, RunState.CANCELLED)
             or (change.state.is_terminal and not alerts_owner(change.state, port.options))
         ) and not (leased.job.has_dependents and change.state.is_terminal)
-        finishes.append(Finish(leased.hold, change, leased.delivery.receipt if ack_now else None))
+        finishes.append(Finish(leased.hold, change, leased.delivery.receipt if ack_now else None, leased.run))
         records.append(record)
 
     runs = port.complete(finishes)

@@ -29,7 +29,7 @@ from punctual.model.bounds import (
     truncate,
 )
 from punctual.model.jobs import DependsOn, Job, JobId, JobName, JobSpec, RetryPolicy
-from punctual.model.runs import Attempt, Run
+from punctual.model.runs import Attempt, Run, copy_run
 from punctual.model.states import (
     JOB_TRANSITIONS,
     OPEN_STATES,
@@ -88,5 +88,6 @@ __all__ = [
     "StepFunctionsTarget",
     "Target",
     "Trigger",
+    "copy_run",
     "truncate",
 ]

@@ -143,11 +143,19 @@ class Beat:
 class Finish:
     """Apply ``change`` under ``hold`` (:meth:`Store.finish_runs`); ``ack`` is the receipt of the run's
     message on the engine's dispatch queue, deleted with the finish by :meth:`Engine.finish_and_ack`
-    iff the finish applied (None: the message is not touched)."""
+    iff the finish applied (None: the message is not touched).
+
+    ``leased`` is the run as its lease returned it to the caller (the worker's copy), or None. While
+    a worker holds an attempt, nothing but that worker's heartbeats writes the run (every other
+    write changes its state, worker or attempt, which ends the hold), so an engine may return
+    ``rules.apply_change(leased, change)`` for a change that clears the lease without reading the
+    finished run back. It never decides whether the finish applies: the hold does.
+    """
 
     hold: Hold
     change: RunChange
     ack: str | None = None
+    leased: Run | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,6 +25,7 @@ from collections.abc import Sequence
 
 from punctual.clock import Clock
 from punctual.engines.embedded.db import Database
+from punctual.engines.embedded.reads import chunks
 from punctual.port import Delivery, Dispatch, Queue
 from punctual.resources import MAX_DELAY_S
 from punctual.tenancy.fairness import RoundRobin
@@ -52,6 +53,11 @@ _ANY_VISIBLE = "SELECT 1 FROM queue WHERE queue = ? AND visible_at <= ? LIMIT 1"
 _NEXT_VISIBLE = "SELECT min(visible_at) FROM queue WHERE queue = ?"
 _DELIVER = "UPDATE queue SET receive_count = receive_count + 1, visible_at = ?, receipt = ? WHERE id = ?"
 _DEAD_LETTER = "UPDATE queue SET queue = ?, receive_count = 0, visible_at = ?, receipt = NULL WHERE id = ?"
+# The messages of (id, receipt) pairs, in this queue (the last variable).
+_DELETE_MATCHING = (
+    "DELETE FROM queue WHERE id IN (SELECT q.id FROM (VALUES {rows}) AS k"
+    " JOIN queue q ON q.id = k.column1 AND q.receipt = k.column2 AND q.queue = ?)"
+)
 
 
 class EmbeddedQueue(Queue):
@@ -147,9 +153,15 @@ class EmbeddedQueue(Queue):
             self.delete_in(conn, receipts)
 
     def delete_in(self, conn: sqlite3.Connection, receipts: Sequence[str]) -> None:
-        """Delete the messages of ``receipts`` inside the caller's write transaction (stale ones: no-op)."""
-        rows = [(m, r, self.name) for r in receipts if (m := _message_id(r)) is not None]
-        conn.executemany("DELETE FROM queue WHERE id = ? AND receipt = ? AND queue = ?", rows)
+        """Delete the messages of ``receipts`` inside the caller's write transaction (stale ones: no-op).
+
+        One statement per few hundred receipts rather than one per receipt: each statement is one
+        step of SQLite, and the sqlite3 module hands the GIL over around every step."""
+        rows = [(m, r) for r in receipts if (m := _message_id(r)) is not None]
+        for chunk in chunks(rows):
+            params = [value for row in chunk for value in row]
+            params.append(self.name)
+            conn.execute(_DELETE_MATCHING.format(rows=", ".join(["(?, ?)"] * len(chunk))), params)
 
     def depth(self) -> int:
         """Every message of this queue: visible, delayed and in flight (exact, not approximate)."""

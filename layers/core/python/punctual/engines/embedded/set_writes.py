@@ -7,6 +7,10 @@ whichever thread waits for it. Here a batch is one ``UPDATE ... FROM (VALUES ...
 guard (the run is scheduled; the lease is still ours) is in its WHERE clause, the change is the
 same fields in the columns and in the document, and the rows it returns are the runs as written.
 
+A finish whose caller holds the leased run (``Finish.leased``) is not parsed back: the finished run
+is ``rules.apply_change`` of that copy (see ``Finish``), and a chunk of such finishes runs without
+RETURNING when the guard accepts all of them (see ``_all_applied``).
+
 Only the common case is decided here. Every run whose row the statement did not return goes
 through the per-run path of ``engines.embedded.runs`` (which reads the row and decides with
 ``punctual.rules``), in the caller's same write transaction, so the outcome is the one the per-run
@@ -20,11 +24,12 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
+from punctual import rules
 from punctual.engines.embedded.reads import chunks
 from punctual.model import MAX_ATTEMPTS_KEPT, RUN_TRANSITIONS, Overlap, Run, RunState
-from punctual.port import Finish, LeaseRequest
+from punctual.port import Finish, LeaseRequest, RunChange
 
-_CHUNK = 400  # rows per statement: 12 variables each, far below SQLite's bound
+_CHUNK = 400  # rows per statement: 13 variables each at most, far below SQLite's bound
 
 RunKey = tuple[str, int]
 
@@ -41,9 +46,13 @@ _LEASE = (
 
 # rules.apply_change under rules.holds_lease, for a change that appends an attempt record to a
 # log with room for it (a full log is trimmed by the per-run path). The SET expressions read the
-# row as it was, so the columns and the document get the same values.
-_FINISH = (
-    "WITH k(j, s, w, a, st, dl, rec, fin, nxt, att, note, clr) AS (VALUES {rows})"
+# row as it was, so the columns and the document get the same values. A field the change leaves
+# as it is (a note or finished_at of None) is not read back from the document: its json_set pair
+# sets '$.state' to k.st a second time instead, which changes nothing (a read parses the whole
+# document again). ``room`` is 1 when the caller's copy of the leased run shows room in the log
+# (``Finish.leased``): the log is then not parsed to check it.
+_FINISH_SET = (
+    "WITH k(j, s, w, a, st, dl, rec, fin, nxt, att, note, clr, room) AS (VALUES {rows})"
     " UPDATE runs SET state = k.st, deadline_at = k.dl, attempt = coalesce(k.att, runs.attempt),"
     " worker_id = CASE WHEN k.clr THEN NULL ELSE runs.worker_id END,"
     " lease_expires_at = CASE WHEN k.clr THEN NULL ELSE runs.lease_expires_at END,"
@@ -52,14 +61,14 @@ _FINISH = (
     " '$.worker_id', CASE WHEN k.clr THEN NULL ELSE runs.worker_id END,"
     " '$.lease_expires_at', CASE WHEN k.clr THEN NULL ELSE runs.lease_expires_at END,"
     " '$.next_attempt_at', CASE WHEN k.st = 'retrying' THEN coalesce(k.nxt, runs.next_attempt_at) END,"
-    " '$.finished_at', coalesce(k.fin, json_extract(runs.doc, '$.finished_at')),"
-    " '$.note', coalesce(k.note, json_extract(runs.doc, '$.note')),"
+    " CASE WHEN k.fin IS NULL THEN '$.state' ELSE '$.finished_at' END, coalesce(k.fin, k.st),"
+    " CASE WHEN k.note IS NULL THEN '$.state' ELSE '$.note' END, coalesce(k.note, k.st),"
     " '$.attempts[#]', json(k.rec))"
     " FROM k WHERE runs.job_id = k.j AND runs.scheduled_at = k.s AND runs.state = 'running'"
     " AND runs.worker_id = k.w AND runs.attempt = k.a"
-    f" AND json_array_length(runs.doc, '$.attempts') < {MAX_ATTEMPTS_KEPT}"
-    " RETURNING runs.doc"
+    f" AND (k.room OR json_array_length(runs.doc, '$.attempts') < {MAX_ATTEMPTS_KEPT})"
 )
+_FINISH = _FINISH_SET + " RETURNING runs.job_id, runs.scheduled_at, runs.doc"
 _FINISHABLE = RUN_TRANSITIONS[RunState.RUNNING]
 
 
@@ -81,27 +90,80 @@ def lease_scheduled(
 def finish_held(conn: sqlite3.Connection, finishes: Sequence[Finish]) -> dict[RunKey, Run]:
     """Apply every finish that appends an attempt record, where its lease is still held and the
     log has room (the first finish for a run; a repeat is left to the per-run path). Returns the
-    finished runs by (job_id, scheduled_at), inside the caller's write transaction."""
+    finished runs by (job_id, scheduled_at), inside the caller's write transaction.
+
+    A finish whose ``leased`` copy is usable (:func:`_usable`) returns ``rules.apply_change`` of it
+    (see :class:`~punctual.port.Finish`), the others the row as written, parsed."""
     rows: dict[RunKey, tuple[Any, ...]] = {}
+    known: dict[RunKey, tuple[Run, RunChange]] = {}
     for finish in finishes:
         hold, change = finish.hold, finish.change
         key = (hold.job_id, hold.scheduled_at)
         if change.append is None or change.state not in _FINISHABLE or key in rows:
             continue
+        leased = _usable(finish)
+        if leased is not None:
+            if len(leased.attempts) >= MAX_ATTEMPTS_KEPT:
+                continue  # a full log: trimmed by the per-run path
+            known[key] = (leased, change)
         rows[key] = (
             hold.job_id, hold.scheduled_at, hold.worker_id, hold.attempt, change.state.value, change.deadline_at,
             change.append.model_dump_json(), change.finished_at, change.next_attempt_at, change.attempt,
-            change.note, 1 if change.clear_lease else 0,
+            change.note, 1 if change.clear_lease else 0, 0 if leased is None else 1,
         )  # fmt: skip
-    return _returned(conn, _FINISH, 12, list(rows.values()))
+    written: dict[RunKey, Run] = {}
+    for chunk in chunks(list(rows.values()), _CHUNK):
+        keys = [(row[0], row[1]) for row in chunk]
+        if all(key in known for key in keys) and _all_applied(conn, chunk):
+            written.update((key, rules.apply_change(*known[key])) for key in keys)
+            continue
+        for job_id, scheduled_at, doc in _execute(conn, _FINISH, 13, chunk):
+            key = (job_id, scheduled_at)
+            copy = known.get(key)
+            written[key] = Run.model_validate_json(doc) if copy is None else rules.apply_change(*copy)
+    return written
+
+
+def _all_applied(conn: sqlite3.Connection, chunk: Sequence[tuple[Any, ...]]) -> bool:
+    """Finish every row of ``chunk`` without RETURNING (one SQLite step for the chunk, not one per
+    row), or change nothing and return False if the guard refused any (the caller then runs the
+    statement with RETURNING to learn which)."""
+    conn.execute("SAVEPOINT finish_held")
+    before = conn.total_changes  # Cursor.rowcount is -1 for a statement that starts with WITH
+    _execute(conn, _FINISH_SET, 13, chunk)
+    applied = conn.total_changes - before == len(chunk)  # one row per key (a key is in the chunk once)
+    if not applied:
+        conn.execute("ROLLBACK TO finish_held")
+    conn.execute("RELEASE finish_held")
+    return applied
+
+
+def _usable(finish: Finish) -> Run | None:
+    """``finish.leased`` if it is the run its hold leased and the change overwrites what the
+    holder's heartbeats may have changed since (the lease and the deadline); else None."""
+    run, hold = finish.leased, finish.hold
+    usable = (
+        run is not None
+        and finish.change.clear_lease
+        and run.state is RunState.RUNNING
+        and run.job_id == hold.job_id
+        and run.scheduled_at == hold.scheduled_at
+        and run.worker_id == hold.worker_id
+        and run.attempt == hold.attempt
+    )
+    return run if usable else None
 
 
 def _returned(conn: sqlite3.Connection, template: str, width: int, rows: list[tuple[Any, ...]]) -> dict[RunKey, Run]:
     written: dict[RunKey, Run] = {}
     for chunk in chunks(rows, _CHUNK):
-        marks = "(" + ", ".join("?" * width) + ")"
-        params = [value for row in chunk for value in row]
-        for (doc,) in conn.execute(template.format(rows=", ".join([marks] * len(chunk))), params):
+        for (doc,) in _execute(conn, template, width, chunk):
             run = Run.model_validate_json(doc)
             written[(run.job_id, run.scheduled_at)] = run
     return written
+
+
+def _execute(conn: sqlite3.Connection, template: str, width: int, chunk: Sequence[tuple[Any, ...]]) -> sqlite3.Cursor:
+    marks = "(" + ", ".join("?" * width) + ")"
+    params = [value for row in chunk for value in row]
+    return conn.execute(template.format(rows=", ".join([marks] * len(chunk))), params)
