@@ -46,6 +46,11 @@ def run_id_for(job_id: str, scheduled_at: int) -> str:
     return f"run_{job_id[4:]}_{scheduled_at}"
 
 
+def is_run_id(run_id: object) -> bool:
+    """Whether ``run_id`` is a run id (:func:`parse_run_id` would accept it), without parsing it."""
+    return isinstance(run_id, str) and _RUN_ID.fullmatch(run_id) is not None
+
+
 def parse_run_id(run_id: str) -> tuple[str, int]:
     """Return (job_id, scheduled_at) encoded in a run id, or raise :class:`InvalidId`."""
     match = _RUN_ID.fullmatch(run_id) if isinstance(run_id, str) else None

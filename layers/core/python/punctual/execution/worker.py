@@ -38,7 +38,6 @@ from typing import Any, TypeVar
 from punctual import ids
 from punctual import metrics as m
 from punctual.clock import Clock
-from punctual.errors import InvalidId
 from punctual.execution import batch
 from punctual.execution.loop import Instant, LoopState, Running, Settled, Tuning, beat_loop, prebuild_all, runner
 from punctual.execution.options import RUN_METRICS, ExecutionOptions, Outcome
@@ -205,9 +204,7 @@ class Worker:
         early: list[tuple[asyncio.Future[Settled], Outcome]] = []
         due: dict[int, list[tuple[Delivery, asyncio.Future[Settled]]]] = {}
         for delivery, future in items:
-            try:
-                ids.parse_run_id(delivery.run_id)
-            except InvalidId:
+            if not ids.is_run_id(delivery.run_id):
                 logger.error("dropping a message that names no run: %r %s", delivery.run_id, delivery.extra)
                 drops.append(delivery.receipt)
                 early.append((future, Outcome.INVALID))

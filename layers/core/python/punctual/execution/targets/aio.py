@@ -145,10 +145,30 @@ class AsyncTargets:
             # makes one KMS call on the loop (cached afterwards); running it in the blocking
             # pool instead made leases expire in tests/faults/test_worker_kill.py, not yet
             # understood. ``Keys.at_hand`` tells the two cases apart for that follow-up.
-            invocation = Invocation.of(job, run, attempt, self.keys)
-            return _request(target, invocation, url, address)
+            return self._build(job, run, attempt, url, address)
         except Exception:  # _unready meets the same problem and answers it
             return None
+
+    def _build(self, job: Job, run: Run, attempt: int, url: _Url, address: str) -> Request:
+        """The request of an HTTP attempt to the checked ``address``; a job without headers of its
+        own (most) is written from one template, without an :class:`Invocation` (the same bytes)."""
+        target = job.target
+        assert isinstance(target, HttpTarget)
+        if target.headers or target.secret_headers:
+            return _request(target, Invocation.of(job, run, attempt, self.keys), url, address)
+        method = target.method
+        body = http.encode_payload(job.payload) if method in http.METHODS_WITH_BODY else None
+        block = signing.plain_block(
+            url.netloc,
+            run.run_id,
+            job.id,
+            attempt=attempt,
+            scheduled_at=run.scheduled_at,
+            secret=self.keys.signing_secret(job.owner) if self.keys is not None else None,
+            body=body,
+            now_s=int(time.time()),
+        )
+        return Request(method, (url.scheme, url.host, address, url.port), wire.encode(method, url.path, block, body))
 
     async def _unready(self, job: Job, run: Run, attempt: int, timeout_s: float) -> TargetResult:
         """An attempt :meth:`_ready` left: another kind, a name to resolve, or one that fails."""
@@ -189,16 +209,17 @@ class AsyncTargets:
         if not isinstance(target, HttpTarget):
             return
         try:
-            invocation = Invocation.of(job, run, attempt, self.keys)
             url = _parse(target.url)
             if url.literal:
                 address, _ = _literal_verdict(url.host, url.port, self.policy)
             else:
                 address = http.resolve(url.host, url.port, self.policy)
+            if address is None:
+                return
+            request = self._build(job, run, attempt, url, address)
         except Exception:  # execute() meets the same problem and answers it
             return
-        if address is not None:
-            self._prebuilt[(run.run_id, attempt)] = (job.version, _request(target, invocation, url, address))
+        self._prebuilt[(run.run_id, attempt)] = (job.version, request)
 
     def forget(self, run: Run, attempt: int) -> None:
         """Drop a request built for an attempt that will not be executed here."""

@@ -40,8 +40,7 @@ class SignatureError(ValueError):
 def signature(secret: str, timestamp: int, run_id: str, body: bytes) -> str:
     """The hex HMAC-SHA256 of ``"<timestamp>.<run_id>.<body>"`` under ``secret``."""
     signer = _keyed(secret).copy()
-    signer.update(f"{timestamp}.{run_id}.".encode())
-    signer.update(body)
+    signer.update(f"{timestamp}.{run_id}.".encode() + body)
     return signer.hexdigest()
 
 
@@ -138,15 +137,38 @@ def header_block(
     if headers or invocation.secret_headers:
         built = request_headers(headers, invocation, host_header, body, now_s=now_s)
         return "".join([f"{name}: {value}\r\n" for name, value in built.items()])
-    run_id = invocation.run_id
+    return plain_block(
+        host_header,
+        invocation.run_id,
+        invocation.job_id,
+        attempt=invocation.attempt,
+        scheduled_at=invocation.scheduled_at,
+        secret=invocation.signing_secret,
+        body=body,
+        now_s=now_s,
+    )
+
+
+def plain_block(
+    host_header: str,
+    run_id: str,
+    job_id: str,
+    *,
+    attempt: int,
+    scheduled_at: int,
+    secret: str | None,
+    body: bytes | None,
+    now_s: int,
+) -> str:
+    """:func:`header_block` of an attempt whose job has no headers of its own (most): one template,
+    the same headers in the same order as :func:`request_headers`, signed with ``secret`` if any."""
     block = (
         f"Host: {host_header}\r\nUser-Agent: {USER_AGENT}\r\nContent-Type: application/json\r\n"
-        f"Idempotency-Key: {run_id}\r\nX-Punctual-Run-Id: {run_id}\r\nX-Punctual-Attempt: {invocation.attempt}\r\n"
-        f"X-Punctual-Scheduled-At: {_iso(invocation.scheduled_at)}\r\nX-Punctual-Job-Id: {invocation.job_id}\r\n"
+        f"Idempotency-Key: {run_id}\r\nX-Punctual-Run-Id: {run_id}\r\nX-Punctual-Attempt: {attempt}\r\n"
+        f"X-Punctual-Scheduled-At: {_iso(scheduled_at)}\r\nX-Punctual-Job-Id: {job_id}\r\n"
     )
-    if invocation.signing_secret:
-        value = signature_header(invocation.signing_secret, now_s, run_id, body or b"")
-        block += f"{SIGNATURE_HEADER}: {value}\r\n"
+    if secret:
+        block += f"{SIGNATURE_HEADER}: t={now_s},{SCHEME}={signature(secret, now_s, run_id, body or b'')}\r\n"
     return block
 
 
