@@ -340,6 +340,38 @@ def test_zero_visibility_delivers_each_message_once_per_receive(engine: Embedded
     assert sorted(d.run_id for d in deliveries) == ["run_a", "run_b"]
 
 
+def test_a_body_reads_the_same_by_its_fast_path_and_by_json(engine: EmbeddedEngine) -> None:
+    # Given bodies as the queue writes them (a run id: read by a regular expression; any other
+    # text: by json.loads) and one written by hand in another key order
+    run_id = ids.run_id_for(ids.new_job_id(), NOW)
+    engine.queue.send([Dispatch(run_id, NOW), Dispatch(run_id, -7), Dispatch("run_a", 0), Dispatch('run_"é"', NOW)])
+    with engine._db.write() as conn:
+        conn.execute(
+            "INSERT INTO queue (queue, body, visible_at, sent_at) VALUES (?, ?, 0, ?)",
+            (engine.queue.name, json.dumps({"not_before": 5, "run_id": run_id}), NOW),
+        )
+    # When they are received
+    deliveries = engine.queue.receive(10, 30)
+    # Then each gives back what was sent, with a receipt naming its message
+    got = sorted((d.run_id, d.not_before) for d in deliveries)
+    assert got == sorted([(run_id, NOW), (run_id, -7), ("run_a", 0), ('run_"é"', NOW), (run_id, 5)])
+    assert all(d.receipt == f"{d.extra['message_id']}.{d.receipt.split('.')[1]}" for d in deliveries)
+    assert len({d.receipt.split(".")[1] for d in deliveries}) == 1  # one token per receive
+    engine.queue.delete_many([d.receipt for d in deliveries])
+    assert engine.queue.depth() == 0
+
+
+def test_a_body_that_is_not_json_fails_the_receive_and_changes_nothing(engine: EmbeddedEngine) -> None:
+    with engine._db.write() as conn:
+        conn.execute(
+            "INSERT INTO queue (queue, body, visible_at, sent_at) VALUES (?, 'not json', 0, ?)",
+            (engine.queue.name, NOW),
+        )
+    with pytest.raises(ValueError):
+        engine.queue.receive(10, 30)
+    assert engine._db.connection().execute("SELECT receive_count FROM queue").fetchall() == [(0,)]
+
+
 def test_message_moves_to_the_dead_letter_queue_after_max_receives(engine: EmbeddedEngine, clock: ManualClock) -> None:
     # Given a message received max_receives (3) times and never deleted
     engine.queue.send([Dispatch("run_poison", NOW)])

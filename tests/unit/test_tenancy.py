@@ -53,6 +53,19 @@ def test_round_robin_remembers_a_turn_across_picks() -> None:
     assert turns.pick([], 3, fetch) == [] and turns.pick(["a"], 0, fetch) == []
 
 
+def test_one_owner_alone_keeps_its_turn_position_for_when_others_arrive() -> None:
+    # Given owner a (weight 3) alone for five items (one planned step, not one per item)
+    queues = _queues({"a": 20, "b": 20})
+    fetch, turns = _fetcher(queues), RoundRobin()
+    assert turns.pick(["a"], 5, fetch, {"a": 3}) == ["a0", "a1", "a2", "a3", "a4"]
+    # Then its second turn has one item left when b arrives, as if they were picked one by one
+    assert turns.pick(["a", "b"], 4, fetch, {"a": 3}) == ["a5", "b0", "a6", "a7"]
+    one_by_one, single = _fetcher(_queues({"a": 20, "b": 20})), RoundRobin()
+    picked = [single.pick(["a"], 1, one_by_one, {"a": 3})[0] for _ in range(5)]
+    picked += [single.pick(["a", "b"], 1, one_by_one, {"a": 3})[0] for _ in range(4)]
+    assert picked == ["a0", "a1", "a2", "a3", "a4", "a5", "b0", "a6", "a7"]
+
+
 def test_the_embedded_queue_hands_out_round_robin_across_owners(tmp_path) -> None:  # type: ignore[no-untyped-def]
     clock = ManualClock()
     engine = EmbeddedEngine(tmp_path / "q.db", shards=1, clock=clock)

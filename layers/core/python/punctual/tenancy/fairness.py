@@ -69,6 +69,8 @@ class RoundRobin:
     def _plan(self, ordered: Sequence[str], want: int, weights: Mapping[str, int]) -> list[tuple[str, int]]:
         """The turns that hand out ``want`` items from ``ordered`` if every group has enough, as
         (group, count) in order; moves the position past them."""
+        if len(ordered) == 1:  # one owner (the usual case): its turns follow each other, one fetch
+            return [(ordered[0], self._advance_alone(ordered[0], want, weights))]
         index = self._start(ordered, weights)
         turns: list[tuple[str, int]] = []
         left = want
@@ -87,6 +89,14 @@ class RoundRobin:
             if self._used >= weight:
                 index += 1
         return turns
+
+    def _advance_alone(self, group: str, want: int, weights: Mapping[str, int]) -> int:
+        """:meth:`_plan` of one group in closed form (the loop would take one step per turn):
+        ``want`` items, and the position left where the loop would leave it."""
+        weight = max(1, weights.get(group, 1))
+        used = self._used if group == self._current and self._used < weight else 0
+        self._current, self._used = group, (used + want - 1) % weight + 1
+        return want
 
     def _start(self, ordered: Sequence[str], weights: Mapping[str, int]) -> int:
         """Where the next pick begins: the current group if its turn is not used up, else the next one."""

@@ -19,6 +19,7 @@ of another owner's due run. Within an owner, oldest visible first.
 from __future__ import annotations
 
 import json
+import re
 import secrets
 import sqlite3
 from collections.abc import Sequence
@@ -31,6 +32,9 @@ from punctual.resources import MAX_DELAY_S
 from punctual.tenancy.fairness import RoundRobin
 
 _Row = tuple[int, str, int, int]  # a _VISIBLE row: id, body, receive_count, sent_at
+
+# A body as _body writes it, for a run id and an integer not_before (no escapes in either).
+_BODY = re.compile(r'\{"run_id":"(run_[0-9a-f]{32}_[0-9]{1,15})","not_before":(-?(?:0|[1-9][0-9]{0,17}))\}')
 
 POLL_S = 0.05  # longest pause between two looks at an empty queue during a long poll
 _MIN_PAUSE_S = 0.001
@@ -51,7 +55,8 @@ _GROUPS = (
 _WEIGHTS = "SELECT owner, weight FROM tenants WHERE weight != 1"
 _ANY_VISIBLE = "SELECT 1 FROM queue WHERE queue = ? AND visible_at <= ? LIMIT 1"
 _NEXT_VISIBLE = "SELECT min(visible_at) FROM queue WHERE queue = ?"
-_DELIVER = "UPDATE queue SET receive_count = receive_count + 1, visible_at = ?, receipt = ? WHERE id = ?"
+# Every message of a receive in one statement; the receipt is "<id>.<token>" (see _take).
+_DELIVER = "UPDATE queue SET receive_count = receive_count + 1, visible_at = ?, receipt = id || '.' || ? WHERE id IN ({ids})"
 _DEAD_LETTER = "UPDATE queue SET queue = ?, receive_count = 0, visible_at = ?, receipt = NULL WHERE id = ?"
 # The messages of (id, receipt) pairs, in this queue (the last variable).
 _DELETE_MATCHING = (
@@ -193,7 +198,6 @@ class EmbeddedQueue(Queue):
             # One receipt token per receive (a message is delivered once per call, so id.token is
             # unique), and one statement for every delivery: a burst receives thousands per second.
             token = secrets.token_hex(8)
-            delivered: list[tuple[int, str, int]] = []
             while len(deliveries) < max_messages:
                 rows = self._turns.pick(groups, max_messages - len(deliveries), fetch, weights)
                 if not rows:
@@ -202,8 +206,9 @@ class EmbeddedQueue(Queue):
                     delivery = self._take(conn, row, now, token)
                     if delivery is not None:
                         deliveries[row[0]] = delivery
-                        delivered.append((now + visibility_s * 1000, delivery.receipt, row[0]))
-            conn.executemany(_DELIVER, delivered)
+            for ids in chunks(list(deliveries)):
+                marks = ", ".join("?" * len(ids))
+                conn.execute(_DELIVER.format(ids=marks), (now + visibility_s * 1000, token, *ids))
         return list(deliveries.values())
 
     def _owner_weights(self, now: int) -> dict[str, int]:
@@ -224,15 +229,9 @@ class EmbeddedQueue(Queue):
         if self._max_receives is not None and count >= self._max_receives:
             conn.execute(_DEAD_LETTER, (self._dead_letter, now, message_id))
             return None
-        receipt = f"{message_id}.{token}"
-        data = json.loads(body)
-        return Delivery(
-            run_id=data["run_id"],
-            not_before=data["not_before"],
-            receipt=receipt,
-            receive_count=count + 1,
-            extra={"message_id": str(message_id), "sent_at": str(sent_at)},
-        )
+        run_id, not_before = _read_body(body)
+        extra = {"message_id": str(message_id), "sent_at": str(sent_at)}
+        return Delivery(run_id, not_before, f"{message_id}.{token}", count + 1, extra)
 
     def _pause(self, now: int, deadline: int) -> float:
         """How long to sleep: until the next message turns visible, at most POLL_S, never past the deadline."""
@@ -243,6 +242,17 @@ class EmbeddedQueue(Queue):
 
 def _body(dispatch: Dispatch) -> str:
     return json.dumps({"run_id": dispatch.run_id, "not_before": dispatch.not_before}, separators=(",", ":"))
+
+
+def _read_body(body: str) -> tuple[str, int]:
+    """The run id and not_before of a message body. A body as :func:`_body` writes it is read by
+    one regular expression (a third of ``json.loads``, paid for every message of a burst); any
+    other goes through ``json.loads``, which raises for one that is not JSON, as it always did."""
+    match = _BODY.fullmatch(body)
+    if match is not None:
+        return match[1], int(match[2])
+    data = json.loads(body)
+    return data["run_id"], data["not_before"]
 
 
 def _delay_ms(dispatch: Dispatch) -> int:
