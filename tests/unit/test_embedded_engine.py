@@ -22,7 +22,7 @@ import pytest
 from punctual import ids
 from punctual.clock import ManualClock, SystemClock
 from punctual.config import Settings
-from punctual.engines.embedded import EmbeddedEngine, schema, stats, store
+from punctual.engines.embedded import EmbeddedEngine, queue, schema, stats, store
 from punctual.engines.embedded.db import Database
 from punctual.errors import ConfigError
 from punctual.model import HttpTarget, Job, JobStatus, Run
@@ -117,6 +117,9 @@ def test_due_and_reaper_queries_use_their_partial_indexes(engine: EmbeddedEngine
     # Retention and stats read their terminal runs through their partial indexes too
     assert "INDEX runs_expired" in plan(store._PURGE_RUNS, (NOW // 1000, 10))
     assert "INDEX runs_stats (owner=?" in plan(stats._AGGREGATE, ("alice", NOW, NOW + 60_000))
+    # The idle poll's reads seek each owner's messages (v8 dropped the queue's second visibility index)
+    for sql, params in ((queue._ANY_VISIBLE, ("dispatch", NOW)), (queue._NEXT_VISIBLE, ("dispatch",))):
+        assert "SCAN queue" not in plan(sql, params) and "queue_group_visible (queue=? AND grp=?" in plan(sql, params)
 
 
 def test_a_v6_file_gets_the_run_indexes_spelled_without_in_lists(tmp_path: Path) -> None:

@@ -53,10 +53,19 @@ _GROUPS = (
     " ORDER BY grp LIMIT 1) FROM g WHERE g.grp IS NOT NULL) SELECT grp FROM g WHERE grp IS NOT NULL"
 )
 _WEIGHTS = "SELECT owner, weight FROM tenants WHERE weight != 1"
-_ANY_VISIBLE = "SELECT 1 FROM queue WHERE queue = ? AND visible_at <= ? LIMIT 1"
-_NEXT_VISIBLE = "SELECT min(visible_at) FROM queue WHERE queue = ?"
+# The idle poll's reads, one index seek per owner with messages (as _GROUPS).
+_ANY_VISIBLE = (
+    f"{_GROUPS[: _GROUPS.rindex(' SELECT grp FROM g')]} SELECT 1 FROM g WHERE EXISTS (SELECT 1 FROM queue"
+    " INDEXED BY queue_group_visible WHERE queue = ?1 AND grp = g.grp AND visible_at <= ?2) LIMIT 1"
+)
+_NEXT_VISIBLE = (
+    f"{_GROUPS[: _GROUPS.rindex(' SELECT grp FROM g')]} SELECT min((SELECT min(visible_at) FROM queue"
+    " INDEXED BY queue_group_visible WHERE queue = ?1 AND grp = g.grp)) FROM g"
+)
 # Every message of a receive in one statement; the receipt is "<id>.<token>" (see _take).
-_DELIVER = "UPDATE queue SET receive_count = receive_count + 1, visible_at = ?, receipt = id || '.' || ? WHERE id IN ({ids})"
+_DELIVER = (
+    "UPDATE queue SET receive_count = receive_count + 1, visible_at = ?, receipt = id || '.' || ? WHERE id IN ({ids})"
+)
 _DEAD_LETTER = "UPDATE queue SET queue = ?, receive_count = 0, visible_at = ?, receipt = NULL WHERE id = ?"
 # The messages of (id, receipt) pairs, in this queue (the last variable).
 _DELETE_MATCHING = (
