@@ -109,3 +109,31 @@ def test_copy_run_is_model_copy() -> None:
     assert run.state is RunState.SCHEDULED and run.worker_id is None  # the original is untouched
     copied.note = "changed"
     assert run.note == "kept"
+
+
+def test_a_batched_lease_writes_what_rules_leased_writes_whatever_the_document_holds(engine: EmbeddedEngine) -> None:
+    # Given scheduled runs whose documents hold a started_at or not, with text that looks like the
+    # "never started" marker inside a note, and an attempt record without a start
+    job_id = ids.new_job_id()
+    marker = '"lease_expires_at":null,"started_at":null,'
+    record = Attempt(number=1, worker_id=None, started_at=None, outcome=AttemptOutcome.LEASE_EXPIRED)
+    base = {"job_id": job_id, "owner": "alice", "deadline_at": NOW, "created_at": NOW}
+    runs = [
+        Run(**base, scheduled_at=NOW - 1),
+        Run(**base, scheduled_at=NOW - 2, started_at=NOW - 500),
+        Run(**base, scheduled_at=NOW - 3, started_at=NOW - 600, note=marker),
+        Run(**base, scheduled_at=NOW - 4, started_at=NOW - 700, attempt=1, attempts=[record]),
+        Run(**base, scheduled_at=NOW - 5, note=marker, attempts=[record]),
+        Run(**base, scheduled_at=NOW - 6, lease_expires_at=NOW - 800),
+    ]
+    assert all(engine.store.insert_runs(runs))
+    # When they are leased in one batch, one of them as a pre-lease of a later instant
+    requests = [
+        LeaseRequest(job_id, r.scheduled_at, LEASE, starts_at=NOW + 900 if i == 4 else None) for i, r in enumerate(runs)
+    ]
+    leases = engine.store.lease_runs(requests, "w1", NOW)
+    # Then each is the run rules.leased gives, as read back
+    for run, request, lease in zip(runs, requests, leases, strict=True):
+        expected = rules.leased(run, "w1", NOW, LEASE, request.starts_at)
+        assert lease.outcome is LeaseOutcome.LEASED
+        assert lease.run == expected == engine.store.get_run(job_id, run.scheduled_at)

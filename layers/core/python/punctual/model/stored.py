@@ -51,11 +51,11 @@ class StoredReader(Generic[M]):
 
     def json(self, doc: str | bytes) -> M:
         """The model of a stored JSON document."""
-        return cast(M, self.validator().validate_json(doc, context=STORED))
+        return cast(M, (self._validator or self.validator()).validate_json(doc, context=STORED))
 
     def python(self, data: Any) -> M:
         """The model of a stored document already decoded (e.g. from DynamoDB attributes)."""
-        return cast(M, self.validator().validate_python(data, context=STORED))
+        return cast(M, (self._validator or self.validator()).validate_python(data, context=STORED))
 
     def validator(self) -> SchemaValidator:
         if self._validator is None:

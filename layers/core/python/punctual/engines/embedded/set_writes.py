@@ -35,13 +35,23 @@ _RUNS = StoredReader(Run)  # pydantic's parser without model_validate_json's wra
 
 RunKey = tuple[str, int]
 
+# A run's started_at is kept once set (rules.leased). A run never leased has, as pydantic writes it,
+# the text below: only the run itself has a lease_expires_at key (an attempt record has none) and
+# no string holds an unescaped quote, so finding it is exact, and costs a scan of the text instead
+# of a second parse of the document (json_extract: ~1 us a run). Any other text: json_extract.
+_NOT_STARTED = '"lease_expires_at":null,"started_at":null,'
+_STARTED_AT = (
+    f"CASE WHEN instr(runs.doc, '{_NOT_STARTED}') THEN k.st"
+    " ELSE coalesce(json_extract(runs.doc, '$.started_at'), k.st) END"
+)
+
 # rules.leased for a scheduled run: the same fields in the columns and in the document, guarded by the state.
 _LEASE = (
     "WITH k(j, s, w, u, st) AS (VALUES {rows})"
     " UPDATE runs SET state = 'running', attempt = runs.attempt + 1, worker_id = k.w, lease_expires_at = k.u,"
     " deadline_at = k.u, next_attempt_at = NULL, doc = json_set(runs.doc, '$.state', 'running',"
     " '$.attempt', runs.attempt + 1, '$.worker_id', k.w, '$.lease_expires_at', k.u, '$.deadline_at', k.u,"
-    " '$.started_at', coalesce(json_extract(runs.doc, '$.started_at'), k.st), '$.next_attempt_at', NULL)"
+    f" '$.started_at', {_STARTED_AT}, '$.next_attempt_at', NULL)"
     " FROM k WHERE runs.job_id = k.j AND runs.scheduled_at = k.s AND runs.state = 'scheduled'"
     " RETURNING runs.doc"
 )
