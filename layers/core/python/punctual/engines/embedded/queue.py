@@ -26,7 +26,7 @@ from collections.abc import Sequence
 
 from punctual.clock import Clock
 from punctual.engines.embedded.db import Database
-from punctual.engines.embedded.reads import chunks
+from punctual.engines.embedded.reads import chunks, shape
 from punctual.port import Delivery, Dispatch, Queue
 from punctual.resources import MAX_DELAY_S
 from punctual.tenancy.fairness import RoundRobin
@@ -68,6 +68,7 @@ _DELIVER = (
 )
 _DEAD_LETTER = "UPDATE queue SET queue = ?, receive_count = 0, visible_at = ?, receipt = NULL WHERE id = ?"
 # The messages of (id, receipt) pairs, in this queue (the last variable).
+_DELETE_CHUNK = 512
 _DELETE_MATCHING = (
     "DELETE FROM queue WHERE id IN (SELECT q.id FROM (VALUES {rows}) AS k"
     " JOIN queue q ON q.id = k.column1 AND q.receipt = k.column2 AND q.queue = ?)"
@@ -172,10 +173,12 @@ class EmbeddedQueue(Queue):
         One statement per few hundred receipts rather than one per receipt: each statement is one
         step of SQLite, and the sqlite3 module hands the GIL over around every step."""
         rows = [(m, r) for r in receipts if (m := _message_id(r)) is not None]
-        for chunk in chunks(rows):
+        for chunk in chunks(rows, _DELETE_CHUNK):
+            size = shape(len(chunk), _DELETE_CHUNK)  # padded with (NULL, NULL), which matches no message
             params = [value for row in chunk for value in row]
+            params.extend([None] * (2 * (size - len(chunk))))
             params.append(self.name)
-            conn.execute(_DELETE_MATCHING.format(rows=", ".join(["(?, ?)"] * len(chunk))), params)
+            conn.execute(_DELETE_MATCHING.format(rows=", ".join(["(?, ?)"] * size)), params)
 
     def depth(self) -> int:
         """Every message of this queue: visible, delayed and in flight (exact, not approximate)."""

@@ -46,6 +46,17 @@ def chunks(items: Sequence[Any], size: int = _CHUNK) -> Iterator[Sequence[Any]]:
         yield items[start : start + size]
 
 
+def shape(count: int, most: int) -> int:
+    """How many rows a statement for ``count`` rows is written for: the next power of two, at most
+    ``most``. A statement's text (and so its compiled form) differs with its number of rows, and
+    each connection compiles every text it has not kept (milliseconds for a few hundred rows):
+    with one text per size a burst compiled ~20 of them per connection, with these, a handful."""
+    rows = 1
+    while rows < count:
+        rows *= 2
+    return min(rows, max(most, count))
+
+
 class BatchReads:
     """:meth:`Store.get_jobs`, :meth:`Store.job_marks` and :meth:`Store.held_runs` for the
     embedded store: one query per few hundred ids, on the reader connection (no write lock)."""

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from punctual import rules
-from punctual.engines.embedded.reads import chunks
+from punctual.engines.embedded.reads import chunks, shape
 from punctual.model import MAX_ATTEMPTS_KEPT, RUN_TRANSITIONS, Overlap, Run, RunState
 from punctual.model.stored import StoredReader
 from punctual.port import Finish, LeaseRequest, RunChange
@@ -129,7 +129,7 @@ def finish_held(conn: sqlite3.Connection, finishes: Sequence[Finish]) -> dict[Ru
         if all(key in known for key in keys) and _all_applied(conn, chunk):
             written.update((key, rules.apply_change(*known[key])) for key in keys)
             continue
-        for job_id, scheduled_at, doc in _execute(conn, _FINISH, 13, chunk):
+        for job_id, scheduled_at, doc in _execute(conn, _FINISH, 13, chunk, padded=True):
             key = (job_id, scheduled_at)
             copy = known.get(key)
             written[key] = Run.model_validate_json(doc) if copy is None else rules.apply_change(*copy)
@@ -142,7 +142,7 @@ def _all_applied(conn: sqlite3.Connection, chunk: Sequence[tuple[Any, ...]]) -> 
     statement with RETURNING to learn which)."""
     conn.execute("SAVEPOINT finish_held")
     before = conn.total_changes  # Cursor.rowcount is -1 for a statement that starts with WITH
-    _execute(conn, _FINISH_SET, 13, chunk)
+    _execute(conn, _FINISH_SET, 13, chunk, padded=True)
     applied = conn.total_changes - before == len(chunk)  # one row per key (a key is in the chunk once)
     if not applied:
         conn.execute("ROLLBACK TO finish_held")
@@ -175,7 +175,13 @@ def _returned(conn: sqlite3.Connection, template: str, width: int, rows: list[tu
     return written
 
 
-def _execute(conn: sqlite3.Connection, template: str, width: int, chunk: Sequence[tuple[Any, ...]]) -> sqlite3.Cursor:
+def _execute(
+    conn: sqlite3.Connection, template: str, width: int, chunk: Sequence[tuple[Any, ...]], *, padded: bool = False
+) -> sqlite3.Cursor:
+    """``template`` on the rows of ``chunk``; ``padded``: with rows of NULLs (which match no run)
+    up to :func:`shape` rows."""
+    rows = shape(len(chunk), _CHUNK) if padded else len(chunk)
     marks = "(" + ", ".join("?" * width) + ")"
     params = [value for row in chunk for value in row]
-    return conn.execute(template.format(rows=", ".join([marks] * len(chunk))), params)
+    params.extend([None] * (width * (rows - len(chunk))))
+    return conn.execute(template.format(rows=", ".join([marks] * rows)), params)
