@@ -2,7 +2,7 @@
 
 :class:`Tuning` is what ``punctual worker`` flags set; :class:`LoopState` is the worker's state on
 its loop (touched only there): deliveries in flight, runs executing (for heartbeats), runs
-pre-leased for an instant (:class:`Instant`), the settle queue and the thread pools for blocking
+pre-leased for an instant (:class:`Instant`), the attempts waiting to be settled and the thread pools for blocking
 engine calls. :func:`runner` makes the loop (uvloop where installed).
 """
 

@@ -1,14 +1,15 @@
 """The worker: one asyncio event loop per process, thousands of runs in flight, the port in batches.
 
 Used by ``punctual worker`` (a laptop, a VM, the Fargate service), ``punctual dev`` and the worker
-Lambda (:meth:`Worker.process` on an event-source batch). The unit of concurrency is a coroutine
-(one per run in flight, bounded by ``max_in_flight``), the unit of work a batch::
+Lambda (:meth:`Worker.process` on an event-source batch). The unit of concurrency is a target call
+on the loop (one per run in flight, bounded by ``max_in_flight``; driven by callbacks, no task per
+run where the targets can: ``AsyncTargets.call``), the unit of work a batch::
 
     receivers ──receive(N)──> parse, hide the far-too-early ──sleep until not_before──> prepare (lease a batch)
         ┌───────────────────────────────────────────────────────────────────────────────────┘
-        └─> one coroutine per leased run: the target call ──> done queue ──> settle (finish + ack a batch)
+        └─> one target call per leased run ──> done list ──> settle (finish + ack a batch)
     beats: every tick, one batched heartbeat of the in-flight runs whose beat is due; a lost lease
-           cancels its coroutine (the attempt is abandoned, as the threaded worker did)
+           cancels its call (the attempt is abandoned, as the threaded worker did)
 
 Blocking engine calls (every port method) run on a small thread pool, never on the loop; the
 batch steps themselves are ``punctual.execution.batch``. The rules are those of
@@ -225,8 +226,8 @@ class Worker:
         await asyncio.gather(*(self._at_instant(not_before, group) for not_before, group in due.items()))
 
     async def _at_instant(self, not_before: int, group: list[tuple[Delivery, asyncio.Future[Settled]]]) -> None:
-        """Lease the group (ahead of its instant where allowed), then at the instant start one
-        coroutine per leased run."""
+        """Lease the group (ahead of its instant where allowed), then at the instant start the
+        target call of each leased run."""
         futures = {delivery.receipt: future for delivery, future in group}
         deliveries = [delivery for delivery, _ in group]
         leased: list[batch.Leased] = []
