@@ -15,12 +15,11 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from functools import partial
 from typing import Any
 
 from punctual.execution import batch
 from punctual.execution.options import ExecutionOptions, Outcome
-from punctual.execution.targets.aio import AsyncTargetExecutor, Calling, Cancellable, Prebuilding, Reply, task_replied
+from punctual.execution.targets.aio import AsyncTargetExecutor, Calling, Cancellable, Prebuilding, Reply, in_task
 from punctual.model import Job, Run
 
 logger = logging.getLogger(__name__)
@@ -104,9 +103,7 @@ class _InTask:
         self.targets = targets
 
     def __call__(self, job: Job, run: Run, attempt: int, timeout_s: float, reply: Reply) -> Cancellable:
-        task = asyncio.ensure_future(self.targets.execute(job, run, attempt, timeout_s))
-        task.add_done_callback(partial(task_replied, reply))
-        return task
+        return in_task(self.targets.execute(job, run, attempt, timeout_s), reply)
 
 
 @contextlib.contextmanager

@@ -15,11 +15,11 @@ import asyncio
 import ipaddress
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import lru_cache, partial
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import httpx
 
@@ -116,9 +116,7 @@ class AsyncTargets:
         no task or coroutine of its own; anything else runs :meth:`execute` in a task."""
         request = self._ready(job, run, attempt) if timeout_s > 0 else None
         if request is None:
-            task = asyncio.ensure_future(self.execute(job, run, attempt, timeout_s))
-            task.add_done_callback(partial(task_replied, reply))
-            return task
+            return in_task(self.execute(job, run, attempt, timeout_s), reply)
         replied = partial(_replied, reply, job, timeout_s)
         return self._pool.call(request, timeout_s=timeout_s, excerpt_bytes=http.EXCERPT_BYTES, reply=replied)
 
@@ -251,13 +249,8 @@ class AsyncTargets:
         if remaining <= 0:
             return timed_out(timeout_s)
         request = _request(target, invocation, url, address)
-        try:
-            answer = await self._pool.send(request, timeout_s=remaining, excerpt_bytes=http.EXCERPT_BYTES)
-        except TimeoutError:
-            return timed_out(round(timeout_s, 3))
-        except (WireError, OSError) as exc:
-            return failed(f"{type(exc).__name__}: {exc}", retryable=True)
-        return _result(answer)
+        # an error of the call is answered by _unready (_failure), as for a literal address
+        return _result(await self._pool.send(request, timeout_s=remaining, excerpt_bytes=http.EXCERPT_BYTES))
 
 
 def _failure(exc: Exception, job: Job, timeout_s: float) -> TargetResult:
@@ -280,8 +273,15 @@ def _replied(reply: Reply, job: Job, timeout_s: float, outcome: Answer | BaseExc
         reply(_result(outcome))
 
 
-def task_replied(reply: Reply, task: asyncio.Future[TargetResult]) -> None:
-    """The reply of an attempt that ran :meth:`AsyncTargetExecutor.execute` in a task."""
+def in_task(attempt: Coroutine[Any, Any, TargetResult], reply: Reply) -> asyncio.Future[TargetResult]:
+    """Run ``attempt`` (an :meth:`AsyncTargetExecutor.execute`) in a task that tells ``reply`` how it ended."""
+    task = asyncio.ensure_future(attempt)
+    task.add_done_callback(partial(_task_replied, reply))
+    return task
+
+
+def _task_replied(reply: Reply, task: asyncio.Future[TargetResult]) -> None:
+    """The reply of an attempt that ran in a task (:func:`in_task`)."""
     if task.cancelled():
         reply(asyncio.CancelledError())
     else:
