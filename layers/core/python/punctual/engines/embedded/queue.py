@@ -26,7 +26,7 @@ from collections.abc import Sequence
 
 from punctual.clock import Clock
 from punctual.engines.embedded.db import Database
-from punctual.engines.embedded.reads import chunks, shape
+from punctual.engines.embedded.reads import chunks, shape, values
 from punctual.port import Delivery, Dispatch, Queue
 from punctual.resources import MAX_DELAY_S
 from punctual.tenancy.fairness import RoundRobin
@@ -174,11 +174,8 @@ class EmbeddedQueue(Queue):
         step of SQLite, and the sqlite3 module hands the GIL over around every step."""
         rows = [(m, r) for r in receipts if (m := _message_id(r)) is not None]
         for chunk in chunks(rows, _DELETE_CHUNK):
-            size = shape(len(chunk), _DELETE_CHUNK)  # padded with (NULL, NULL), which matches no message
-            params = [value for row in chunk for value in row]
-            params.extend([None] * (2 * (size - len(chunk))))
-            params.append(self.name)
-            conn.execute(_DELETE_MATCHING.format(rows=", ".join(["(?, ?)"] * size)), params)
+            pairs, params = values(chunk, 2, shape(len(chunk), _DELETE_CHUNK))  # (NULL, NULL) matches no message
+            conn.execute(_DELETE_MATCHING.format(rows=pairs), [*params, self.name])
 
     def depth(self) -> int:
         """Every message of this queue: visible, delayed and in flight (exact, not approximate)."""

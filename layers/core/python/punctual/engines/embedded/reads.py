@@ -57,6 +57,15 @@ def shape(count: int, most: int) -> int:
     return min(rows, max(most, count))
 
 
+def values(chunk: Sequence[Sequence[Any]], width: int, rows: int) -> tuple[str, list[Any]]:
+    """The ``VALUES`` rows of ``chunk`` (``width`` values each) as SQL text and its parameters,
+    padded to ``rows`` rows (e.g. :func:`shape`) with rows of NULLs, which match no row."""
+    marks = "(" + ", ".join("?" * width) + ")"
+    params = [value for row in chunk for value in row]
+    params.extend([None] * (width * (rows - len(chunk))))
+    return ", ".join([marks] * rows), params
+
+
 class BatchReads:
     """:meth:`Store.get_jobs`, :meth:`Store.job_marks` and :meth:`Store.held_runs` for the
     embedded store: one query per few hundred ids, on the reader connection (no write lock)."""

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from punctual import rules
-from punctual.engines.embedded.reads import chunks, shape
+from punctual.engines.embedded.reads import chunks, shape, values
 from punctual.model import MAX_ATTEMPTS_KEPT, RUN_TRANSITIONS, Overlap, Run, RunState
 from punctual.model.stored import StoredReader
 from punctual.port import Finish, LeaseRequest, RunChange
@@ -180,8 +180,5 @@ def _execute(
 ) -> sqlite3.Cursor:
     """``template`` on the rows of ``chunk``; ``padded``: with rows of NULLs (which match no run)
     up to :func:`shape` rows."""
-    rows = shape(len(chunk), _CHUNK) if padded else len(chunk)
-    marks = "(" + ", ".join("?" * width) + ")"
-    params = [value for row in chunk for value in row]
-    params.extend([None] * (width * (rows - len(chunk))))
-    return conn.execute(template.format(rows=", ".join([marks] * rows)), params)
+    rows, params = values(chunk, width, shape(len(chunk), _CHUNK) if padded else len(chunk))
+    return conn.execute(template.format(rows=rows), params)
