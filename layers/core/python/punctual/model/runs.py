@@ -60,7 +60,7 @@ def copy_run(run: Run, update: dict[str, Any]) -> Run:
     """``run.model_copy(update=update)`` (no validation either), without the ``copy`` module's
     generic dispatch that ``model_copy`` spends about half its time in: the worker copies every
     run it finishes. The same steps as pydantic's ``BaseModel.__copy__`` for a model that has no
-    extra fields (``extra="forbid"``) and no private attributes; tests/unit/test_copy_run.py holds
+    extra fields (``extra="forbid"``) and no private attributes; tests/unit/test_embedded_batches.py holds
     it to ``model_copy``."""
     copied = Run.__new__(Run)
     object.__setattr__(copied, "__dict__", {**run.__dict__, **update})
