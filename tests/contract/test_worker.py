@@ -88,6 +88,25 @@ def stored(engine: Engine, run: Run) -> Run:
     return engine.store.get_run(run.job_id, run.scheduled_at)
 
 
+def process_cancelling_under_it(
+    w: Worker, engine: Engine, clock: ManualClock, run: Run, deliveries: list[Delivery]
+) -> list[Any]:
+    """``w.process(deliveries)`` while ``run`` is cancelled under it as soon as it is leased (the
+    waits bounded: 5 s for the lease, 15 s for the outcome)."""
+
+    async def go() -> list[Any]:
+        async with w.session():
+            task = asyncio.ensure_future(w.process(deliveries))
+            for _ in range(100):  # wait until it is leased, then cancel the run under it
+                await asyncio.sleep(0.05)
+                if stored(engine, run).state is RunState.RUNNING:
+                    break
+            engine.store.transition_run(stored(engine, run), cancellation(clock.now_ms(), "replaced"))
+            return await asyncio.wait_for(task, 15)
+
+    return asyncio.run(go())
+
+
 def test_a_batch_succeeds_with_one_coroutine_per_run_and_its_messages_are_deleted(engine, clock):
     runs = new_runs(engine, clock, 5)
     targets = Scripted(OK, delay_s=0.05)
@@ -151,18 +170,8 @@ def test_a_lease_lost_while_running_abandons_the_attempt_without_writing(engine,
     w = worker(engine, clock, targets)
     deliveries = received(engine, 1)
 
-    async def go() -> list[Any]:
-        async with w.session():
-            task = asyncio.ensure_future(w.process(deliveries))
-            for _ in range(100):  # wait until it is leased, then cancel the run under it
-                await asyncio.sleep(0.05)
-                if stored(engine, run).state is RunState.RUNNING:
-                    break
-            engine.store.transition_run(stored(engine, run), cancellation(clock.now_ms(), "replaced"))
-            return await asyncio.wait_for(task, 15)
-
     # When the next heartbeat finds the lease gone
-    assert asyncio.run(go()) == [Outcome.LEASE_LOST]
+    assert process_cancelling_under_it(w, engine, clock, run, deliveries) == [Outcome.LEASE_LOST]
     # Then the target call was abandoned and the cancelled run is untouched
     assert targets.cancelled == 1
     assert stored(engine, run).state is RunState.CANCELLED

@@ -22,8 +22,7 @@ from punctual.execution.worker import Worker
 from punctual.metrics import InMemoryMetrics
 from punctual.model import HttpTarget, RunState
 from punctual.port import Engine
-from punctual.runs.cancel import cancellation
-from tests.contract.test_worker import OPTIONS, new_runs, received, stored
+from tests.contract.test_worker import OPTIONS, new_runs, process_cancelling_under_it, received, stored
 from tests.unit.test_async_targets import OK, raw
 
 pytestmark = pytest.mark.contract
@@ -75,17 +74,7 @@ def test_a_lease_lost_during_an_http_call_cuts_the_call_and_writes_nothing(engin
     w = http_worker(engine, clock)
     deliveries = received(engine, 1)
 
-    async def go() -> list[Any]:
-        async with w.session():
-            task = asyncio.ensure_future(w.process(deliveries))
-            for _ in range(100):  # wait until it is leased, then cancel the run under it
-                await asyncio.sleep(0.05)
-                if stored(engine, run).state is RunState.RUNNING:
-                    break
-            engine.store.transition_run(stored(engine, run), cancellation(clock.now_ms(), "replaced"))
-            return await asyncio.wait_for(task, 15)
-
     # When the next heartbeat finds the lease gone, the attempt is abandoned: the run is untouched
-    assert asyncio.run(go()) == [Outcome.LEASE_LOST]
+    assert process_cancelling_under_it(w, engine, clock, run, deliveries) == [Outcome.LEASE_LOST]
     assert stored(engine, run).state is RunState.CANCELLED
     assert w.outcomes == {Outcome.LEASE_LOST: 1}
