@@ -41,6 +41,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+@pytest.fixture(autouse=True)
+def _forget_resolved_names() -> Iterator[None]:
+    """The process keeps names it checked for a few seconds (targets.resolutions): tests that fake
+    DNS answers must not see another test's."""
+    from punctual.execution.targets.resolutions import RESOLUTIONS
+
+    RESOLUTIONS.clear()
+    yield
+    RESOLUTIONS.clear()
+
+
 START_MS = 1_800_000_000_000  # 2027-01-15T08:00:00Z, a fixed instant for ManualClock
 
 

@@ -21,6 +21,7 @@ import pytest
 from punctual.clock import iso
 from punctual.execution.targets import TargetPolicy
 from punctual.execution.targets.aio import AsyncTargets
+from punctual.execution.targets.resolutions import Resolutions
 from punctual.execution.targets.wire import Request, WireError, WirePool
 from punctual.model import MAX_EXCERPT_CHARS, HttpTarget, Job, Run, RunState, SqsTarget
 from tests.unit.test_targets import INVOCATION, JOB_ID, LOCAL, RUN_ID, SCHEDULED_AT, STRICT, server, url
@@ -138,25 +139,39 @@ def test_loopback_and_metadata_are_refused_before_connecting(server):
     assert server.requests == []
 
 
-def test_a_name_is_resolved_once_and_the_connection_goes_to_the_checked_address(server, monkeypatch):
+def test_a_name_goes_to_its_checked_address_until_the_check_expires(server, monkeypatch):
     # Given a name whose first answer is allowed and whose later answers point at the metadata service
     answers = iter(["127.0.0.1", "169.254.169.254", "169.254.169.254"])
+    lookups: list[str] = []
     real = socket.getaddrinfo
 
     def rebinding(host: str, port: int, *args: Any, **kwargs: Any) -> list[Any]:
         if host == "rebind.test":
+            lookups.append(host)
             return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (next(answers), port))]
         return real(host, port, *args, **kwargs)
 
     monkeypatch.setattr(socket, "getaddrinfo", rebinding)
+    now = [100.0]
+    resolutions = Resolutions(ttl_s=10, now=lambda: now[0])
     port = server.server_address[1]
-    result = execute(HttpTarget(url=f"http://rebind.test:{port}/ok"))
+    target = HttpTarget(url=f"http://rebind.test:{port}/ok")
+    result = execute(target, targets=AsyncTargets(LOCAL, resolutions=resolutions))
     assert result.ok
     [(_, _, headers, _)] = server.requests
     assert headers["Host"] == f"rebind.test:{port}"
-    # and the next attempt resolves again and is refused (no address is cached past its check)
-    refused = execute(HttpTarget(url=f"http://rebind.test:{port}/ok"))
+    # Then within the check's 10 s the next attempt goes to the address checked, without a lookup
+    now[0] += 9.9
+    assert execute(target, targets=AsyncTargets(LOCAL, resolutions=resolutions)).ok
+    assert lookups == ["rebind.test"] and len(server.requests) == 2
+    # and once it expired, the name is resolved again and refused (no unchecked address is ever used)
+    now[0] += 0.2
+    refused = execute(target, targets=AsyncTargets(LOCAL, resolutions=resolutions))
     assert not refused.ok and "link-local" in (refused.error or "")
+    assert lookups == ["rebind.test", "rebind.test"] and len(server.requests) == 2
+    # and a refusal is not kept: the next attempt asks again
+    assert not execute(target, targets=AsyncTargets(LOCAL, resolutions=resolutions)).ok
+    assert len(lookups) == 3
 
 
 def test_aws_kinds_run_off_the_loop_through_the_blocking_dispatcher():

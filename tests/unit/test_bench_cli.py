@@ -18,3 +18,14 @@ def test_medians_are_taken_per_burst_size_over_the_numeric_figures() -> None:
     [big, small] = _medians(runs)
     assert big == {"jobs": 20_000, "runs": 3, "start_lateness_ms_p99": 1_500, "runs_completed_per_second": 9_500}
     assert small == {"jobs": 1_000, "runs": 1, "start_lateness_ms_p99": 10}
+
+
+def test_the_no_op_target_can_be_named_so_that_attempts_resolve_it() -> None:
+    import urllib.request
+
+    from punctual.bench.target import noop_target
+
+    with noop_target(0, "localhost") as url:
+        assert url.startswith("http://localhost:") and url.endswith("/noop")
+        with urllib.request.urlopen(url, data=b"{}", timeout=5) as answer:
+            assert answer.status == 204  # no content: what the no-op target answers

@@ -87,10 +87,11 @@ def bench_burst_execution(
     max_in_flight: int = 10_000,
     target_delay_ms: int = 0,
     prelease_s: int | None = None,
+    target_host: str = "127.0.0.1",
 ) -> dict[str, Any]:
     """N one-time jobs due at one second, executed by ``processes`` real ``punctual worker``
     processes (up to ``max_in_flight`` runs each) against a no-op HTTP target that answers after
-    ``target_delay_ms``.
+    ``target_delay_ms``, named ``target_host`` in the jobs' URL (it listens on 127.0.0.1).
 
     Start lateness = the moment the target call began (the attempt's ``started_at``) minus the
     scheduled time; throughput = runs completed per second from the first start to the last finish;
@@ -101,7 +102,7 @@ def bench_burst_execution(
 
     lookahead_ms = Settings().lookahead_ms if lookahead_ms is None else lookahead_ms
     clock = SystemClock()
-    with noop_target(target_delay_ms) as url, tempfile.TemporaryDirectory(prefix="punctual-burst-") as tmp:
+    with noop_target(target_delay_ms, target_host) as url, tempfile.TemporaryDirectory(prefix="punctual-burst-") as tmp:
         engine = EmbeddedEngine(Path(tmp) / "punctual.db", shards=SHARDS, clock=clock)
         prelease_s = Settings().prelease_s if prelease_s is None else prelease_s
         workers = [_start_worker(tmp, max_in_flight, prelease_s) for _ in range(processes)]
@@ -132,6 +133,7 @@ def bench_burst_execution(
     cpu_s = sum(u.ru_utime + u.ru_stime for u in usage if u is not None)
     done = figures["runs_succeeded"]
     figures["target_delay_ms"] = target_delay_ms
+    figures["target_host"] = target_host
     figures["prelease_s"] = prelease_s
     figures["lookahead_ms"] = lookahead_ms
     figures["worker_cpu_seconds"] = round(cpu_s, 2)  # whole life: start-up and idle polling included

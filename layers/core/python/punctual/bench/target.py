@@ -89,15 +89,18 @@ def serve(conn: Connection, delay_ms: int) -> None:
 
 
 @contextmanager
-def noop_target(delay_ms: int = 0) -> Iterator[str]:
-    """The URL of a no-op target (answering after ``delay_ms``) that lives as long as the ``with`` block."""
+def noop_target(delay_ms: int = 0, host: str = "127.0.0.1") -> Iterator[str]:
+    """The URL of a no-op target (answering after ``delay_ms``) that lives as long as the ``with`` block.
+
+    It listens on 127.0.0.1; ``host`` is how the URL names it (a name such as ``localhost`` makes
+    every attempt go through name resolution and its SSRF check, as a real webhook's does)."""
     parent, child = multiprocessing.Pipe()
     process = multiprocessing.get_context("spawn").Process(target=serve, args=(child, delay_ms), daemon=True)
     process.start()
     try:
         if not parent.poll(30):
             raise RuntimeError("the no-op target did not start")
-        yield f"http://127.0.0.1:{parent.recv()}/noop"
+        yield f"http://{host}:{parent.recv()}/noop"
     finally:
         process.terminate()
         process.join(5)

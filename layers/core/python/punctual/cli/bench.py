@@ -36,6 +36,12 @@ def register(subparsers: Any) -> None:
         "--target-delay-ms", type=int, default=0, help="the no-op target answers after this long (a real webhook)"
     )
     burst.add_argument(
+        "--target-host",
+        default="127.0.0.1",
+        help="how the jobs' URL names the no-op target, which listens on 127.0.0.1 (a name such as"
+        " localhost: every attempt resolves it, as for a real webhook)",
+    )
+    burst.add_argument(
         "--lookahead-ms", type=int, default=None, help="the scheduler's lookahead (default: the settings')"
     )
     burst.add_argument(
@@ -109,6 +115,7 @@ def run_burst(args: argparse.Namespace) -> int:
             target_delay_ms=args.target_delay_ms,
             prelease_s=args.prelease_s,
             lookahead_ms=args.lookahead_ms,
+            target_host=args.target_host,
         )
         for size in sizes
         for _ in range(max(1, args.repeat))
@@ -130,7 +137,8 @@ def run_burst(args: argparse.Namespace) -> int:
     if executed:
         print(
             f"Execution: {args.processes} punctual worker processes, up to {args.max_in_flight:,} runs in flight each,"
-            f" no-op HTTP target on 127.0.0.1 answering after {args.target_delay_ms} ms:"
+            f" no-op HTTP target on 127.0.0.1 (named {args.target_host} in the URL) answering after"
+            f" {args.target_delay_ms} ms:"
         )
     for e in executed:
         print(

@@ -5,8 +5,9 @@ the SSRF guard, the headers and the answer rules of :mod:`punctual.execution.tar
 two paths cannot drift: only the transport differs. The AWS kinds use boto3, which blocks: they run
 on a small thread pool, never on the loop.
 
-Names are resolved on the thread pool too (``getaddrinfo`` blocks); a literal address is checked
-in place. Either way the connection goes to the address that was checked.
+Names are resolved on the thread pool too (``getaddrinfo`` blocks), unless one was checked in the
+last few seconds (:mod:`punctual.execution.targets.resolutions`); a literal address is checked in
+place. Either way the connection goes to the address that was checked.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import httpx
 
 from punctual.execution.targets import Targets, http, signing, wire
 from punctual.execution.targets.policy import TargetPolicy
+from punctual.execution.targets.resolutions import RESOLUTIONS, Resolutions
 from punctual.execution.targets.types import Invocation, TargetResult, failed, timed_out
 from punctual.execution.targets.wire import Answer, Request, WireError, WirePool
 from punctual.model import HttpTarget, Job, Run
@@ -83,8 +85,10 @@ class AsyncTargets:
         blocking: ThreadPoolExecutor | None = None,
         max_connections_per_host: int = 1024,
         keys: Keys | None = None,
+        resolutions: Resolutions = RESOLUTIONS,
     ) -> None:
         self.policy = policy or TargetPolicy()
+        self.resolutions = resolutions  # names checked recently (the process's, by default)
         self.keys = keys  # opens secret headers and signs HTTP requests (the engine's keys)
         self._sync = sync or Targets(self.policy, keys=keys)
         # requests built ahead of their instant, by (run id, attempt): (the job version, the request)
@@ -121,9 +125,10 @@ class AsyncTargets:
         return self._pool.call(request, timeout_s=timeout_s, excerpt_bytes=http.EXCERPT_BYTES, reply=replied)
 
     def _ready(self, job: Job, run: Run, attempt: int) -> Request | None:
-        """The request of an HTTP attempt built ahead (for the job's current version) or to a
-        literal address the policy allows; None for everything else, which :meth:`_unready` handles
-        (names are resolved off the loop; errors become results there)."""
+        """The request of an HTTP attempt built ahead (for the job's current version), to a literal
+        address the policy allows or to a name checked in the last few seconds; None for everything
+        else, which :meth:`_unready` handles (names are resolved off the loop; errors become results
+        there)."""
         target = job.target
         if not isinstance(target, HttpTarget):
             return None
@@ -133,10 +138,10 @@ class AsyncTargets:
                 return built[1]
         try:
             url = _parse(target.url)
-            if not url.literal:
-                return None
-            # no DNS: the verdict on a literal address never changes, so it is kept
-            address, _ = _literal_verdict(url.host, url.port, self.policy)
+            if url.literal:  # no DNS: the verdict on a literal address never changes, so it is kept
+                address, _ = _literal_verdict(url.host, url.port, self.policy)
+            else:  # a name checked in the last few seconds; else it is resolved off the loop
+                address = self.resolutions.get(url.host, url.port, self.policy)
             if address is None:
                 return None
             # KNOWN LIMIT: on the aws engine the first use per owner and secret in a process
@@ -211,7 +216,9 @@ class AsyncTargets:
             if url.literal:
                 address, _ = _literal_verdict(url.host, url.port, self.policy)
             else:
-                address = http.resolve(url.host, url.port, self.policy)
+                address = self.resolutions.get(url.host, url.port, self.policy) or http.resolve(
+                    url.host, url.port, self.policy, cache=self.resolutions
+                )
             if address is None:
                 return
             request = self._build(job, run, attempt, url, address)
@@ -235,12 +242,13 @@ class AsyncTargets:
             return timed_out(timeout_s)
 
     async def _resolved(self, target: HttpTarget, invocation: Invocation, url: _Url, timeout_s: float) -> TargetResult:
-        """An HTTP attempt to a name: resolved and checked on the thread pool, then sent to the
-        checked address within what is left of ``timeout_s``."""
+        """An HTTP attempt to a name not checked recently: resolved and checked on the thread pool
+        (and kept), then sent to the checked address within what is left of ``timeout_s``."""
         loop = asyncio.get_running_loop()
         started = loop.time()
         try:
-            address = await loop.run_in_executor(self._blocking, http.resolve, url.host, url.port, self.policy)
+            resolve = partial(http.resolve, url.host, url.port, self.policy, cache=self.resolutions)
+            address = await loop.run_in_executor(self._blocking, resolve)
         except http.Refused as exc:
             return failed(f"refused by the target policy: {exc}", retryable=False)
         except OSError as exc:  # DNS failure: often transient

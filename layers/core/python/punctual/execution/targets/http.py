@@ -14,7 +14,9 @@ SSRF: the host is resolved here, every resolved address is checked against the p
 (``punctual.execution.targets.policy``), and the connection goes to the checked address itself: the URL's
 host is replaced by the address, the original name is kept in the ``Host`` header and as the TLS
 server name (so certificates are still verified against the name). A DNS answer that changes
-between the check and the connection therefore cannot redirect the worker.
+between the check and the connection therefore cannot redirect the worker. An allowed answer is
+kept for 10 s (``punctual.execution.targets.resolutions``): attempts within that time go to the
+address checked then.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import httpx
 
 from punctual.execution.targets import signing
 from punctual.execution.targets.policy import TargetPolicy, address_refusal, host_refusal
+from punctual.execution.targets.resolutions import RESOLUTIONS, Resolutions
 from punctual.execution.targets.types import Invocation, TargetResult, failed, succeeded, timed_out
 from punctual.model import MAX_EXCERPT_CHARS, HttpTarget, truncate
 from punctual.runs.retry import http_status_retryable
@@ -68,11 +71,12 @@ def send(target: HttpTarget, invocation: Invocation, policy: TargetPolicy, deadl
         return failed(f"{type(exc).__name__}: {exc}", retryable=True)
 
 
-def resolve(host: str, port: int, policy: TargetPolicy) -> str:
+def resolve(host: str, port: int, policy: TargetPolicy, *, cache: Resolutions | None = RESOLUTIONS) -> str:
     """One address of ``host`` the worker may connect to. Raises :class:`Refused` or ``OSError`` (DNS).
 
     Every address the name resolves to must be allowed: a name that resolves to a public and a
-    metadata address at once is refused rather than raced.
+    metadata address at once is refused rather than raced. An allowed answer is kept in ``cache``
+    for a few seconds (:mod:`punctual.execution.targets.resolutions`).
     """
     reason = host_refusal(host.rstrip(".").lower(), policy)
     if reason is not None:
@@ -81,6 +85,16 @@ def resolve(host: str, port: int, policy: TargetPolicy) -> str:
         return str(ipaddress.ip_address(host))  # a literal address, judged just above: nothing to look up
     except ValueError:
         pass
+    kept = cache.get(host, port, policy) if cache is not None else None
+    if kept is not None:
+        return kept
+    address = _lookup(host, port, policy)
+    if cache is not None:
+        cache.put(host, port, policy, address)
+    return address
+
+
+def _lookup(host: str, port: int, policy: TargetPolicy) -> str:
     infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     addresses = [str(info[4][0]).split("%", 1)[0] for info in infos]  # drop an IPv6 zone id
     if not addresses:
