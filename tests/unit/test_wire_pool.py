@@ -259,3 +259,27 @@ def test_closing_the_pool_closes_idle_connections_and_leaves_calls_in_flight_the
     in_flight = asyncio.run(go())
     assert isinstance(in_flight.exception(), TimeoutError) and time.monotonic() - started < 3  # not wait's 5 s
     assert pool.idle_connections() == 0
+
+
+def test_idle_connections_unused_for_a_while_are_closed_and_their_keys_forgotten(raw: Any) -> None:
+    srv = raw([OK, OK, OK])
+    pool = WirePool(idle_s=1.0, sweep_s=0.05)
+
+    def named(host: str) -> Request:  # one server, two pool keys (as after a name's address changed)
+        return Request.of("POST", "http", host, "127.0.0.1", srv.port, target="/x", headers={"Host": host}, body=b"{}")
+
+    async def go() -> None:
+        await pool.send(named("old.test"), timeout_s=5, excerpt_bytes=10)
+        assert pool.keys() == 1 and pool.idle_connections() == 1
+        await asyncio.sleep(0.6)  # past a sweep, not past idle_s: the connection is kept
+        await pool.send(named("new.test"), timeout_s=5, excerpt_bytes=10)
+        assert pool.keys() == 2 and pool.idle_connections() == 2
+        await asyncio.sleep(0.6)  # old.test's connection has been idle 1.2 s, new.test's 0.6 s
+        await pool.send(named("new.test"), timeout_s=5, excerpt_bytes=10)
+        assert pool.keys() == 1 and pool.idle_connections() == 1  # old.test's closed, its key forgotten
+
+    try:
+        asyncio.run(go())
+    finally:
+        pool.close()
+    assert srv.connections == 2  # new.test's second call reused its connection

@@ -25,6 +25,9 @@ What it guarantees (the rest of the HTTP target's rules live in ``punctual.execu
 - **Bounded.** The response head is at most 64 KiB; at most ``excerpt_bytes`` of the body are
   read. A body that is longer (or whose end is unknown) costs its connection, which is closed
   rather than drained. Redirects are answers like any other: never followed.
+- **Idle connections expire.** One unused for :data:`IDLE_S` (or closed by its server) is closed,
+  and a key with nothing left is forgotten (looked for at most every :data:`SWEEP_S`, by calls):
+  a worker that runs for weeks meets addresses it never uses again.
 - **At most ``max_per_key`` connections per key** at once, handed out first come, first served: a
   burst of thousands of runs to one webhook queues for connections instead of opening thousands.
 - **Timeouts.** The whole exchange (waiting for a connection, connect, TLS, request, answer) is cut
@@ -39,6 +42,7 @@ from __future__ import annotations
 
 import asyncio
 import ssl
+import time
 from collections import deque
 from collections.abc import Callable, Mapping
 from functools import partial
@@ -50,6 +54,8 @@ from punctual.execution.targets.wire_parse import MAX_HEAD_BYTES, Answer, Connec
 __all__ = ["MAX_HEAD_BYTES", "Answer", "Call", "Request", "WireError", "WirePool", "encode", "header_block"]
 
 PoolKey = tuple[str, str, str, int]
+IDLE_S = 60.0  # an idle connection unused this long is closed
+SWEEP_S = 10.0  # calls look for such connections (and keys nobody uses) at most this often
 
 
 class Request(NamedTuple):
@@ -302,16 +308,31 @@ class WirePool:
     """
 
     def __init__(
-        self, *, tls: ssl.SSLContext | None = None, max_idle_per_key: int = 256, max_per_key: int = 1024
+        self,
+        *,
+        tls: ssl.SSLContext | None = None,
+        max_idle_per_key: int = 256,
+        max_per_key: int = 1024,
+        idle_s: float = IDLE_S,
+        sweep_s: float = SWEEP_S,
     ) -> None:
         self._tls = tls
         self._max_idle = max_idle_per_key
         self._max_per_key = max_per_key
         self._hosts: dict[PoolKey, _Host] = {}
         self._deadlines: Deadlines | None = None
+        # A long-running worker meets keys it never uses again (a name's address changes: DNS
+        # round robin, a load balancer's new addresses): their idle connections are closed after
+        # idle_s and the keys forgotten, instead of holding sockets and entries for good.
+        self._idle_s, self._sweep_s = idle_s, sweep_s
+        self._next_sweep = time.monotonic() + sweep_s
 
     def idle_connections(self) -> int:
         return sum(len(host.idle) for host in self._hosts.values())
+
+    def keys(self) -> int:
+        """Pool keys known (with idle connections, calls in flight or queued, or recently used)."""
+        return len(self._hosts)
 
     async def send(self, request: Request, *, timeout_s: float, excerpt_bytes: int) -> Answer:
         """Send ``request`` and read its answer (at most ``excerpt_bytes`` of body) within ``timeout_s``.
@@ -334,6 +355,8 @@ class WirePool:
         deadlines = self._deadlines
         if deadlines is None or deadlines.loop is not loop:
             deadlines = self._deadlines = Deadlines(loop)
+        if time.monotonic() >= self._next_sweep:
+            self._sweep()
         key = request.key
         host = self._hosts.get(key)
         if host is None:
@@ -373,6 +396,7 @@ class WirePool:
                     connection.exchange(entry.request.data, entry.request.method == "HEAD", entry.limit, future)
                     return
             if len(host.idle) < self._max_idle:
+                connection.idle_since = time.monotonic()
                 host.idle.append(connection)
             else:
                 connection.close()
@@ -387,6 +411,24 @@ class WirePool:
                 future.set_result(_SLOT)
                 return
         host.free += 1
+
+    def _sweep(self) -> None:
+        """Close the idle connections unused for ``idle_s`` (or closed by their server) and forget
+        the keys left with nothing: no idle connection, no call holding or waiting for a slot."""
+        now = time.monotonic()
+        self._next_sweep = now + self._sweep_s
+        oldest = now - self._idle_s
+        for key, host in list(self._hosts.items()):
+            if host.idle:
+                kept: list[Connection] = []
+                for connection in host.idle:
+                    if connection.idle_since > oldest and connection.usable():
+                        kept.append(connection)
+                    else:
+                        connection.close()
+                host.idle[:] = kept  # in place, in order: the newest (last) are reused first
+            if not host.idle and not host.queue and host.free == self._max_per_key:
+                del self._hosts[key]
 
     async def _connect(self, request: Request, deadline: float) -> Connection:
         tls = None

@@ -45,6 +45,7 @@ class Connection(asyncio.Protocol):
     def __init__(self) -> None:
         self.transport: asyncio.Transport | None = None
         self.reusable = False  # the last exchange ended with a complete answer the connection may follow
+        self.idle_since = 0.0  # monotonic seconds: when the pool last put it back (WirePool._sweep)
         self._ended = False
         self._buffer = bytearray()
         self._waiter: asyncio.Future[Any] | None = None
