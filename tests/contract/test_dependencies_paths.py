@@ -214,3 +214,26 @@ def test_the_batched_worker_keeps_the_message_until_the_release_is_done(engine, 
     assert _process_async(_async_worker(engine, clock), [receive_one(engine, engine_kind)]) == [Outcome.DUPLICATE]
     (released,) = runs_of(engine, b)
     assert released.released_by == [run.run_id]
+
+
+@pytest.mark.parametrize(
+    ("overlap", "outcome", "earlier"),
+    [("forbid", Outcome.SKIPPED, RunState.RUNNING), ("replace", Outcome.SUCCEEDED, RunState.CANCELLED)],
+)
+def test_a_released_run_honours_its_jobs_overlap_at_its_lease(
+    engine, engine_kind, clock, alerter, overlap, outcome, earlier
+):
+    # Given a dependent whose earlier run is still running when its upstream releases a new one
+    a = job(engine, clock, "a")
+    b = job(engine, clock, "b", [a], overlap=overlap)
+    running = start(engine, clock, b, send=False)
+    engine.store.lease_run(running.job_id, running.scheduled_at, "another-worker", clock.now_ms(), 10 * MINUTE)
+    clock.advance(SECOND)
+    start(engine, clock, a)
+    assert process(engine, clock, receive_one(engine, engine_kind), FakeTargets(OK), alerter) is Outcome.SUCCEEDED
+    released = next(r for r in runs_of(engine, b) if r.trigger is Trigger.DEPENDENCY)
+    # Then the worker decides the overlap when it leases the released run, as for a scheduled one
+    delivery = receive_one(engine, engine_kind)
+    assert delivery.run_id == released.run_id
+    assert process(engine, clock, delivery, FakeTargets(OK), alerter) is outcome
+    assert stored(engine, running).state is earlier
