@@ -29,3 +29,20 @@ def test_the_no_op_target_can_be_named_so_that_attempts_resolve_it() -> None:
         assert url.startswith("http://localhost:") and url.endswith("/noop")
         with urllib.request.urlopen(url, data=b"{}", timeout=5) as answer:
             assert answer.status == 204  # no content: what the no-op target answers
+
+
+def test_the_no_op_target_serves_https_with_a_certificate_only_its_ca_verifies(tmp_path) -> None:
+    import ssl
+    import urllib.error
+    import urllib.request
+
+    from punctual.bench.target import noop_target
+
+    ca = tmp_path / "ca.pem"
+    with noop_target(0, "localhost", tls_ca=ca) as url:
+        assert url.startswith("https://localhost:")
+        trusting = ssl.create_default_context(cafile=str(ca))
+        with urllib.request.urlopen(url, data=b"{}", timeout=5, context=trusting) as answer:
+            assert answer.status == 204
+        with pytest.raises(urllib.error.URLError, match="CERTIFICATE_VERIFY_FAILED"):
+            urllib.request.urlopen(url, data=b"{}", timeout=5, context=ssl.create_default_context())

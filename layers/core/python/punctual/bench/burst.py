@@ -88,10 +88,12 @@ def bench_burst_execution(
     target_delay_ms: int = 0,
     prelease_s: int | None = None,
     target_host: str = "127.0.0.1",
+    target_tls: bool = False,
 ) -> dict[str, Any]:
     """N one-time jobs due at one second, executed by ``processes`` real ``punctual worker``
     processes (up to ``max_in_flight`` runs each) against a no-op HTTP target that answers after
-    ``target_delay_ms``, named ``target_host`` in the jobs' URL (it listens on 127.0.0.1).
+    ``target_delay_ms``, named ``target_host`` in the jobs' URL (it listens on 127.0.0.1), over
+    HTTPS with ``target_tls`` (a certificate from a throwaway CA that only the workers trust).
 
     Start lateness = the moment the target call began (the attempt's ``started_at``) minus the
     scheduled time; throughput = runs completed per second from the first start to the last finish;
@@ -102,10 +104,15 @@ def bench_burst_execution(
 
     lookahead_ms = Settings().lookahead_ms if lookahead_ms is None else lookahead_ms
     clock = SystemClock()
-    with noop_target(target_delay_ms, target_host) as url, tempfile.TemporaryDirectory(prefix="punctual-burst-") as tmp:
+    with (
+        tempfile.TemporaryDirectory(prefix="punctual-burst-ca-") as keys,
+        noop_target(target_delay_ms, target_host, tls_ca=Path(keys) / "ca.pem" if target_tls else None) as url,
+        tempfile.TemporaryDirectory(prefix="punctual-burst-") as tmp,
+    ):
         engine = EmbeddedEngine(Path(tmp) / "punctual.db", shards=SHARDS, clock=clock)
         prelease_s = Settings().prelease_s if prelease_s is None else prelease_s
-        workers = [_start_worker(tmp, max_in_flight, prelease_s) for _ in range(processes)]
+        ca = Path(keys) / "ca.pem" if target_tls else None
+        workers = [_start_worker(tmp, max_in_flight, prelease_s, ca) for _ in range(processes)]
         usage: list[Any] = []
         try:
             _wait_until_started(workers)
@@ -134,6 +141,7 @@ def bench_burst_execution(
     done = figures["runs_succeeded"]
     figures["target_delay_ms"] = target_delay_ms
     figures["target_host"] = target_host
+    figures["target_tls"] = target_tls
     figures["prelease_s"] = prelease_s
     figures["lookahead_ms"] = lookahead_ms
     figures["worker_cpu_seconds"] = round(cpu_s, 2)  # whole life: start-up and idle polling included
@@ -179,10 +187,14 @@ def _scheduler_options(lookahead_ms: int, prelease_s: int | None = None) -> Sche
     return replace(options_from_settings(settings), lookahead_ms=lookahead_ms)
 
 
-def _start_worker(data_dir: str, max_in_flight: int, prelease_s: int) -> subprocess.Popen[bytes]:
+def _start_worker(
+    data_dir: str, max_in_flight: int, prelease_s: int, ca: Path | None = None
+) -> subprocess.Popen[bytes]:
     command = [sys.executable, "-m", "punctual.cli", "worker", "--engine", "embedded", "--data-dir", data_dir]
     command += ["--shards", str(SHARDS), "--max-in-flight", str(max_in_flight), "--allow-loopback", "--wait-s", "0.2"]
     env = {**os.environ, "PUNCTUAL_PRELEASE_S": str(prelease_s)}
+    if ca is not None:  # the target's throwaway CA, and no other: the workers verify its certificate
+        env["SSL_CERT_FILE"] = str(ca)
     return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)  # noqa: S603
 
 

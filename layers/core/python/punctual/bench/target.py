@@ -12,10 +12,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import multiprocessing
+import ssl
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from multiprocessing.connection import Connection
+from pathlib import Path
 from typing import cast
+
+from punctual.bench.certificates import throwaway
 
 _ANSWER = b"HTTP/1.1 204 No Content\r\nContent-Length: 0\r\n\r\n"
 _MAX_HEAD = 65_536
@@ -72,8 +77,9 @@ def _content_length(head: bytes) -> int:
     return 0
 
 
-def serve(conn: Connection, delay_ms: int) -> None:
-    """Serve until killed; sends the port on ``conn`` once listening."""
+def serve(conn: Connection, delay_ms: int, tls: tuple[str, str] | None = None) -> None:
+    """Serve until killed (over TLS with ``tls``: certificate chain and key files); sends the port
+    on ``conn`` once listening."""
     with contextlib.suppress(ImportError):
         import uvloop
 
@@ -81,7 +87,11 @@ def serve(conn: Connection, delay_ms: int) -> None:
 
     async def main() -> None:
         loop = asyncio.get_running_loop()
-        server = await loop.create_server(lambda: _NoOp(delay_ms / 1000), "127.0.0.1", 0, backlog=4096)
+        context = None
+        if tls is not None:
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(*tls)
+        server = await loop.create_server(lambda: _NoOp(delay_ms / 1000), "127.0.0.1", 0, backlog=4096, ssl=context)
         conn.send(server.sockets[0].getsockname()[1])
         await server.serve_forever()
 
@@ -89,18 +99,27 @@ def serve(conn: Connection, delay_ms: int) -> None:
 
 
 @contextmanager
-def noop_target(delay_ms: int = 0, host: str = "127.0.0.1") -> Iterator[str]:
+def noop_target(delay_ms: int = 0, host: str = "127.0.0.1", *, tls_ca: Path | None = None) -> Iterator[str]:
     """The URL of a no-op target (answering after ``delay_ms``) that lives as long as the ``with`` block.
 
     It listens on 127.0.0.1; ``host`` is how the URL names it (a name such as ``localhost`` makes
-    every attempt go through name resolution and its SSRF check, as a real webhook's does)."""
-    parent, child = multiprocessing.Pipe()
-    process = multiprocessing.get_context("spawn").Process(target=serve, args=(child, delay_ms), daemon=True)
-    process.start()
-    try:
-        if not parent.poll(30):
-            raise RuntimeError("the no-op target did not start")
-        yield f"http://{host}:{parent.recv()}/noop"
-    finally:
-        process.terminate()
-        process.join(5)
+    every attempt go through name resolution and its SSRF check, as a real webhook's does). With
+    ``tls_ca`` it serves HTTPS with a certificate for ``host`` from a throwaway CA, whose
+    certificate is written to ``tls_ca`` for the clients to trust (``SSL_CERT_FILE``)."""
+    with tempfile.TemporaryDirectory(prefix="punctual-target-") as folder:
+        tls = None
+        if tls_ca is not None:
+            files = throwaway(Path(folder), host)
+            tls_ca.write_bytes(files.ca.read_bytes())
+            tls = (str(files.certificate), str(files.key))
+        parent, child = multiprocessing.Pipe()
+        process = multiprocessing.get_context("spawn").Process(target=serve, args=(child, delay_ms, tls), daemon=True)
+        process.start()
+        try:
+            if not parent.poll(30):
+                raise RuntimeError("the no-op target did not start")
+            scheme = "https" if tls is not None else "http"
+            yield f"{scheme}://{host}:{parent.recv()}/noop"
+        finally:
+            process.terminate()
+            process.join(5)

@@ -42,6 +42,11 @@ def register(subparsers: Any) -> None:
         " localhost: every attempt resolves it, as for a real webhook)",
     )
     burst.add_argument(
+        "--target-tls",
+        action="store_true",
+        help="serve the no-op target over HTTPS (a certificate from a throwaway CA the workers trust)",
+    )
+    burst.add_argument(
         "--lookahead-ms", type=int, default=None, help="the scheduler's lookahead (default: the settings')"
     )
     burst.add_argument(
@@ -116,6 +121,7 @@ def run_burst(args: argparse.Namespace) -> int:
             prelease_s=args.prelease_s,
             lookahead_ms=args.lookahead_ms,
             target_host=args.target_host,
+            target_tls=args.target_tls,
         )
         for size in sizes
         for _ in range(max(1, args.repeat))
@@ -137,7 +143,8 @@ def run_burst(args: argparse.Namespace) -> int:
     if executed:
         print(
             f"Execution: {args.processes} punctual worker processes, up to {args.max_in_flight:,} runs in flight each,"
-            f" no-op HTTP target on 127.0.0.1 (named {args.target_host} in the URL) answering after"
+            f" no-op {'HTTPS' if args.target_tls else 'HTTP'} target on 127.0.0.1 (named {args.target_host} in"
+            f" the URL) answering after"
             f" {args.target_delay_ms} ms:"
         )
     for e in executed:
