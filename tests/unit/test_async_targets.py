@@ -358,6 +358,34 @@ def test_a_request_built_ahead_of_its_instant_is_sent_as_built(server):
     assert headers["X-Punctual-Attempt"] == str(INVOCATION.attempt) and json.loads(body) == INVOCATION.payload
 
 
+def test_warm_opens_one_connection_per_prebuilt_attempt_and_key(raw):
+    # Given three attempts built ahead to one key, one to another, and one never built
+    srv, other = raw([OK]), raw([OK])
+    targets = AsyncTargets(LOCAL)
+    attempts = []
+    for index, port in enumerate([srv.port, srv.port, srv.port, other.port]):
+        job = job_with(HttpTarget(url=f"http://127.0.0.1:{port}/ok"))
+        run = run_of(job).model_copy(update={"scheduled_at": SCHEDULED_AT + index})
+        targets.prebuild(job, run, INVOCATION.attempt)
+        attempts.append((run.run_id, INVOCATION.attempt))
+
+    async def go():
+        try:
+            # When their connections are warmed before the instant
+            opening = targets.warm([*attempts, ("run_never_built", 1)])
+            for _ in range(100):  # bounded: until the connections are open
+                if targets._pool.idle_connections() == 4:
+                    break
+                await asyncio.sleep(0.02)
+            return opening, targets._pool.idle_connections()
+        finally:
+            targets.close()
+
+    # Then one connection per attempt and key was opened, and is idle for the calls to reuse
+    assert asyncio.run(go()) == (4, 4)
+    assert (srv.connections, other.connections) == (3, 1)
+
+
 def test_a_request_built_ahead_is_rebuilt_when_the_job_changed_and_never_for_a_refused_address(server):
     # Given a request built for version 1 of a job, which then moved to another path (version 2)
     job = job_with(HttpTarget(url=url(server, "/ok")))

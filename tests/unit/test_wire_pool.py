@@ -283,3 +283,47 @@ def test_idle_connections_unused_for_a_while_are_closed_and_their_keys_forgotten
     finally:
         pool.close()
     assert srv.connections == 2  # new.test's second call reused its connection
+
+
+def test_warm_opens_the_connections_calls_will_reuse_and_no_more_than_the_key_can_use(raw: Any) -> None:
+    srv = raw([OK, OK, OK])
+    pool = WirePool(max_idle_per_key=3, max_per_key=3)
+
+    async def go() -> list[Any]:
+        assert pool.warm(request(srv.port), 5, timeout_s=5) == 3  # bounded by the key's idle connections
+        assert pool.warm(request(srv.port), 5, timeout_s=5) == 0  # those being opened count
+        for _ in range(100):  # bounded: until the three are open
+            if pool.idle_connections() == 3:
+                break
+            await asyncio.sleep(0.02)
+        assert pool.idle_connections() == 3 and pool.warm(request(srv.port), 5, timeout_s=5) == 0
+        try:
+            return await asyncio.gather(
+                *(pool.send(request(srv.port), timeout_s=5, excerpt_bytes=10) for _ in range(3))
+            )
+        finally:
+            pool.close()
+
+    answers = asyncio.run(go())
+    assert [answer.status for answer in answers] == [200, 200, 200]
+    assert srv.connections == 3  # the calls reused the warmed connections
+
+
+def test_a_warm_connection_that_fails_leaves_nothing_behind() -> None:
+    import socket
+
+    with socket.socket() as unused:  # a port nobody listens on
+        unused.bind(("127.0.0.1", 0))
+        port = unused.getsockname()[1]
+    pool = WirePool()
+
+    async def go() -> None:
+        assert pool.warm(request(port), 2, timeout_s=2) == 2
+        for _ in range(100):
+            if not pool._warming:
+                break
+            await asyncio.sleep(0.02)
+        assert pool.idle_connections() == 0 and not pool._warming
+        pool.close()
+
+    asyncio.run(go())

@@ -100,13 +100,15 @@ def bench_burst_execution(
     worker CPU and peak RSS come from each worker process's resource usage at its exit (its whole
     life, idle polling before the burst included).
     """
-    from punctual.bench.target import noop_target
+    from punctual.bench.target import noop_target_process
 
     lookahead_ms = Settings().lookahead_ms if lookahead_ms is None else lookahead_ms
     clock = SystemClock()
     with (
         tempfile.TemporaryDirectory(prefix="punctual-burst-ca-") as keys,
-        noop_target(target_delay_ms, target_host, tls_ca=Path(keys) / "ca.pem" if target_tls else None) as url,
+        noop_target_process(
+            target_delay_ms, target_host, tls_ca=Path(keys) / "ca.pem" if target_tls else None
+        ) as target,
         tempfile.TemporaryDirectory(prefix="punctual-burst-") as tmp,
     ):
         engine = EmbeddedEngine(Path(tmp) / "punctual.db", shards=SHARDS, clock=clock)
@@ -118,7 +120,8 @@ def bench_burst_execution(
             _wait_until_started(workers)
             now = clock.now_ms()
             due_at = (now + LEAD_MS + lookahead_ms) // 1000 * 1000 + 1000
-            jobs = list(bench_jobs(count, now=now, due_at=due_at, shards=SHARDS, cron=None, url=url))
+            jobs = list(bench_jobs(count, now=now, due_at=due_at, shards=SHARDS, cron=None, url=target.url))
+            target.arrivals()  # none yet: the clock of arrivals starts here
             store: Any = engine.store
             store.bulk_load_jobs(jobs)
             options = _scheduler_options(lookahead_ms, prelease_s)
@@ -129,8 +132,9 @@ def bench_burst_execution(
             deadline = due_at + 60_000 + count * 5  # bounded: a minute plus 5 ms per run
             while engine.queue.depth() and clock.now_ms() < deadline:  # a message is deleted when its run ends
                 time.sleep(0.05)
-            runs = _runs_of(engine, jobs, due_at)
             cpu_after = [_cpu_seconds(worker.pid) for worker in workers]
+            arrivals = sorted(max(0, round(at * 1000) - due_at) for at in target.arrivals())
+            runs = _runs_of(engine, jobs, due_at)
         finally:
             for worker in workers:
                 worker.send_signal(signal.SIGTERM)
@@ -140,6 +144,11 @@ def bench_burst_execution(
     cpu_s = sum(u.ru_utime + u.ru_stime for u in usage if u is not None)
     done = figures["runs_succeeded"]
     figures["target_delay_ms"] = target_delay_ms
+    # when each request reached the target, after the runs' instant: the lateness the webhook sees
+    # (start lateness is stamped when the worker begins the attempt, before any handshake)
+    figures["target_arrival_lateness_ms_p50"] = m.percentile(arrivals, 50)
+    figures["target_arrival_lateness_ms_p99"] = m.percentile(arrivals, 99)
+    figures["target_arrival_lateness_ms_max"] = arrivals[-1] if arrivals else None
     figures["target_host"] = target_host
     figures["target_tls"] = target_tls
     figures["prelease_s"] = prelease_s

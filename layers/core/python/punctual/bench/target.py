@@ -14,8 +14,10 @@ import contextlib
 import multiprocessing
 import ssl
 import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import cast
@@ -29,8 +31,9 @@ _MAX_HEAD = 65_536
 class _NoOp(asyncio.Protocol):
     """Parses pipelined requests (head, then Content-Length bytes of body) and answers each 204."""
 
-    def __init__(self, delay_s: float) -> None:
+    def __init__(self, delay_s: float, arrivals: list[float]) -> None:
         self.delay_s = delay_s
+        self.arrivals = arrivals  # epoch seconds each request was complete here (shared by connections)
         self.buffer = bytearray()
         self.transport: asyncio.Transport | None = None
         self.pending = 0  # answers scheduled (delayed) but not yet written; kept in order by call_later
@@ -51,6 +54,7 @@ class _NoOp(asyncio.Protocol):
             if len(self.buffer) < total:
                 return
             del self.buffer[:total]
+            self.arrivals.append(time.time())
             self._answer()
 
     def _answer(self) -> None:
@@ -79,7 +83,8 @@ def _content_length(head: bytes) -> int:
 
 def serve(conn: Connection, delay_ms: int, tls: tuple[str, str] | None = None) -> None:
     """Serve until killed (over TLS with ``tls``: certificate chain and key files); sends the port
-    on ``conn`` once listening."""
+    on ``conn`` once listening, then, for each message it receives, the arrival times recorded
+    since the last one."""
     with contextlib.suppress(ImportError):
         import uvloop
 
@@ -91,16 +96,49 @@ def serve(conn: Connection, delay_ms: int, tls: tuple[str, str] | None = None) -
         if tls is not None:
             context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
             context.load_cert_chain(*tls)
-        server = await loop.create_server(lambda: _NoOp(delay_ms / 1000), "127.0.0.1", 0, backlog=4096, ssl=context)
+        arrivals: list[float] = []
+        server = await loop.create_server(
+            lambda: _NoOp(delay_ms / 1000, arrivals), "127.0.0.1", 0, backlog=4096, ssl=context
+        )
+
+        def report() -> None:
+            conn.recv()
+            conn.send(arrivals[:])
+            arrivals.clear()
+
+        loop.add_reader(conn.fileno(), report)
         conn.send(server.sockets[0].getsockname()[1])
         await server.serve_forever()
 
     asyncio.run(main())
 
 
+@dataclass(frozen=True)
+class NoOpTarget:
+    url: str
+    _pipe: Connection
+
+    def arrivals(self) -> list[float]:
+        """The epoch seconds at which each request since the last call arrived complete."""
+        self._pipe.send("arrivals")
+        if not self._pipe.poll(30):
+            raise RuntimeError("the no-op target did not report")
+        return cast(list[float], self._pipe.recv())
+
+
 @contextmanager
 def noop_target(delay_ms: int = 0, host: str = "127.0.0.1", *, tls_ca: Path | None = None) -> Iterator[str]:
-    """The URL of a no-op target (answering after ``delay_ms``) that lives as long as the ``with`` block.
+    """The URL of a no-op target (answering after ``delay_ms``) that lives as long as the ``with``
+    block (:func:`noop_target_process`, for callers that need only its URL)."""
+    with noop_target_process(delay_ms, host, tls_ca=tls_ca) as target:
+        yield target.url
+
+
+@contextmanager
+def noop_target_process(
+    delay_ms: int = 0, host: str = "127.0.0.1", *, tls_ca: Path | None = None
+) -> Iterator[NoOpTarget]:
+    """A no-op target (answering after ``delay_ms``) that lives as long as the ``with`` block.
 
     It listens on 127.0.0.1; ``host`` is how the URL names it (a name such as ``localhost`` makes
     every attempt go through name resolution and its SSRF check, as a real webhook's does). With
@@ -119,7 +157,7 @@ def noop_target(delay_ms: int = 0, host: str = "127.0.0.1", *, tls_ca: Path | No
             if not parent.poll(30):
                 raise RuntimeError("the no-op target did not start")
             scheme = "https" if tls is not None else "http"
-            yield f"{scheme}://{host}:{parent.recv()}/noop"
+            yield NoOpTarget(f"{scheme}://{host}:{parent.recv()}/noop", parent)
         finally:
             process.terminate()
             process.join(5)

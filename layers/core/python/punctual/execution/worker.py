@@ -42,7 +42,7 @@ from punctual.clock import Clock
 from punctual.execution import batch
 from punctual.execution.loop import Instant, LoopState, Running, Settled, Tuning, beat_loop, prebuild_all, runner
 from punctual.execution.options import RUN_METRICS, ExecutionOptions, Outcome
-from punctual.execution.targets.aio import AsyncTargetExecutor, AsyncTargets, Prebuilding
+from punctual.execution.targets.aio import AsyncTargetExecutor, AsyncTargets, Prebuilding, Warming
 from punctual.execution.targets.policy import TargetPolicy
 from punctual.execution.targets.types import TargetResult
 from punctual.metrics import Metrics
@@ -239,6 +239,8 @@ class Worker:
             targets = self._require_state().targets
             if isinstance(targets, Prebuilding) and prepared.leased:  # the requests too, before the instant
                 await self._blocking(prebuild_all, targets, prepared.leased)
+                if isinstance(targets, Warming):  # and their connections (TCP, TLS handshakes)
+                    targets.warm([(held.run.run_id, held.run.attempt) for held in prepared.leased])
             checked = await self._recheck_at(not_before, prepared.leased)
             for held in prepared.leased:
                 verdict = checked[held.delivery.receipt]

@@ -16,7 +16,7 @@ import asyncio
 import ipaddress
 import logging
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import lru_cache, partial
@@ -33,6 +33,8 @@ from punctual.model import HttpTarget, Job, Run
 from punctual.port import Keys
 
 logger = logging.getLogger(__name__)
+
+WARM_TIMEOUT_S = 10.0  # a connection opened ahead of its calls that takes longer is given up
 
 
 class AsyncTargetExecutor(Protocol):
@@ -59,6 +61,13 @@ class Calling(Protocol):
     """Targets that execute an attempt by callback (:meth:`AsyncTargets.call`): no task per call."""
 
     def call(self, job: Job, run: Run, attempt: int, timeout_s: float, reply: Reply) -> Cancellable: ...
+
+
+@runtime_checkable
+class Warming(Protocol):
+    """Targets that can open the connections of prebuilt requests ahead of their instant."""
+
+    def warm(self, attempts: Sequence[tuple[str, int]]) -> int: ...
 
 
 @runtime_checkable
@@ -229,6 +238,19 @@ class AsyncTargets:
     def forget(self, run: Run, attempt: int) -> None:
         """Drop a request built for an attempt that will not be executed here."""
         self._prebuilt.pop((run.run_id, attempt), None)
+
+    def warm(self, attempts: Sequence[tuple[str, int]]) -> int:
+        """On the loop: open the connections the prebuilt requests of ``attempts`` (run id, attempt)
+        will use, one per attempt and key at most (:meth:`WirePool.warm`), before their instant.
+        Returns how many connections are being opened."""
+        per_key: dict[wire.PoolKey, tuple[Request, int]] = {}
+        for key in attempts:
+            built = self._prebuilt.get(key)
+            if built is not None:
+                request = built[1]
+                first, count = per_key.get(request.key, (request, 0))
+                per_key[request.key] = (first, count + 1)
+        return sum(self._pool.warm(request, count, timeout_s=WARM_TIMEOUT_S) for request, count in per_key.values())
 
     async def _blocking_kind(self, job: Job, run: Run, attempt: int, timeout_s: float) -> TargetResult:
         """An AWS kind, through the blocking dispatcher on the thread pool."""

@@ -288,12 +288,13 @@ class _Host:
     """One pool key: its free connection slots, the calls queued for one (first come, first served)
     and its idle connections. Invariant: calls are queued only while no slot is free."""
 
-    __slots__ = ("free", "idle", "queue")
+    __slots__ = ("free", "idle", "queue", "warming")
 
     def __init__(self, limit: int) -> None:
         self.free = limit
         self.queue: deque[Call] = deque()
         self.idle: list[Connection] = []
+        self.warming = 0  # connections being opened ahead of calls (WirePool.warm)
 
 
 class WirePool:
@@ -326,6 +327,7 @@ class WirePool:
         # idle_s and the keys forgotten, instead of holding sockets and entries for good.
         self._idle_s, self._sweep_s = idle_s, sweep_s
         self._next_sweep = time.monotonic() + sweep_s
+        self._warming: set[asyncio.Task[None]] = set()  # strong references: the loop keeps weak ones
 
     def idle_connections(self) -> int:
         return sum(len(host.idle) for host in self._hosts.values())
@@ -373,7 +375,42 @@ class WirePool:
             future.add_done_callback(call._on_queued)
         return call
 
+    def warm(self, request: Request, count: int, *, timeout_s: float) -> int:
+        """Open up to ``count`` connections to ``request``'s key ahead of its calls, as idle
+        connections they will reuse (a pre-leased burst: the TCP and TLS handshakes happen before
+        the instant, not in front of each first request). Never more than the key could use at
+        once: ``max_idle_per_key`` counting those idle, being opened or in use. Returns how many
+        it opens; one that fails or takes past ``timeout_s`` is dropped (a call opens its own)."""
+        loop = asyncio.get_running_loop()
+        host = self._hosts.get(request.key)
+        if host is None:
+            host = self._hosts[request.key] = _Host(self._max_per_key)
+        in_use = self._max_per_key - host.free
+        room = max(0, min(count, self._max_idle) - len(host.idle) - host.warming - in_use)
+        deadline = loop.time() + timeout_s
+        for _ in range(room):
+            host.warming += 1
+            task = loop.create_task(self._warm_one(request, host, deadline))
+            self._warming.add(task)
+            task.add_done_callback(self._warming.discard)
+        return room
+
+    async def _warm_one(self, request: Request, host: _Host, deadline: float) -> None:
+        try:
+            connection = await self._connect(request, deadline)
+        except (OSError, asyncio.CancelledError):  # refused, TLS, timed out (all OSErrors), or closed
+            return
+        finally:
+            host.warming -= 1
+        if len(host.idle) < self._max_idle and self._hosts.get(request.key) is host:
+            connection.idle_since = time.monotonic()
+            host.idle.append(connection)
+        else:
+            connection.close()
+
     def close(self) -> None:
+        for task in list(self._warming):
+            task.cancel()
         for host in self._hosts.values():
             for connection in host.idle:
                 connection.close()
@@ -427,7 +464,7 @@ class WirePool:
                     else:
                         connection.close()
                 host.idle[:] = kept  # in place, in order: the newest (last) are reused first
-            if not host.idle and not host.queue and host.free == self._max_per_key:
+            if not host.idle and not host.queue and host.free == self._max_per_key and not host.warming:
                 del self._hosts[key]
 
     async def _connect(self, request: Request, deadline: float) -> Connection:
