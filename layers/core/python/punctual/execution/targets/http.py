@@ -71,7 +71,7 @@ def send(target: HttpTarget, invocation: Invocation, policy: TargetPolicy, deadl
         return failed(f"{type(exc).__name__}: {exc}", retryable=True)
 
 
-def resolve(host: str, port: int, policy: TargetPolicy, *, cache: Resolutions | None = RESOLUTIONS) -> str:
+def resolve(host: str, port: int, policy: TargetPolicy, *, cache: Resolutions = RESOLUTIONS) -> str:
     """One address of ``host`` the worker may connect to. Raises :class:`Refused` or ``OSError`` (DNS).
 
     Every address the name resolves to must be allowed: a name that resolves to a public and a
@@ -85,12 +85,11 @@ def resolve(host: str, port: int, policy: TargetPolicy, *, cache: Resolutions | 
         return str(ipaddress.ip_address(host))  # a literal address, judged just above: nothing to look up
     except ValueError:
         pass
-    kept = cache.get(host, port, policy) if cache is not None else None
+    kept = cache.get(host, port, policy)
     if kept is not None:
         return kept
     address = _lookup(host, port, policy)
-    if cache is not None:
-        cache.put(host, port, policy, address)
+    cache.put(host, port, policy, address)
     return address
 
 

@@ -303,10 +303,7 @@ class WirePool:
             deadlines = self._deadlines = Deadlines(loop)
         if time.monotonic() >= self._next_sweep:
             self._sweep()
-        key = request.key
-        host = self._hosts.get(key)
-        if host is None:
-            host = self._hosts[key] = _Host(self._max_per_key)
+        host = self._host(request.key)
         call = Call(self, host, deadlines, request, excerpt_bytes, loop.time() + timeout_s, reply)
         if host.free > 0 and not host.queue:
             host.free -= 1
@@ -326,9 +323,7 @@ class WirePool:
         once: ``max_idle_per_key`` counting those idle, being opened or in use. Returns how many
         it opens; one that fails or takes past ``timeout_s`` is dropped (a call opens its own)."""
         loop = asyncio.get_running_loop()
-        host = self._hosts.get(request.key)
-        if host is None:
-            host = self._hosts[request.key] = _Host(self._max_per_key)
+        host = self._host(request.key)
         in_use = self._max_per_key - host.free
         room = max(0, min(count, self._max_idle) - len(host.idle) - host.warming - in_use)
         deadline = loop.time() + timeout_s
@@ -346,11 +341,7 @@ class WirePool:
             return
         finally:
             host.warming -= 1
-        if len(host.idle) < self._max_idle and self._hosts.get(request.key) is host:
-            connection.idle_since = time.monotonic()
-            host.idle.append(connection)
-        else:
-            connection.close()
+        self._park(host, connection)  # its key is still known: the sweep keeps keys with warming
 
     def close(self) -> None:
         for task in list(self._warming):
@@ -376,11 +367,7 @@ class WirePool:
                     entry.connection = connection
                     connection.exchange(entry.request.data, entry.request.method == "HEAD", entry.limit, future)
                     return
-            if len(host.idle) < self._max_idle:
-                connection.idle_since = time.monotonic()
-                host.idle.append(connection)
-            else:
-                connection.close()
+            self._park(host, connection)
         elif connection is not None:  # cut (deadline, cancel, error), or not reusable
             connection.close()
         while queue:
@@ -392,6 +379,21 @@ class WirePool:
                 future.set_result(_SLOT)
                 return
         host.free += 1
+
+    def _host(self, key: PoolKey) -> _Host:
+        host = self._hosts.get(key)
+        if host is None:
+            host = self._hosts[key] = _Host(self._max_per_key)
+        return host
+
+    def _park(self, host: _Host, connection: Connection) -> None:
+        """Keep a usable ``connection`` idle for the key's next call, or close it if the key has
+        ``max_idle_per_key`` idle already."""
+        if len(host.idle) < self._max_idle:
+            connection.idle_since = time.monotonic()
+            host.idle.append(connection)
+        else:
+            connection.close()
 
     def _sweep(self) -> None:
         """Close the idle connections unused for ``idle_s`` (or closed by their server) and forget
