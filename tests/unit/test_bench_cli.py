@@ -31,17 +31,17 @@ def test_the_no_op_target_can_be_named_so_that_attempts_resolve_it() -> None:
             assert answer.status == 204  # no content: what the no-op target answers
 
 
-def test_the_no_op_target_serves_https_with_a_certificate_only_its_ca_verifies(tmp_path) -> None:
+def test_the_no_op_target_serves_https_with_a_certificate_only_its_ca_verifies() -> None:
     import ssl
     import urllib.error
     import urllib.request
 
-    from punctual.bench.target import noop_target
+    from punctual.bench.target import noop_target_process
 
-    ca = tmp_path / "ca.pem"
-    with noop_target(0, "localhost", tls_ca=ca) as url:
-        assert url.startswith("https://localhost:")
-        trusting = ssl.create_default_context(cafile=str(ca))
+    with noop_target_process(0, "localhost", tls=True) as target:
+        url = target.url
+        assert url.startswith("https://localhost:") and target.ca is not None
+        trusting = ssl.create_default_context(cafile=str(target.ca))
         with urllib.request.urlopen(url, data=b"{}", timeout=5, context=trusting) as answer:
             assert answer.status == 204
         with pytest.raises(urllib.error.URLError, match="CERTIFICATE_VERIFY_FAILED"):

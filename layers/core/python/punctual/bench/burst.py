@@ -105,16 +105,12 @@ def bench_burst_execution(
     lookahead_ms = Settings().lookahead_ms if lookahead_ms is None else lookahead_ms
     clock = SystemClock()
     with (
-        tempfile.TemporaryDirectory(prefix="punctual-burst-ca-") as keys,
-        noop_target_process(
-            target_delay_ms, target_host, tls_ca=Path(keys) / "ca.pem" if target_tls else None
-        ) as target,
+        noop_target_process(target_delay_ms, target_host, tls=target_tls) as target,
         tempfile.TemporaryDirectory(prefix="punctual-burst-") as tmp,
     ):
         engine = EmbeddedEngine(Path(tmp) / "punctual.db", shards=SHARDS, clock=clock)
         prelease_s = Settings().prelease_s if prelease_s is None else prelease_s
-        ca = Path(keys) / "ca.pem" if target_tls else None
-        workers = [_start_worker(tmp, max_in_flight, prelease_s, ca) for _ in range(processes)]
+        workers = [_start_worker(tmp, max_in_flight, prelease_s, target.ca) for _ in range(processes)]
         usage: list[Any] = []
         try:
             _wait_until_started(workers)

@@ -4,7 +4,7 @@
 name, signed by a CA made for the run; the worker processes trust that CA alone through
 ``SSL_CERT_FILE`` (which the worker's TLS context honours: ``httpx.create_ssl_context``), so they
 verify the chain and the name exactly as they would a real webhook's. Nothing is installed in the
-system's trust store, and the files live in the bench's temporary directory.
+system's trust store, and the files live in the target's temporary directory.
 """
 
 from __future__ import annotations

@@ -116,6 +116,7 @@ def serve(conn: Connection, delay_ms: int, tls: tuple[str, str] | None = None) -
 @dataclass(frozen=True)
 class NoOpTarget:
     url: str
+    ca: Path | None  # over HTTPS: the throwaway CA's certificate, for the clients to trust
     _pipe: Connection
 
     def arrivals(self) -> list[float]:
@@ -127,37 +128,32 @@ class NoOpTarget:
 
 
 @contextmanager
-def noop_target(delay_ms: int = 0, host: str = "127.0.0.1", *, tls_ca: Path | None = None) -> Iterator[str]:
+def noop_target(delay_ms: int = 0, host: str = "127.0.0.1") -> Iterator[str]:
     """The URL of a no-op target (answering after ``delay_ms``) that lives as long as the ``with``
     block (:func:`noop_target_process`, for callers that need only its URL)."""
-    with noop_target_process(delay_ms, host, tls_ca=tls_ca) as target:
+    with noop_target_process(delay_ms, host) as target:
         yield target.url
 
 
 @contextmanager
-def noop_target_process(
-    delay_ms: int = 0, host: str = "127.0.0.1", *, tls_ca: Path | None = None
-) -> Iterator[NoOpTarget]:
+def noop_target_process(delay_ms: int = 0, host: str = "127.0.0.1", *, tls: bool = False) -> Iterator[NoOpTarget]:
     """A no-op target (answering after ``delay_ms``) that lives as long as the ``with`` block.
 
     It listens on 127.0.0.1; ``host`` is how the URL names it (a name such as ``localhost`` makes
     every attempt go through name resolution and its SSRF check, as a real webhook's does). With
-    ``tls_ca`` it serves HTTPS with a certificate for ``host`` from a throwaway CA, whose
-    certificate is written to ``tls_ca`` for the clients to trust (``SSL_CERT_FILE``)."""
+    ``tls`` it serves HTTPS with a certificate for ``host`` from a throwaway CA, whose certificate
+    (``NoOpTarget.ca``) the clients are to trust (``SSL_CERT_FILE``)."""
     with tempfile.TemporaryDirectory(prefix="punctual-target-") as folder:
-        tls = None
-        if tls_ca is not None:
-            files = throwaway(Path(folder), host)
-            tls_ca.write_bytes(files.ca.read_bytes())
-            tls = (str(files.certificate), str(files.key))
+        files = throwaway(Path(folder), host) if tls else None
+        chain = (str(files.certificate), str(files.key)) if files is not None else None
         parent, child = multiprocessing.Pipe()
-        process = multiprocessing.get_context("spawn").Process(target=serve, args=(child, delay_ms, tls), daemon=True)
+        process = multiprocessing.get_context("spawn").Process(target=serve, args=(child, delay_ms, chain), daemon=True)
         process.start()
         try:
             if not parent.poll(30):
                 raise RuntimeError("the no-op target did not start")
-            scheme = "https" if tls is not None else "http"
-            yield NoOpTarget(f"{scheme}://{host}:{parent.recv()}/noop", parent)
+            scheme = "https" if tls else "http"
+            yield NoOpTarget(f"{scheme}://{host}:{parent.recv()}/noop", files.ca if files else None, parent)
         finally:
             process.terminate()
             process.join(5)

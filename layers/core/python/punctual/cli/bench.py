@@ -144,8 +144,7 @@ def run_burst(args: argparse.Namespace) -> int:
         print(
             f"Execution: {args.processes} punctual worker processes, up to {args.max_in_flight:,} runs in flight each,"
             f" no-op {'HTTPS' if args.target_tls else 'HTTP'} target on 127.0.0.1 (named {args.target_host} in"
-            f" the URL) answering after"
-            f" {args.target_delay_ms} ms:"
+            f" the URL) answering after {args.target_delay_ms} ms:"
         )
     for e in executed:
         print(
