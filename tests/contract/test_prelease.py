@@ -52,9 +52,10 @@ def test_a_pre_lease_starts_the_attempt_at_the_instant(engine, clock):
 
 
 def test_get_jobs_and_job_marks_read_many_jobs_at_once(engine, clock):
-    # Given three jobs, one of them deleted, and one id that names no job
+    # Given three jobs, one of them deleted, one with text that JSON escapes, and one id that names no job
     store = engine.store
     jobs = [make_job(OWNER, clock, shards=store.shards) for _ in range(3)]
+    jobs[1] = jobs[1].model_copy(update={"payload": {"text": 'naïve "quoted" \\ 日本 }]', "n": [1, None]}})
     for job in jobs:
         store.create_job(job)
     deleted = store.update_job(

@@ -54,6 +54,8 @@ def test_a_stored_job_reads_back_as_written(spec: dict[str, Any]) -> None:
     assert type(read) is Job and read == written
     assert read.model_fields_set == Job.model_validate_json(doc, context=STORED).model_fields_set
     assert StoredReader(Job).python(written.model_dump(mode="json")) == written
+    # and a batch of them, as one JSON array, reads back as the same jobs (the embedded engine's get_jobs)
+    assert StoredReader(Job).json_list(f"[{doc},{doc}]") == [written, written]
 
 
 class _Info:
@@ -99,3 +101,5 @@ def test_types_and_bounds_are_checked_on_stored_documents_too(field: str, value:
         StoredReader(Job).python(doc)
     with pytest.raises(ValidationError, match=field):
         StoredReader(Job).json(json.dumps(doc))
+    with pytest.raises(ValidationError, match=field):
+        StoredReader(Job).json_list(json.dumps([doc]))

@@ -48,10 +48,15 @@ class StoredReader(Generic[M]):
     def __init__(self, model: type[M]) -> None:
         self.model = model
         self._validator: SchemaValidator | None = None
+        self._list: SchemaValidator | None = None
 
     def json(self, doc: str | bytes) -> M:
         """The model of a stored JSON document."""
         return cast(M, (self._validator or self.validator()).validate_json(doc, context=STORED))
+
+    def json_list(self, doc: str | bytes) -> list[M]:
+        """The models of a JSON array of stored documents, in one parse (one call for a batch)."""
+        return cast(list[M], (self._list or self.list_validator()).validate_json(doc, context=STORED))
 
     def python(self, data: Any) -> M:
         """The model of a stored document already decoded (e.g. from DynamoDB attributes)."""
@@ -62,6 +67,13 @@ class StoredReader(Generic[M]):
             schema = self.model.__pydantic_core_schema__
             self._validator = SchemaValidator(cast(Any, without_validators(schema)), schema.get("config"))
         return self._validator
+
+    def list_validator(self) -> SchemaValidator:
+        if self._list is None:
+            schema = self.model.__pydantic_core_schema__
+            items = {"type": "list", "items_schema": without_validators(schema)}
+            self._list = SchemaValidator(cast(Any, items), schema.get("config"))
+        return self._list
 
 
 def without_validators(schema: Any) -> Any:

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 
 from punctual.clock import Clock
 from punctual.engines.embedded.db import Database
-from punctual.engines.embedded.reads import chunks, shape, values
+from punctual.engines.embedded.reads import chunks, json_rows, one_step, shape, values
 from punctual.port import Delivery, Dispatch, Queue
 from punctual.resources import MAX_DELAY_S
 from punctual.tenancy.fairness import RoundRobin
@@ -41,9 +41,11 @@ _MIN_PAUSE_S = 0.001
 
 WEIGHTS_TTL_MS = 5_000  # how long the owners' weights are reused before being read again
 
+# One group's oldest visible messages, in one step (reads.one_step), each row led by its sort key.
 _GROUP_VISIBLE = (
-    "SELECT id, body, receive_count, sent_at FROM queue INDEXED BY queue_group_visible"
-    " WHERE queue = ? AND grp = ? AND visible_at <= ? ORDER BY visible_at, id LIMIT ?"
+    "SELECT json_group_array(json_array(visible_at, id, body, receive_count, sent_at)) FROM ("
+    "SELECT visible_at, id, body, receive_count, sent_at FROM queue INDEXED BY queue_group_visible"
+    " WHERE queue = ? AND grp = ? AND visible_at <= ? ORDER BY visible_at, id LIMIT ?)"
 )
 # The owners with messages, one index seek each (a skip-scan): cheap however deep the backlog.
 _GROUPS = (
@@ -199,8 +201,9 @@ class EmbeddedQueue(Queue):
 
             def fetch(group: str, n: int) -> list[_Row]:
                 picked = seen.setdefault(group, set())
-                found = conn.execute(_GROUP_VISIBLE, (self.name, group, now, n + len(picked))).fetchall()
-                rows = [r for r in found if r[0] not in picked][:n]
+                # sorted here: an aggregate's order of rows is not promised (ORDER BY in one: SQLite 3.44)
+                found = sorted(json_rows(one_step(conn, _GROUP_VISIBLE, (self.name, group, now, n + len(picked)))))
+                rows: list[_Row] = [(r[1], r[2], r[3], r[4]) for r in found if r[1] not in picked][:n]
                 picked.update(r[0] for r in rows)
                 return rows
 

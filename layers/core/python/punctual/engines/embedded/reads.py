@@ -8,6 +8,8 @@ that only refuse input (``model.stored.StoredReader``): the worker pays this for
 
 from __future__ import annotations
 
+import json
+import sqlite3
 from collections.abc import Collection, Iterator, Sequence
 from typing import Any
 
@@ -18,6 +20,16 @@ from punctual.port import Hold, JobMark
 
 SELECT_JOB = "SELECT doc, status, next_run_at, last_run_at, updated_at, version FROM jobs"
 _CHUNK = 500  # ids per IN (...) list: far below SQLite's bound on variables
+_DOC_CHUNK = 250  # documents per one-step read (a job is ~0.5 KB, at most a few tens of KB)
+
+# job_from_row in SQL: the state columns spliced into the document, each as json_quote writes it
+# (a number, null or a quoted string: nothing a column holds can end the document early).
+_JOB_DOC = (
+    "CASE WHEN doc = '{}' THEN '{' ELSE substr(doc, 1, length(doc) - 1) || ',' END"
+    " || '\"status\":' || json_quote(status) || ',\"next_run_at\":' || json_quote(next_run_at)"
+    " || ',\"last_run_at\":' || json_quote(last_run_at) || ',\"updated_at\":' || json_quote(updated_at)"
+    " || ',\"version\":' || json_quote(version) || '}'"
+)
 _JOBS = StoredReader(Job)
 _STATUSES = frozenset(status.value for status in JobStatus)
 
@@ -38,6 +50,23 @@ def job_from_row(row: Sequence[Any]) -> Job:
 
 def _number(value: int | None) -> str:
     return "null" if value is None else f"{value:d}"
+
+
+def one_step(conn: sqlite3.Connection, query: str, params: Sequence[Any]) -> str | None:
+    """The single value of a query that aggregates its rows into one text (``json_group_array``,
+    ``group_concat``), or None when it found no row.
+
+    The worker's batch reads return one row, not one per item: the sqlite3 module hands the GIL
+    over around every step of a statement, and under a busy event loop in the same process each
+    handover cost more than reading the row (measured: 2.6x the CPU per row of a 250-row read).
+    """
+    row = conn.execute(query, params).fetchone()
+    return None if row is None else row[0]
+
+
+def json_rows(text: str | None) -> list[list[Any]]:
+    """The rows of a ``json_group_array(json_array(...))`` value (:func:`one_step`)."""
+    return [] if text is None else json.loads(text)
 
 
 def chunks(items: Sequence[Any], size: int = _CHUNK) -> Iterator[Sequence[Any]]:
@@ -73,18 +102,26 @@ class BatchReads:
     _db: Database
 
     def get_jobs(self, job_ids: Collection[str]) -> dict[str, Job]:
-        return {row[0]: job_from_row(row[1:]) for row in self._jobs_by_id(f"job_id, {SELECT_JOB[7:]}", job_ids)}
+        jobs: dict[str, Job] = {}
+        for text in self._jobs_by_id(f"'[' || group_concat({_JOB_DOC}, ',') || ']'", job_ids, _DOC_CHUNK):
+            jobs.update((job.id, job) for job in _JOBS.json_list(text))
+        return jobs
 
     def job_marks(self, job_ids: Collection[str]) -> dict[str, JobMark]:
-        rows = self._jobs_by_id("job_id, status, version FROM jobs", job_ids)
-        return {job_id: JobMark(JobStatus(status), version) for job_id, status, version in rows}
+        marks: dict[str, JobMark] = {}
+        for text in self._jobs_by_id("json_group_array(json_array(job_id, status, version))", job_ids, _CHUNK):
+            marks.update((job_id, JobMark(JobStatus(status), version)) for job_id, status, version in json_rows(text))
+        return marks
 
-    def _jobs_by_id(self, columns_from: str, job_ids: Collection[str]) -> Iterator[Any]:
-        """``SELECT <columns_from> WHERE job_id IN (...)`` for every distinct id, in chunks."""
+    def _jobs_by_id(self, aggregate: str, job_ids: Collection[str], size: int) -> Iterator[str]:
+        """``SELECT <aggregate> FROM jobs WHERE job_id IN (...)`` for every distinct id, ``size``
+        ids per query, each in one step (:func:`one_step`); nothing for a chunk that found no job."""
         conn = self._db.connection()
-        for chunk in chunks(list(dict.fromkeys(job_ids))):
+        for chunk in chunks(list(dict.fromkeys(job_ids)), size):
             marks = ", ".join("?" * len(chunk))
-            yield from conn.execute(f"SELECT {columns_from} WHERE job_id IN ({marks})", chunk)
+            text = one_step(conn, f"SELECT {aggregate} FROM jobs WHERE job_id IN ({marks})", chunk)
+            if text is not None:
+                yield text
 
     def held_runs(self, holds: Sequence[Hold]) -> list[bool]:
         held: set[tuple[str, int, str, int]] = set()
@@ -95,9 +132,10 @@ class BatchReads:
             params = [value for hold in chunk for value in (hold.job_id, hold.scheduled_at)]
             # a join, not "(job_id, scheduled_at) IN (VALUES ...)": SQLite plans that as a scan
             query = (
-                f"WITH k(j, s) AS (VALUES {keys}) SELECT r.job_id, r.scheduled_at, r.worker_id, r.attempt"
-                " FROM k JOIN runs r ON r.job_id = k.j AND r.scheduled_at = k.s WHERE r.state = ?"
+                f"WITH k(j, s) AS (VALUES {keys}) SELECT json_group_array(json_array(r.job_id, r.scheduled_at,"
+                " r.worker_id, r.attempt)) FROM k JOIN runs r ON r.job_id = k.j AND r.scheduled_at = k.s"
+                " WHERE r.state = ?"
             )
-            for job_id, scheduled_at, worker_id, attempt in conn.execute(query, [*params, running]):
+            for job_id, scheduled_at, worker_id, attempt in json_rows(one_step(conn, query, [*params, running])):
                 held.add((job_id, scheduled_at, worker_id, attempt))
         return [(hold.job_id, hold.scheduled_at, hold.worker_id, hold.attempt) in held for hold in holds]

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from punctual import rules
-from punctual.engines.embedded.reads import chunks, shape, values
+from punctual.engines.embedded.reads import chunks, one_step, shape, values
 from punctual.model import MAX_ATTEMPTS_KEPT, RUN_TRANSITIONS, Overlap, Run, RunState
 from punctual.model.stored import StoredReader
 from punctual.port import Finish, LeaseRequest, RunChange
@@ -46,14 +46,19 @@ _STARTED_AT = (
 )
 
 # rules.leased for a scheduled run: the same fields in the columns and in the document, guarded by the state.
-_LEASE = (
+_LEASE_SET = (
     "WITH k(j, s, w, u, st) AS (VALUES {rows})"
     " UPDATE runs SET state = 'running', attempt = runs.attempt + 1, worker_id = k.w, lease_expires_at = k.u,"
     " deadline_at = k.u, next_attempt_at = NULL, doc = json_set(runs.doc, '$.state', 'running',"
     " '$.attempt', runs.attempt + 1, '$.worker_id', k.w, '$.lease_expires_at', k.u, '$.deadline_at', k.u,"
     f" '$.started_at', {_STARTED_AT}, '$.next_attempt_at', NULL)"
     " FROM k WHERE runs.job_id = k.j AND runs.scheduled_at = k.s AND runs.state = 'scheduled'"
-    " RETURNING runs.doc"
+)
+# The documents of the rows a chunk of _LEASE_SET leased (all of them), as one JSON array.
+_LEASED_DOCS = (
+    "WITH k(j, s) AS (VALUES {rows})"
+    " SELECT '[' || group_concat(runs.doc, ',') || ']'"
+    " FROM k JOIN runs ON runs.job_id = k.j AND runs.scheduled_at = k.s"
 )
 
 # rules.apply_change under rules.holds_lease, for a change that appends an attempt record to a
@@ -81,6 +86,7 @@ _FINISH_SET = (
     f" AND (k.room OR json_array_length(runs.doc, '$.attempts') < {MAX_ATTEMPTS_KEPT})"
 )
 _FINISH = _FINISH_SET + " RETURNING runs.job_id, runs.scheduled_at, runs.doc"
+_LEASE = _LEASE_SET + " RETURNING runs.doc"
 _FINISHABLE = RUN_TRANSITIONS[RunState.RUNNING]
 
 
@@ -96,7 +102,15 @@ def lease_scheduled(
         if request.overlap is Overlap.ALLOW and key not in rows:
             start = max(now, request.starts_at or now)
             rows[key] = (request.job_id, request.scheduled_at, worker_id, start + request.lease_ms, start)
-    return _returned(conn, _LEASE, 5, list(rows.values()))
+    leased: dict[RunKey, Run] = {}
+    for chunk in chunks(list(rows.values()), _CHUNK):
+        if _all_applied(conn, _LEASE_SET, 5, chunk):  # the common case: read back in one step
+            keys, params = values([row[:2] for row in chunk], 2, shape(len(chunk), _CHUNK))
+            runs = _RUNS.json_list(one_step(conn, _LEASED_DOCS.format(rows=keys), params) or "[]")
+        else:  # some were not scheduled any more: RETURNING says which were leased
+            runs = [_RUNS.json(doc) for (doc,) in _execute(conn, _LEASE, 5, chunk, padded=True)]
+        leased.update(((run.job_id, run.scheduled_at), run) for run in runs)
+    return leased
 
 
 def finish_held(conn: sqlite3.Connection, finishes: Sequence[Finish]) -> dict[RunKey, Run]:
@@ -126,7 +140,7 @@ def finish_held(conn: sqlite3.Connection, finishes: Sequence[Finish]) -> dict[Ru
     written: dict[RunKey, Run] = {}
     for chunk in chunks(list(rows.values()), _CHUNK):
         keys = [(row[0], row[1]) for row in chunk]
-        if all(key in known for key in keys) and _all_applied(conn, chunk):
+        if all(key in known for key in keys) and _all_applied(conn, _FINISH_SET, 13, chunk):
             written.update((key, rules.apply_change(*known[key])) for key in keys)
             continue
         for job_id, scheduled_at, doc in _execute(conn, _FINISH, 13, chunk, padded=True):
@@ -136,17 +150,17 @@ def finish_held(conn: sqlite3.Connection, finishes: Sequence[Finish]) -> dict[Ru
     return written
 
 
-def _all_applied(conn: sqlite3.Connection, chunk: Sequence[tuple[Any, ...]]) -> bool:
-    """Finish every row of ``chunk`` without RETURNING (one SQLite step for the chunk, not one per
-    row), or change nothing and return False if the guard refused any (the caller then runs the
-    statement with RETURNING to learn which)."""
-    conn.execute("SAVEPOINT finish_held")
+def _all_applied(conn: sqlite3.Connection, template: str, width: int, chunk: Sequence[tuple[Any, ...]]) -> bool:
+    """Write every row of ``chunk`` with ``template`` (no RETURNING: one SQLite step for the chunk,
+    not one per row), or change nothing and return False if its guard refused any (the caller
+    then runs the statement with RETURNING to learn which)."""
+    conn.execute("SAVEPOINT all_applied")
     before = conn.total_changes  # Cursor.rowcount is -1 for a statement that starts with WITH
-    _execute(conn, _FINISH_SET, 13, chunk, padded=True)
+    _execute(conn, template, width, chunk, padded=True)
     applied = conn.total_changes - before == len(chunk)  # one row per key (a key is in the chunk once)
     if not applied:
-        conn.execute("ROLLBACK TO finish_held")
-    conn.execute("RELEASE finish_held")
+        conn.execute("ROLLBACK TO all_applied")
+    conn.execute("RELEASE all_applied")
     return applied
 
 
@@ -164,15 +178,6 @@ def _usable(finish: Finish) -> Run | None:
         and run.attempt == hold.attempt
     )
     return run if usable else None
-
-
-def _returned(conn: sqlite3.Connection, template: str, width: int, rows: list[tuple[Any, ...]]) -> dict[RunKey, Run]:
-    written: dict[RunKey, Run] = {}
-    for chunk in chunks(rows, _CHUNK):
-        for (doc,) in _execute(conn, template, width, chunk):
-            run = _RUNS.json(doc)
-            written[(run.job_id, run.scheduled_at)] = run
-    return written
 
 
 def _execute(
