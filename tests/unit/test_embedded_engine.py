@@ -104,6 +104,26 @@ def test_smoke_claim_cycle_keeps_job_columns_and_doc_consistent(engine: Embedded
     assert engine.store.get_job(job.id) == updated
 
 
+@pytest.mark.parametrize(
+    ("column", "value"),
+    [("status", "sleeping"), ("status", 'active","owner":"mallory'), ("version", "seven"), ("next_run_at", 1.5)],
+)
+def test_a_job_row_whose_state_columns_are_not_what_the_store_writes_is_refused(
+    engine: EmbeddedEngine, column: str, value: object
+) -> None:
+    # Given a job whose state column was changed behind the store's back (a status word it does
+    # not know, text that tries to end the document early, text or a real where an integer belongs)
+    job = make_job()
+    engine.store.create_job(job)
+    with engine._db.write() as conn:
+        conn.execute(f"UPDATE jobs SET {column} = ? WHERE job_id = ?", (value, job.id))
+    # Then neither the single read nor the worker's batch read makes a job of it
+    with pytest.raises(ValueError, match=column):
+        engine.store.get_job(job.id)
+    with pytest.raises(ValueError, match=column):
+        engine.store.get_jobs([job.id])
+
+
 def test_due_and_reaper_queries_use_their_partial_indexes(engine: EmbeddedEngine) -> None:
     # The claim must cost the same at 10k and 1M jobs: one range scan of the covering due index.
     conn = engine._db.connection()

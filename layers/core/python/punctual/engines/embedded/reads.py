@@ -1,8 +1,8 @@
 """Reads of many jobs or runs in one query, and the job row decoder (the worker's hot path).
 
 A job row keeps its state fields (status, next_run_at, last_run_at, updated_at, version) in
-columns and the rest of the Job in ``doc`` (see ``engines.embedded.store``). Decoding splices the
-columns into the document and parses it once, in pydantic's JSON parser without the validators
+columns and the rest of the Job in ``doc`` (see ``engines.embedded.store``). Reading splices the
+columns into the document in SQL (:data:`JOB_DOC`) and parses it once, in pydantic's JSON parser without the validators
 that only refuse input (``model.stored.StoredReader``): the worker pays this for every job of a burst.
 """
 
@@ -18,38 +18,32 @@ from punctual.model import Job, JobStatus, RunState
 from punctual.model.stored import StoredReader
 from punctual.port import Hold, JobMark
 
-SELECT_JOB = "SELECT doc, status, next_run_at, last_run_at, updated_at, version FROM jobs"
 _CHUNK = 500  # ids per IN (...) list: far below SQLite's bound on variables
 _DOC_CHUNK = 250  # documents per one-step read (a job is ~0.5 KB, at most a few tens of KB)
 
-# job_from_row in SQL: the state columns spliced into the document, each as json_quote writes it
-# (a number, null or a quoted string: nothing a column holds can end the document early).
-_JOB_DOC = (
+
+def _integer(column: str) -> str:
+    """An INTEGER-or-NULL column as JSON text; anything else as a string, which the model's
+    integer field refuses (a stored job's state is never anything else)."""
+    return f"CASE typeof({column}) WHEN 'integer' THEN {column} WHEN 'null' THEN 'null' ELSE '\"not an integer\"' END"
+
+
+# A job row as one JSON document: ``doc`` holds the job without its state fields (written with
+# exclude=_JOB_STATE), which are spliced in from their columns, each as JSON (the status through
+# json_quote, which the model's enum then checks): nothing a column holds can end the document early.
+JOB_DOC = (
     "CASE WHEN doc = '{}' THEN '{' ELSE substr(doc, 1, length(doc) - 1) || ',' END"
-    " || '\"status\":' || json_quote(status) || ',\"next_run_at\":' || json_quote(next_run_at)"
-    " || ',\"last_run_at\":' || json_quote(last_run_at) || ',\"updated_at\":' || json_quote(updated_at)"
-    " || ',\"version\":' || json_quote(version) || '}'"
+    f" || '\"status\":' || json_quote(status) || ',\"next_run_at\":' || {_integer('next_run_at')}"
+    f" || ',\"last_run_at\":' || {_integer('last_run_at')} || ',\"updated_at\":' || {_integer('updated_at')}"
+    f" || ',\"version\":' || {_integer('version')} || '}}'"
 )
+SELECT_JOB = f"SELECT {JOB_DOC} FROM jobs"
 _JOBS = StoredReader(Job)
-_STATUSES = frozenset(status.value for status in JobStatus)
 
 
 def job_from_row(row: Sequence[Any]) -> Job:
-    doc, status, next_run_at, last_run_at, updated_at, version = row
-    # ``doc`` is a JSON object without these keys (written with exclude=_JOB_STATE); the columns
-    # are a status word (one of JobStatus) and integers or NULL, so they are spliced in as text
-    # (":d" refuses anything but an integer; the parser checks every value's type again).
-    if status not in _STATUSES:
-        raise ValueError(f"job row has status {status!r}, not one of {sorted(_STATUSES)}")
-    state = (
-        f'"status":"{status}","next_run_at":{_number(next_run_at)},'
-        f'"last_run_at":{_number(last_run_at)},"updated_at":{updated_at:d},"version":{version:d}}}'
-    )
-    return _JOBS.json(f"{doc[:-1]},{state}" if doc != "{}" else "{" + state)
-
-
-def _number(value: int | None) -> str:
-    return "null" if value is None else f"{value:d}"
+    """The job of a :data:`SELECT_JOB` row (its one column is the job's document)."""
+    return _JOBS.json(row[0])
 
 
 def one_step(conn: sqlite3.Connection, query: str, params: Sequence[Any]) -> str | None:
@@ -103,7 +97,7 @@ class BatchReads:
 
     def get_jobs(self, job_ids: Collection[str]) -> dict[str, Job]:
         jobs: dict[str, Job] = {}
-        for text in self._jobs_by_id(f"'[' || group_concat({_JOB_DOC}, ',') || ']'", job_ids, _DOC_CHUNK):
+        for text in self._jobs_by_id(f"'[' || group_concat({JOB_DOC}, ',') || ']'", job_ids, _DOC_CHUNK):
             jobs.update((job.id, job) for job in _JOBS.json_list(text))
         return jobs
 
