@@ -32,11 +32,12 @@ Started on a process's first write (a process that only reads never starts one),
 from __future__ import annotations
 
 import logging
-import os
 import sqlite3
 import threading
 import time
 from pathlib import Path
+
+from punctual.engines.embedded import pid
 
 logger = logging.getLogger("punctual.embedded")
 
@@ -77,12 +78,12 @@ class Checkpointer:
 
     def ensure_started(self) -> None:
         """Start the thread in this process unless it runs already (cheap when it does)."""
-        if self._pid == os.getpid() and self._thread is not None:
+        if self._pid == pid.current() and self._thread is not None:
             return
         with self._lock:
-            if self._pid == os.getpid() and self._thread is not None:
+            if self._pid == pid.current() and self._thread is not None:
                 return
-            self._pid, self._stop = os.getpid(), threading.Event()
+            self._pid, self._stop = pid.current(), threading.Event()
             self._thread = threading.Thread(
                 target=self._run, args=(self._stop,), name=f"punctual-checkpoint-{self._path.name}", daemon=True
             )
@@ -106,7 +107,7 @@ class Checkpointer:
         """Stop this process's thread. Idempotent."""
         with self._lock:
             thread, self._thread = self._thread, None
-            if thread is None or self._pid != os.getpid():
+            if thread is None or self._pid != pid.current():
                 return
             self._stop.set()
         thread.join(timeout_s)

@@ -28,7 +28,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from punctual.engines.embedded import schema
+from punctual.engines.embedded import pid, schema
 from punctual.engines.embedded.checkpoint import Checkpointer
 
 BUSY_TIMEOUT_MS = 10_000  # how long a writer waits for another writer before SQLITE_BUSY
@@ -58,7 +58,7 @@ class Database:
         if self._closed:
             raise RuntimeError(f"database {self.path} is closed")
         held: _Held | None = getattr(self._local, "held", None)
-        if held is not None and held.pid == os.getpid():
+        if held is not None and held.pid == pid.current():
             return held.conn
         held = _Held(self._open())
         with self._lock:
@@ -70,7 +70,7 @@ class Database:
     def open_connections(self) -> int:
         """How many connections this object has open in this process (one per live thread that used it)."""
         with self._lock:
-            return sum(1 for held in self._connections if held.pid == os.getpid() and not held.closed)
+            return sum(1 for held in self._connections if held.pid == pid.current() and not held.closed)
 
     @contextmanager
     def write(self) -> Iterator[sqlite3.Connection]:
@@ -144,10 +144,10 @@ class _Held:
     __slots__ = ("__weakref__", "closed", "conn", "pid")
 
     def __init__(self, conn: sqlite3.Connection) -> None:
-        self.conn, self.pid, self.closed = conn, os.getpid(), False
+        self.conn, self.pid, self.closed = conn, pid.current(), False
 
     def close(self) -> None:
-        if not self.closed and self.pid == os.getpid():  # a forked child must not close its parent's
+        if not self.closed and self.pid == pid.current():  # a forked child must not close its parent's
             self.closed = True
             self.conn.close()
 

@@ -18,17 +18,20 @@ from punctual.port import Beat, Finish, Hold, LeaseOutcome, LeaseRequest, LeaseR
 
 _UPDATE_RUN = (
     "UPDATE runs SET owner = ?3, state = ?4, attempt = ?5, worker_id = ?6, lease_expires_at = ?7,"
-    " next_attempt_at = ?8, deadline_at = ?9, created_at = ?10, doc = ?11 WHERE job_id = ?1 AND scheduled_at = ?2"
+    " next_attempt_at = ?8, deadline_at = ?9, created_at = ?10, doc = ?11, started_at = ?12, finished_at = ?13,"
+    " expires_at = ?14 WHERE job_id = ?1 AND scheduled_at = ?2"
 )
 _SELECT_RUN = "SELECT doc FROM runs WHERE job_id = ? AND scheduled_at = ?"
 _SELECT_EARLIER_RUNS = "SELECT doc FROM runs WHERE job_id = ? AND scheduled_at < ? ORDER BY scheduled_at DESC LIMIT ?"
 
 
 def run_row(run: Run) -> tuple[Any, ...]:
+    """The row of ``run``: the columns in the order ``_UPDATE_RUN`` and ``store._INSERT_RUN`` number them."""
     # str() of a StrEnum is its value; it also accepts a plain str in a model_construct'ed Run.
     return (
         run.job_id, run.scheduled_at, run.owner, str(run.state), run.attempt, run.worker_id,
         run.lease_expires_at, run.next_attempt_at, run.deadline_at, run.created_at, run.model_dump_json(),
+        run.started_at, run.finished_at, run.expires_at,
     )  # fmt: skip
 
 

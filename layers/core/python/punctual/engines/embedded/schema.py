@@ -127,23 +127,23 @@ _V1 = (
 # v2: retention. Terminal runs by their expiry (epoch seconds, in the doc) and deleted jobs by
 # their last update, so purge_expired reads only what it deletes (the aws engine uses TTL).
 TERMINAL_STATES_SQL = "(" + ", ".join(f"'{state.value}'" for state in sorted(TERMINAL_STATES)) + ")"
-RUN_EXPIRY_SQL = "json_extract(doc, '$.expires_at')"
+_DOC_EXPIRY_SQL = "json_extract(doc, '$.expires_at')"
 _V2 = (
-    f"CREATE INDEX runs_expired ON runs({RUN_EXPIRY_SQL}) WHERE state IN {TERMINAL_STATES_SQL}",
+    f"CREATE INDEX runs_expired ON runs({_DOC_EXPIRY_SQL}) WHERE state IN {TERMINAL_STATES_SQL}",
     "CREATE INDEX jobs_deleted ON jobs(updated_at) WHERE status = 'deleted'",
 )
 
 # v3: run stats (GET /stats). Terminal runs by owner and the time they are counted at, so the
 # aggregate reads one index range per window (punctual.runs.stats, engines/embedded/stats.py).
-RUN_COUNTED_AT_SQL = "coalesce(json_extract(doc, '$.finished_at'), scheduled_at)"
-_V3 = (f"CREATE INDEX runs_done ON runs(owner, {RUN_COUNTED_AT_SQL}) WHERE state IN {TERMINAL_STATES_SQL}",)
+_DOC_COUNTED_AT_SQL = "coalesce(json_extract(doc, '$.finished_at'), scheduled_at)"
+_V3 = (f"CREATE INDEX runs_done ON runs(owner, {_DOC_COUNTED_AT_SQL}) WHERE state IN {TERMINAL_STATES_SQL}",)
 
 # v4: the stats index also covers the state and the start lateness, so the aggregate never reads
 # a run's row or parses its JSON (measured at 100k runs in the window: ~2.7 s before, ~0.1 s to read).
-RUN_LATENESS_SQL = "json_extract(doc, '$.started_at') - scheduled_at"
+_DOC_LATENESS_SQL = "json_extract(doc, '$.started_at') - scheduled_at"
 _V4 = (
     "DROP INDEX runs_done",
-    f"CREATE INDEX runs_stats ON runs(owner, {RUN_COUNTED_AT_SQL}, state, {RUN_LATENESS_SQL})"
+    f"CREATE INDEX runs_stats ON runs(owner, {_DOC_COUNTED_AT_SQL}, state, {_DOC_LATENESS_SQL})"
     f" WHERE state IN {TERMINAL_STATES_SQL}",
 )
 
@@ -211,9 +211,10 @@ _V7 = (
     "DROP INDEX runs_open",
     f"CREATE INDEX runs_open ON runs(deadline_at, scheduled_at) WHERE {OPEN_RUN_SQL}",
     "DROP INDEX runs_expired",
-    f"CREATE INDEX runs_expired ON runs({RUN_EXPIRY_SQL}) WHERE {TERMINAL_RUN_SQL}",
+    f"CREATE INDEX runs_expired ON runs({_DOC_EXPIRY_SQL}) WHERE {TERMINAL_RUN_SQL}",
     "DROP INDEX runs_stats",
-    f"CREATE INDEX runs_stats ON runs(owner, {RUN_COUNTED_AT_SQL}, state, {RUN_LATENESS_SQL}) WHERE {TERMINAL_RUN_SQL}",
+    f"CREATE INDEX runs_stats ON runs(owner, {_DOC_COUNTED_AT_SQL}, state, {_DOC_LATENESS_SQL})"
+    f" WHERE {TERMINAL_RUN_SQL}",
 )
 
 # v8: the queue keeps one index on visibility, by owner (queue_group_visible, v6). The first one
@@ -221,8 +222,29 @@ _V7 = (
 # messages instead; every send, receive, hide and delete wrote both (~1.5 us a message).
 _V8 = ("DROP INDEX queue_visible",)
 
+# v9: the three times the run indexes sort by are columns, not expressions on the document. An
+# index on json_extract(doc, ...) parses the whole document once per expression for every row it
+# takes in: three parses per finished run (~4 us of a ~15 us finish in a burst, docs/decisions.md).
+# expires_at is written once, when the run is created; started_at by its first lease; finished_at
+# by its finish. Every writer sets the column and the document's field to the same value
+# (runs.run_row, set_writes).
+RUN_EXPIRY_SQL = "expires_at"
+RUN_COUNTED_AT_SQL = "coalesce(finished_at, scheduled_at)"
+RUN_LATENESS_SQL = "started_at - scheduled_at"
+_V9 = (
+    "ALTER TABLE runs ADD COLUMN started_at INTEGER",
+    "ALTER TABLE runs ADD COLUMN finished_at INTEGER",
+    "ALTER TABLE runs ADD COLUMN expires_at INTEGER",
+    "UPDATE runs SET started_at = json_extract(doc, '$.started_at'), finished_at = json_extract(doc, '$.finished_at'),"
+    " expires_at = json_extract(doc, '$.expires_at')",
+    "DROP INDEX runs_expired",
+    f"CREATE INDEX runs_expired ON runs({RUN_EXPIRY_SQL}) WHERE {TERMINAL_RUN_SQL}",
+    "DROP INDEX runs_stats",
+    f"CREATE INDEX runs_stats ON runs(owner, {RUN_COUNTED_AT_SQL}, state, {RUN_LATENESS_SQL}) WHERE {TERMINAL_RUN_SQL}",
+)
+
 # MIGRATIONS[n] takes a file from version n to n + 1
-MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8)
+MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 SYNCHRONOUS_MODES = frozenset({"NORMAL", "FULL", "EXTRA"})

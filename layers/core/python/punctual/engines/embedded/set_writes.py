@@ -35,23 +35,16 @@ _RUNS = StoredReader(Run)  # pydantic's parser without model_validate_json's wra
 
 RunKey = tuple[str, int]
 
-# A run's started_at is kept once set (rules.leased). A run never leased has, as pydantic writes it,
-# the text below: only the run itself has a lease_expires_at key (an attempt record has none) and
-# no string holds an unescaped quote, so finding it is exact, and costs a scan of the text instead
-# of a second parse of the document (json_extract: ~1 us a run). Any other text: json_extract.
-_NOT_STARTED = '"lease_expires_at":null,"started_at":null,'
-_STARTED_AT = (
-    f"CASE WHEN instr(runs.doc, '{_NOT_STARTED}') THEN k.st"
-    " ELSE coalesce(json_extract(runs.doc, '$.started_at'), k.st) END"
-)
-
-# rules.leased for a scheduled run: the same fields in the columns and in the document, guarded by the state.
+# rules.leased for a scheduled run: the same fields in the columns and in the document, guarded by
+# the state. started_at is kept once set (a run leased again after its worker vanished): the column
+# holds the document's value (schema v9), so the document is not parsed to find it.
 _LEASE_SET = (
     "WITH k(j, s, w, u, st) AS (VALUES {rows})"
     " UPDATE runs SET state = 'running', attempt = runs.attempt + 1, worker_id = k.w, lease_expires_at = k.u,"
-    " deadline_at = k.u, next_attempt_at = NULL, doc = json_set(runs.doc, '$.state', 'running',"
-    " '$.attempt', runs.attempt + 1, '$.worker_id', k.w, '$.lease_expires_at', k.u, '$.deadline_at', k.u,"
-    f" '$.started_at', {_STARTED_AT}, '$.next_attempt_at', NULL)"
+    " deadline_at = k.u, next_attempt_at = NULL, started_at = coalesce(runs.started_at, k.st),"
+    " doc = json_set(runs.doc, '$.state', 'running', '$.attempt', runs.attempt + 1, '$.worker_id', k.w,"
+    " '$.lease_expires_at', k.u, '$.deadline_at', k.u, '$.started_at', coalesce(runs.started_at, k.st),"
+    " '$.next_attempt_at', NULL)"
     " FROM k WHERE runs.job_id = k.j AND runs.scheduled_at = k.s AND runs.state = 'scheduled'"
 )
 # The documents of the rows a chunk of _LEASE_SET leased (all of them), as one JSON array.
@@ -74,6 +67,7 @@ _FINISH_SET = (
     " worker_id = CASE WHEN k.clr THEN NULL ELSE runs.worker_id END,"
     " lease_expires_at = CASE WHEN k.clr THEN NULL ELSE runs.lease_expires_at END,"
     " next_attempt_at = CASE WHEN k.st = 'retrying' THEN coalesce(k.nxt, runs.next_attempt_at) END,"
+    " finished_at = coalesce(k.fin, runs.finished_at),"
     " doc = json_set(runs.doc, '$.state', k.st, '$.deadline_at', k.dl, '$.attempt', coalesce(k.att, runs.attempt),"
     " '$.worker_id', CASE WHEN k.clr THEN NULL ELSE runs.worker_id END,"
     " '$.lease_expires_at', CASE WHEN k.clr THEN NULL ELSE runs.lease_expires_at END,"

@@ -94,8 +94,9 @@ _ADVANCE_AT = _ADVANCE + " AND rowid = ?6"
 _MAX_POSITIONS = 100_000  # remembered due rows at most (a claim advances what it read at once)
 
 _INSERT_RUN = (
-    "INSERT INTO runs (job_id, scheduled_at, owner, state, attempt, worker_id, lease_expires_at,"
-    " next_attempt_at, deadline_at, created_at, doc) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING"
+    "INSERT INTO runs (job_id, scheduled_at, owner, state, attempt, worker_id, lease_expires_at, next_attempt_at,"
+    " deadline_at, created_at, doc, started_at, finished_at, expires_at)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING"
 )
 
 
