@@ -25,7 +25,7 @@ MAX_JSON_DEPTH = 32  # a request body's nesting (a job's payload sits two levels
 def strict_json(text: str) -> Any:
     """json.loads, refusing what cannot be stored: NaN/Infinity (not JSON either), nesting deeper
     than ``MAX_JSON_DEPTH`` (pydantic's serializer fails past 255 levels, Python's parser near 1000),
-    strings escaping a lone surrogate (``"\ud800"``: JSON text, but not Unicode), numbers out of
+    strings escaping a lone surrogate (``"\\ud800"``: JSON text, but not Unicode), numbers out of
     range (400 naming the field: ``punctual.numbers``) and a body that is not an object (422)."""
 
     def refuse(name: str) -> Any:
