@@ -135,10 +135,15 @@ def apply_change(run: Run, change: RunChange) -> Run:
     update: dict[str, object] = {"state": change.state, "deadline_at": change.deadline_at}
     if change.append is not None:
         update["attempts"] = bounded([*run.attempts, change.append])
-    for name in ("finished_at", "next_attempt_at", "attempt", "note"):
-        value = getattr(change, name)
-        if value is not None:
-            update[name] = value
+    # each field by name (not a getattr loop: the worker applies this to every run it finishes)
+    if change.finished_at is not None:
+        update["finished_at"] = change.finished_at
+    if change.next_attempt_at is not None:
+        update["next_attempt_at"] = change.next_attempt_at
+    if change.attempt is not None:
+        update["attempt"] = change.attempt
+    if change.note is not None:
+        update["note"] = change.note
     if change.state is not RunState.RETRYING:
         update["next_attempt_at"] = None
     if change.clear_lease:

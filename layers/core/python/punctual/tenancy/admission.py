@@ -100,13 +100,17 @@ class Gate:
         if outcome in _RUN_OVER or admission.slot is SlotOutcome.TAKEN:
             self.store.release_slot(admission.owner, admission.run_id)
 
+    def holds_slots(self, owner: str) -> bool:
+        """Whether ``owner``'s runs hold concurrency slots (:meth:`release` writes only for them)."""
+        return self.limits.get(owner).max_concurrency is not None
+
     def release(self, owner: str, run_id: str) -> None:
         """After a finish (any state, retrying included): free the run's slot, if its owner is limited.
 
         Safe to call for any owner (a run without a slot changes nothing), but for owners without
         ``max_concurrency`` it writes nothing at all.
         """
-        if self.limits.get(owner).max_concurrency is not None:
+        if self.holds_slots(owner):
             self.store.release_slot(owner, run_id)
 
 

@@ -26,12 +26,13 @@ from typing import Any
 
 from punctual import rules
 from punctual.engines.embedded.reads import chunks, one_step, shape, values
-from punctual.model import MAX_ATTEMPTS_KEPT, RUN_TRANSITIONS, Overlap, Run, RunState
+from punctual.model import MAX_ATTEMPTS_KEPT, RUN_TRANSITIONS, Attempt, Overlap, Run, RunState
 from punctual.model.stored import StoredReader
 from punctual.port import Finish, LeaseRequest, RunChange
 
 _CHUNK = 400  # rows per statement: 13 variables each at most, far below SQLite's bound
 _RUNS = StoredReader(Run)  # pydantic's parser without model_validate_json's wrapper (~1 us a run)
+_ATTEMPT_JSON = Attempt.__pydantic_serializer__.to_json  # model_dump_json without its wrapper (~1 us a run)
 
 RunKey = tuple[str, int]
 
@@ -127,8 +128,8 @@ def finish_held(conn: sqlite3.Connection, finishes: Sequence[Finish]) -> dict[Ru
                 continue  # a full log: trimmed by the per-run path
             known[key] = (leased, change)
         rows[key] = (
-            hold.job_id, hold.scheduled_at, hold.worker_id, hold.attempt, change.state.value, change.deadline_at,
-            change.append.model_dump_json(), change.finished_at, change.next_attempt_at, change.attempt,
+            hold.job_id, hold.scheduled_at, hold.worker_id, hold.attempt, str(change.state), change.deadline_at,
+            _ATTEMPT_JSON(change.append).decode(), change.finished_at, change.next_attempt_at, change.attempt,
             change.note, 1 if change.clear_lease else 0, 0 if leased is None else 1,
         )  # fmt: skip
     written: dict[RunKey, Run] = {}
