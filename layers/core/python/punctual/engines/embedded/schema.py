@@ -224,7 +224,7 @@ _V8 = ("DROP INDEX queue_visible",)
 
 # v9: the three times the run indexes sort by are columns, not expressions on the document. An
 # index on json_extract(doc, ...) parses the whole document once per expression for every row it
-# takes in: three parses per finished run (~4 us of a ~15 us finish in a burst, docs/decisions.md).
+# takes in: three parses per finished run (1-3 us of a ~15 us finish, docs/decisions.md "seventh pass").
 # expires_at is written once, when the run is created; started_at by its first lease; finished_at
 # by its finish. Every writer sets the column and the document's field to the same value
 # (runs.run_row, set_writes).
