@@ -11,7 +11,8 @@ HTTP calls, the glue, the collector). Printed in microseconds per run, with the 
 (its runs per generation): a cycle per run shows up there first.
 
 What ``punctual bench burst`` adds on top: its workers are separate processes, it pre-leases by
-default, and its CPU window starts before the scheduler's claim. This machine's speed drifts by a
+default, and its CPU window opens a second before the scheduler's first possible claim (the
+workers' idle polling until the messages turn visible counts). This machine's speed drifts by a
 third within minutes, so compare two trees in alternating runs (``PYTHONPATH=<tree>/layers/core/python``).
 ``--profile DIR`` writes a cProfile of each step (profiler-inflated; use it to rank, not to add up).
 The CPU of each of the worker's threads (the loop, the engine pools) is printed too, in
