@@ -82,7 +82,7 @@ async def run_punctual(url: str, calls: int, concurrency: int) -> None:
     """The worker's own client (``punctual.execution.targets.wire``), with its SSRF-pinned pools."""
     from punctual.execution.targets.wire import Request, WirePool
 
-    pool = WirePool(max_idle_per_key=concurrency)
+    pool = WirePool(max_idle_per_key=concurrency, start_per_key=concurrency)
     parts = url.split("/", 3)
     host, port = parts[2].split(":")
     headers = {"Host": parts[2], **HEADERS}

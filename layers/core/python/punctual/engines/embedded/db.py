@@ -5,10 +5,11 @@ Concurrency model:
 - Threads: each thread gets its own connection (``threading.local``); SQLite serializes writers
   across connections, so no Python lock is held around I/O.
 - Processes: any number of processes on one machine may open the same file. Every write
-  transaction starts with ``BEGIN IMMEDIATE``, which takes the write lock up front and waits for
-  it (``busy_timeout``). A deferred transaction that reads first and writes later could instead
-  fail with ``SQLITE_BUSY`` when another process committed in between (WAL cannot upgrade a
-  stale read snapshot), and the busy handler cannot retry that case. Reads run in autocommit
+  transaction waits for its turn (:mod:`.writers`: a lock file beside the database) and starts
+  with ``BEGIN IMMEDIATE``, which takes the write lock up front. A deferred transaction that
+  reads first and writes later could instead fail with ``SQLITE_BUSY`` when another process
+  committed in between (WAL cannot upgrade a stale read snapshot), and the busy handler cannot
+  retry that case. Reads run in autocommit
   mode: each statement sees one consistent snapshot.
 - ``fork``: a child never uses a connection inherited from its parent (SQLite forbids it); the
   process id is checked and the child opens its own.
@@ -28,7 +29,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from punctual.engines.embedded import pid, schema
+from punctual.engines.embedded import pid, schema, writers
 from punctual.engines.embedded.checkpoint import Checkpointer
 
 BUSY_TIMEOUT_MS = 10_000  # how long a writer waits for another writer before SQLITE_BUSY
@@ -83,10 +84,9 @@ class Database:
         if conn.in_transaction:
             raise RuntimeError("write transactions do not nest")
         self._checkpointer.ensure_started()
-        # Threads of this process queue on a Python lock; other processes are waited for by
-        # _begin_immediate. SQLite's own busy handler sleeps in growing steps (up to 100 ms) while
-        # another writer holds the lock, which dominated a worker's latency under contention.
-        with _write_lock_for(self._lock_key):
+        # Writers queue for their turn (threads on a lock, processes on a lock file: .writers), so
+        # that BEGIN IMMEDIATE finds SQLite's lock free instead of polling it.
+        with writers.turn(self._lock_key):
             _begin_immediate(conn)
             try:
                 yield conn
@@ -157,7 +157,8 @@ class _Held:
 
 
 def _begin_immediate(conn: sqlite3.Connection) -> None:
-    """Take the database's write lock, retrying every ~0.1-1 ms for up to ``BUSY_TIMEOUT_MS``."""
+    """Take the database's write lock, retrying every ~0.1-1 ms for up to ``BUSY_TIMEOUT_MS`` (a
+    writer that does not queue in :mod:`.writers` holds it: SQLite's shell, a TRUNCATE checkpoint)."""
     conn.execute("PRAGMA busy_timeout = 0")  # we retry ourselves, in short steps
     try:
         deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
@@ -171,23 +172,3 @@ def _begin_immediate(conn: sqlite3.Connection) -> None:
             time.sleep(random.uniform(0.0001, 0.001))  # jittered: processes do not retry in lockstep
     finally:
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")  # every other statement waits as before
-
-
-_WRITE_LOCKS: dict[str, threading.Lock] = {}
-_WRITE_LOCKS_GUARD = threading.Lock()
-
-
-def _write_lock_for(key: str) -> threading.Lock:
-    """One lock per database file per process, shared by every Database object on that file."""
-    with _WRITE_LOCKS_GUARD:
-        return _WRITE_LOCKS.setdefault(key, threading.Lock())
-
-
-def _forget_write_locks() -> None:
-    # A forked child must not inherit a lock some parent thread held at the fork: fresh locks.
-    global _WRITE_LOCKS_GUARD
-    _WRITE_LOCKS_GUARD = threading.Lock()
-    _WRITE_LOCKS.clear()
-
-
-os.register_at_fork(after_in_child=_forget_write_locks)

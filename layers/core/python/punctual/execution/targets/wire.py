@@ -30,6 +30,8 @@ What it guarantees (the rest of the HTTP target's rules live in ``punctual.execu
   a worker that runs for weeks meets addresses it never uses again.
 - **At most ``max_per_key`` connections per key** at once, handed out first come, first served: a
   burst of thousands of runs to one webhook queues for connections instead of opening thousands.
+  A key starts with ``start_per_key`` of them and doubles them while its answers are slow
+  (:mod:`punctual.execution.targets.wire_host`): a target that answers at once needs few.
 - **Timeouts.** The whole exchange (waiting for a connection, connect, TLS, request, answer) is cut
   at ``timeout_s`` (within the 10 ms resolution of the shared timer); the connection is then closed.
 - A reused connection that the server closed while idle is retried once on a new connection if
@@ -43,12 +45,12 @@ from __future__ import annotations
 import asyncio
 import ssl
 import time
-from collections import deque
 from collections.abc import Callable
 from functools import partial
 from typing import Any
 
 from punctual.execution.targets.wire_deadlines import Deadlines
+from punctual.execution.targets.wire_host import SLOT, START_PER_KEY, Host
 from punctual.execution.targets.wire_parse import MAX_HEAD_BYTES, Answer, Connection, StaleConnection, WireError
 from punctual.execution.targets.wire_request import PoolKey, Request, encode, header_block
 
@@ -91,7 +93,7 @@ class Call:
     def __init__(  # noqa: PLR0917 - built in one place, per call: positional is cheaper
         self,
         pool: WirePool,
-        host: _Host,
+        host: Host,
         deadlines: Deadlines,
         request: Request,
         limit: int,
@@ -105,7 +107,7 @@ class Call:
         self.request = request
         self.limit = limit
         self.deadline = deadline
-        self.future: asyncio.Future[Any] | None = None  # while queued: its Answer, or _SLOT (a slot, no connection)
+        self.future: asyncio.Future[Any] | None = None  # while queued: its Answer, or SLOT (a slot, no connection)
         self.connection: Connection | None = None  # the connection its request was sent on
         self.owned = False  # one of the key's slots is this call's: passed on when the call ends
         self.cancelled = False
@@ -165,7 +167,7 @@ class Call:
         error = _error_of(future)
         if error is None:
             answer = future.result()
-            if answer is not _SLOT:  # a connection was handed over and carried the request
+            if answer is not SLOT:  # a connection was handed over and carried the request
                 self._end(answer)
             elif self.cancelled:
                 self._end(asyncio.CancelledError())
@@ -225,22 +227,6 @@ def _settle(future: asyncio.Future[Any], outcome: Any) -> None:
         future.set_result(outcome)
 
 
-_SLOT: Any = object()  # a queued call's future: "a slot is yours, find a connection"
-
-
-class _Host:
-    """One pool key: its free connection slots, the calls queued for one (first come, first served)
-    and its idle connections. Invariant: calls are queued only while no slot is free."""
-
-    __slots__ = ("free", "idle", "queue", "warming")
-
-    def __init__(self, limit: int) -> None:
-        self.free = limit
-        self.queue: deque[Call] = deque()
-        self.idle: list[Connection] = []
-        self.warming = 0  # connections being opened ahead of calls (WirePool.warm)
-
-
 class WirePool:
     """Idle keep-alive connections per pool key, for one event loop (not thread-safe, no locks needed).
 
@@ -258,13 +244,15 @@ class WirePool:
         tls: ssl.SSLContext | None = None,
         max_idle_per_key: int = 256,
         max_per_key: int = 1024,
+        start_per_key: int = START_PER_KEY,
         idle_s: float = IDLE_S,
         sweep_s: float = SWEEP_S,
     ) -> None:
         self._tls = tls
         self._max_idle = max_idle_per_key
         self._max_per_key = max_per_key
-        self._hosts: dict[PoolKey, _Host] = {}
+        self._start_per_key = start_per_key  # slots a key starts with, grown while answers are slow (wire_host)
+        self._hosts: dict[PoolKey, Host] = {}
         self._deadlines: Deadlines | None = None
         # A long-running worker meets keys it never uses again (a name's address changes: DNS
         # round robin, a load balancer's new addresses): their idle connections are closed after
@@ -314,6 +302,7 @@ class WirePool:
             host.queue.append(call)
             call._slot = deadlines.add(call.deadline, future)
             future.add_done_callback(call._on_queued)
+            host.watch(loop)
         return call
 
     def warm(self, request: Request, count: int, *, timeout_s: float) -> int:
@@ -324,7 +313,7 @@ class WirePool:
         it opens; one that fails or takes past ``timeout_s`` is dropped (a call opens its own)."""
         loop = asyncio.get_running_loop()
         host = self._host(request.key)
-        in_use = self._max_per_key - host.free
+        in_use = host.limit - host.free
         room = max(0, min(count, self._max_idle) - len(host.idle) - host.warming - in_use)
         deadline = loop.time() + timeout_s
         for _ in range(room):
@@ -334,7 +323,7 @@ class WirePool:
             task.add_done_callback(self._warming.discard)
         return room
 
-    async def _warm_one(self, request: Request, host: _Host, deadline: float) -> None:
+    async def _warm_one(self, request: Request, host: Host, deadline: float) -> None:
         try:
             connection = await self._connect(request, deadline)
         except (OSError, asyncio.CancelledError):  # refused, TLS, timed out (all OSErrors), or closed
@@ -347,16 +336,21 @@ class WirePool:
         for task in list(self._warming):
             task.cancel()
         for host in self._hosts.values():
+            if host.check is not None:
+                host.check.cancel()
+                host.check = None
             for connection in host.idle:
                 connection.close()
             host.idle.clear()
 
     # -- helpers ------------------------------------------------------------------------------
 
-    def _finish(self, host: _Host, connection: Connection | None) -> None:
+    def _finish(self, host: Host, connection: Connection | None) -> None:
         """A call is done with its slot and ``connection``: both go to the next queued call (its
         request written at once) or back to the pool; a connection that cannot be reused is closed."""
         queue = host.queue
+        if connection is not None:
+            host.answered(connection.sent_at)
         if connection is not None and connection.reusable and connection.usable():
             while queue:
                 entry = queue.popleft()
@@ -376,17 +370,17 @@ class WirePool:
             assert future is not None
             if not future.done():
                 entry.owned = True
-                future.set_result(_SLOT)
+                future.set_result(SLOT)
                 return
         host.free += 1
 
-    def _host(self, key: PoolKey) -> _Host:
+    def _host(self, key: PoolKey) -> Host:
         host = self._hosts.get(key)
         if host is None:
-            host = self._hosts[key] = _Host(self._max_per_key)
+            host = self._hosts[key] = Host(self._start_per_key, self._max_per_key)
         return host
 
-    def _park(self, host: _Host, connection: Connection) -> None:
+    def _park(self, host: Host, connection: Connection) -> None:
         """Keep a usable ``connection`` idle for the key's next call, or close it if the key has
         ``max_idle_per_key`` idle already."""
         if len(host.idle) < self._max_idle:
@@ -410,7 +404,7 @@ class WirePool:
                     else:
                         connection.close()
                 host.idle[:] = kept  # in place, in order: the newest (last) are reused first
-            if not host.idle and not host.queue and host.free == self._max_per_key and not host.warming:
+            if host.unused():
                 del self._hosts[key]
 
     async def _connect(self, request: Request, deadline: float) -> Connection:

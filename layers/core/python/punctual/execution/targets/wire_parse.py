@@ -15,6 +15,7 @@ arrive after a complete answer, or while no request is outstanding.
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any, NamedTuple, cast
 
 MAX_HEAD_BYTES = 65_536
@@ -46,6 +47,7 @@ class Connection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.reusable = False  # the last exchange ended with a complete answer the connection may follow
         self.idle_since = 0.0  # monotonic seconds: when the pool last put it back (WirePool._sweep)
+        self.sent_at = 0.0  # monotonic seconds: when the last request was written (wire_host.Host.answered)
         self._ended = False
         self._buffer = bytearray()
         self._waiter: asyncio.Future[Any] | None = None
@@ -80,6 +82,7 @@ class Connection(asyncio.Protocol):
         self._limit = limit
         self._received = False
         self._scanned = 0
+        self.sent_at = time.monotonic()
         self.transport.write(data)
         return waiter
 

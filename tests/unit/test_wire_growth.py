@@ -1,0 +1,159 @@
+"""A ``wire`` pool key's slots grow while its answers are slow, and only then (``wire_host``).
+
+The rules are checked on :class:`Host` with a hand-moved clock; the pool's growth end to end
+against a server that never answers (``RawServer`` from ``test_async_targets``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from punctual.execution.targets import wire_host
+from punctual.execution.targets.wire import WirePool
+from punctual.execution.targets.wire_host import CHECK_S, SLOT, SLOW_S, Host
+from tests.unit.test_async_targets import raw
+from tests.unit.test_wire_pool import gathered, status_or_type
+
+pytestmark = pytest.mark.unit
+__all__ = ["raw"]  # the fixture
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> Iterator[Clock]:
+    moved = Clock()
+    monkeypatch.setattr(wire_host.time, "monotonic", moved)
+    yield moved
+
+
+def queued(host: Host, loop: asyncio.AbstractEventLoop, count: int) -> list[Any]:
+    """``count`` calls queued on ``host`` (what WirePool.call does when no slot is free)."""
+    calls = [SimpleNamespace(future=loop.create_future(), owned=False) for _ in range(count)]
+    host.queue.extend(calls)  # type: ignore[arg-type]
+    host.watch(loop)
+    return calls
+
+
+def on_a_loop(body: Any) -> Any:
+    async def go() -> Any:
+        return body(asyncio.get_running_loop())
+
+    return asyncio.run(go())
+
+
+def test_no_answer_for_slow_s_doubles_the_slots_and_hands_them_to_the_first_queued(clock: Clock) -> None:
+    def body(loop: asyncio.AbstractEventLoop) -> None:
+        host = Host(2, 8)
+        host.free = 0  # both slots held by calls in flight
+        calls = queued(host, loop, 5)
+        assert host.check is not None
+        clock.now += SLOW_S + 0.001
+        host._look(loop, clock.now)  # on time, and nothing answered since the calls queued
+        assert host.limit == 4 and host.free == 0
+        assert [c.owned for c in calls] == [True, True, False, False, False]
+        assert [c.future.done() and c.future.result() is SLOT for c in calls[:2]] == [True, True]
+        assert list(host.queue) == calls[2:] and host.check is not None  # still queued: looked at again
+        host.check.cancel()
+
+    on_a_loop(body)
+
+
+def test_quick_answers_keep_the_slots(clock: Clock) -> None:
+    def body(loop: asyncio.AbstractEventLoop) -> None:
+        host = Host(2, 8)
+        host.free = 0
+        queued(host, loop, 3)
+        for _ in range(3):  # a target that answers within a few ms while the calls queue
+            clock.now += CHECK_S / 3
+            host.answered(clock.now - 0.002)
+            clock.now += CHECK_S / 3
+            host.answered(clock.now - 0.002)
+            clock.now += CHECK_S / 3
+            host._look(loop, clock.now)
+        assert host.limit == 2 and len(host.queue) == 3
+        assert host.check is not None
+        host.check.cancel()
+
+    on_a_loop(body)
+
+
+def test_a_slow_last_answer_grows_the_key_up_to_its_ceiling(clock: Clock) -> None:
+    def body(loop: asyncio.AbstractEventLoop) -> None:
+        host = Host(2, 5)
+        host.free = 0
+        queued(host, loop, 10)
+        limits = []
+        for _ in range(3):
+            clock.now += CHECK_S
+            host.answered(clock.now - SLOW_S - 0.001)  # answers keep coming, each as slow as SLOW_S
+            host._look(loop, clock.now)
+            limits.append(host.limit)
+        assert limits == [4, 5, 5]  # doubled, then capped at the ceiling
+        assert host.check is None  # at the ceiling nothing is looked at any more
+
+    on_a_loop(body)
+
+
+def test_a_check_that_runs_late_does_not_grow_the_key(clock: Clock) -> None:
+    # The loop was busy (starting thousands of calls): the answers waited on it, not on the target.
+    def body(loop: asyncio.AbstractEventLoop) -> None:
+        host = Host(2, 8)
+        host.free = 0
+        queued(host, loop, 3)
+        due = clock.now + CHECK_S
+        clock.now += 4 * SLOW_S
+        host._look(loop, due)
+        assert host.limit == 2 and host.check is not None
+        host.check.cancel()
+
+    on_a_loop(body)
+
+
+def test_calls_cut_while_queued_get_no_slot_and_the_slot_stays_free(clock: Clock) -> None:
+    def body(loop: asyncio.AbstractEventLoop) -> None:
+        host = Host(2, 4)
+        host.free = 0
+        calls = queued(host, loop, 2)
+        calls[0].future.cancel()
+        clock.now += SLOW_S + 0.001
+        host._look(loop, clock.now)
+        assert host.limit == 4 and host.free == 1 and calls[1].owned and not calls[0].owned
+        assert not host.queue
+
+    on_a_loop(body)
+
+
+def test_a_key_never_starts_above_its_ceiling_and_is_unused_only_with_every_slot_free() -> None:
+    host = Host(256, 3)
+    assert host.limit == host.free == 3 and host.unused()
+    host.free -= 1
+    assert not host.unused()
+
+
+def test_the_pool_opens_more_connections_while_no_answer_comes(raw: Any) -> None:
+    # Given a target that never answers, a key that starts with 2 connections and may use 8
+    srv = raw([b"HANG"] * 8)
+    pool = WirePool(start_per_key=2, max_per_key=8)
+    # When 8 calls are made at once
+    answers = gathered(pool, srv.port, [1.5] * 8)
+    # Then the queued ones got connections of their own once nothing answered for SLOW_S
+    assert status_or_type(answers) == ["TimeoutError"] * 8
+    assert srv.connections == 8
+
+
+def test_the_pool_never_opens_more_than_its_ceiling(raw: Any) -> None:
+    srv = raw([b"HANG"] * 6)
+    answers = gathered(WirePool(start_per_key=2, max_per_key=2), srv.port, [0.5] * 4)
+    assert status_or_type(answers) == ["TimeoutError"] * 4 and srv.connections == 2
