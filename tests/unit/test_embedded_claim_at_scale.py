@@ -143,6 +143,31 @@ def test_the_checkpointer_copies_the_wal_back(tmp_path: Path) -> None:
     assert not [t for t in threading.enumerate() if t.name == f"punctual-checkpoint-{db.path.name}"]
 
 
+def test_an_idle_checkpointer_sleeps_until_the_next_commit(tmp_path: Path) -> None:
+    # Given a checkpointer that copied everything (it used to look every 10 ms here, forever)
+    db = Database(tmp_path / "p.db", shards=1)
+    checkpointer = db._checkpointer = Checkpointer(db.path, quiet_s=0.01)
+    looks: list[float] = []
+    due = checkpointer.due
+    checkpointer.due = lambda now: looks.append(now) or due(now)  # type: ignore[method-assign]
+    try:
+        with db.write() as conn:
+            conn.execute("CREATE TABLE filler (x)")
+        assert _within_10_s(lambda: checkpointer.checkpoints >= 1 and checkpointer._dirty_since is None)
+        # When nothing is written for half a second
+        before = len(looks)
+        time.sleep(0.5)
+        # Then it did not look once (it waits for a commit, not on a timer)
+        assert len(looks) - before <= 1
+        # And the next commit wakes it and is copied
+        with db.write() as conn:
+            conn.execute("INSERT INTO filler VALUES ('x')")
+        assert _within_10_s(lambda: checkpointer.checkpoints >= 2)
+    finally:
+        db.close()
+    assert not [t for t in threading.enumerate() if t.name == f"punctual-checkpoint-{db.path.name}"]
+
+
 def test_the_checkpointer_waits_for_a_pause_in_writes_or_for_its_longest_wait(tmp_path: Path) -> None:
     # A claim burst's commits follow each other within milliseconds: its pages are copied in the
     # pause after it, not while it runs; a stream that never pauses is still copied after max_wait_s.

@@ -58,6 +58,9 @@ class LoopState:
         self.in_flight = 0  # deliveries received and not yet settled
         self.reserved = 0  # room claimed by receives in progress
         self.room = asyncio.Event()
+        # an empty queue is polled by one receiver at a time: a receiver whose last receive found
+        # nothing takes this first (the others then wait on it, not on the queue)
+        self.idle_poll = asyncio.Lock()
         # attempts done and not yet settled, and the settle loop's wake-up (a list: no queue per item)
         self.done: list[tuple[batch.Done, asyncio.Future[Settled]]] = []
         self.settle = asyncio.Event()

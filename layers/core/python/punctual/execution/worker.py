@@ -166,27 +166,38 @@ class Worker:
     async def _receive(self, stop: threading.Event) -> None:
         state = self._require_state()
         tuning = self.tuning
+        idle = True  # the last receive found nothing (a queue not yet polled counts as empty): poll alone
         while not stop.is_set():
-            room = tuning.max_in_flight - state.in_flight - state.reserved
+            async with state.idle_poll if idle else contextlib.nullcontext():
+                room = tuning.max_in_flight - state.in_flight - state.reserved
+                if room <= 0 or stop.is_set():
+                    deliveries: list[Delivery] | None = []
+                else:
+                    deliveries = await self._receive_once(state, min(tuning.receive_batch, room))
             if room <= 0:
                 state.room.clear()
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(0.1):
                         await state.room.wait()
                 continue
-            wanted = min(tuning.receive_batch, room)
-            state.reserved += wanted
-            try:
-                receive = partial(self.queue.receive, wanted, self.options.visibility_s, tuning.wait_s)
-                deliveries = await state.loop.run_in_executor(state.receiving, receive)
-            except Exception:
-                logger.exception("receive from %s failed", self.queue.name)
+            if deliveries is None:
                 await asyncio.sleep(RECEIVE_ERROR_PAUSE_S)
                 continue
-            finally:
-                state.reserved -= wanted
+            idle = not deliveries
             if deliveries:  # received means ours: settled even if stop is set meanwhile
                 self._submit(deliveries)
+
+    async def _receive_once(self, state: LoopState, wanted: int) -> list[Delivery] | None:
+        """One receive of up to ``wanted`` messages (a long poll); None if it failed."""
+        state.reserved += wanted
+        try:
+            receive = partial(self.queue.receive, wanted, self.options.visibility_s, self.tuning.wait_s)
+            return await state.loop.run_in_executor(state.receiving, receive)
+        except Exception:
+            logger.exception("receive from %s failed", self.queue.name)
+            return None
+        finally:
+            state.reserved -= wanted
 
     def _submit(self, deliveries: Sequence[Delivery]) -> list[asyncio.Future[Settled]]:
         state = self._require_state()

@@ -73,6 +73,7 @@ class Checkpointer:
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
+        self._wake = threading.Event()  # set by the commit that leaves nothing copied behind (wrote)
         self._pid = 0
         self.checkpoints = 0  # passes that copied frames back (tests and diagnostics)
 
@@ -83,18 +84,23 @@ class Checkpointer:
         with self._lock:
             if self._pid == pid.current() and self._thread is not None:
                 return
-            self._pid, self._stop = pid.current(), threading.Event()
+            self._pid, self._stop, self._wake = pid.current(), threading.Event(), threading.Event()
             self._thread = threading.Thread(
-                target=self._run, args=(self._stop,), name=f"punctual-checkpoint-{self._path.name}", daemon=True
+                target=self._run,
+                args=(self._stop, self._wake),
+                name=f"punctual-checkpoint-{self._path.name}",
+                daemon=True,
             )
             self._thread.start()
 
     def wrote(self) -> None:
-        """A commit just ended in this process (two attribute writes: cheap on every commit)."""
+        """A commit just ended in this process (two attribute writes: cheap on every commit; the
+        first commit after a copy also wakes the thread)."""
         now = time.monotonic()
         self._last_write = now
         if self._dirty_since is None:
             self._dirty_since = now
+            self._wake.set()
 
     def due(self, now: float) -> bool:
         """Whether a copy should start at monotonic time ``now``."""
@@ -110,9 +116,10 @@ class Checkpointer:
             if thread is None or self._pid != pid.current():
                 return
             self._stop.set()
+            self._wake.set()
         thread.join(timeout_s)
 
-    def _run(self, stop: threading.Event) -> None:
+    def _run(self, stop: threading.Event, wake: threading.Event) -> None:
         try:
             conn = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
         except sqlite3.Error as exc:
@@ -121,7 +128,13 @@ class Checkpointer:
         try:
             conn.execute("PRAGMA busy_timeout = 0")  # PASSIVE: a busy checkpoint lock means another does it
             conn.execute("PRAGMA cache_size = -1024")  # a checkpoint copies pages through no page cache
-            while not stop.wait(min(POLL_S, self._quiet_s)):
+            while not stop.is_set():
+                if self._dirty_since is None:  # nothing to copy: sleep until a commit (or stop)
+                    wake.wait()
+                    wake.clear()  # a commit after this sees _dirty_since set, the next loop too
+                    continue
+                if stop.wait(min(POLL_S, self._quiet_s)):
+                    break
                 if self.due(time.monotonic()):
                     # cleared before the copy: a commit during it is copied by the next pass
                     self._dirty_since = None
