@@ -33,7 +33,7 @@ class Tuning:
 
     max_in_flight: int = 5_000  # messages held at once: received, waiting for their instant, or executing
     receive_batch: int = 250  # messages asked for per receive (SQS: 10 per request, several requests)
-    receivers: int = 2  # concurrent receives (SQS: concurrent long polls)
+    receivers: int = 2  # concurrent receives while messages flow (SQS: long polls); an empty queue: one
     wait_s: float = 1.0  # long-poll wait of a receive (1 s locally; up to 20 s on SQS)
     settle_batch: int = 1_000  # finishes per settle call at most
     engine_threads: int = 4  # the thread pool for blocking engine calls

@@ -49,7 +49,7 @@ QUIET_S = 0.25
 # slower claims in the burst's last part), and at the highest page rate measured here (a 10M-job
 # claim, ~15,000 pages/s) a pass copies up to ~75,000 pages, below the writers' own bound.
 MAX_WAIT_S = 5.0
-POLL_S = 0.05  # how often the thread looks
+POLL_S = 0.05  # how often the thread looks while a copy waits (with nothing to copy it sleeps until a commit)
 # A pass that could not copy every frame (a reader still uses older pages, or another connection
 # was checkpointing) is tried again this much later, even if no commit follows.
 RETRY_S = 1.0
