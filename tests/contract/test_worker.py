@@ -7,7 +7,9 @@ the store and the queue are the real engines, through the batched port methods.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -177,23 +179,35 @@ def test_a_lease_lost_while_running_abandons_the_attempt_without_writing(engine,
     assert stored(engine, run).state is RunState.CANCELLED
 
 
+@contextlib.contextmanager
+def serving(w: Worker) -> Iterator[threading.Event]:
+    """``w.run`` on a thread of its own; on exit it is stopped and must have returned (30 s at most)."""
+    stop = threading.Event()
+    thread = threading.Thread(target=w.run, args=(stop,))
+    thread.start()
+    try:
+        yield stop
+    finally:
+        stop.set()
+        thread.join(30)
+    assert not thread.is_alive()
+
+
+def wait_for_successes(w: Worker, count: int, stop: threading.Event) -> None:
+    """Until ``w`` has executed ``count`` runs successfully (bounded: up to 30 s on moto)."""
+    for _ in range(300):
+        if w.outcomes[Outcome.SUCCEEDED] == count:
+            return
+        stop.wait(0.1)
+
+
 def test_serve_receives_executes_and_stops_gracefully(engine, engine_kind, clock):
     runs = new_runs(engine, clock, 12)
     targets = Scripted(OK, delay_s=0.01)
     tuning = Tuning(max_in_flight=4, receive_batch=3, receivers=2, wait_s=0.2)
     w = Worker(engine, clock, targets=lambda: targets, options=OPTIONS, tuning=tuning, worker_id="w1")
-    stop = threading.Event()
-    thread = threading.Thread(target=w.run, args=(stop,))
-    thread.start()
-    try:
-        for _ in range(300):  # bounded: up to 30 s on moto
-            if w.outcomes[Outcome.SUCCEEDED] == len(runs):
-                break
-            stop.wait(0.1)
-    finally:
-        stop.set()
-        thread.join(30)
-    assert not thread.is_alive()
+    with serving(w) as stop:
+        wait_for_successes(w, len(runs), stop)
     assert w.outcomes[Outcome.SUCCEEDED] == len(runs) and w.errors == 0
     assert all(stored(engine, run).state is RunState.SUCCEEDED for run in runs)
 

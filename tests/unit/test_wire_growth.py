@@ -38,12 +38,15 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> Iterator[Clock]:
     yield moved
 
 
-def queued(host: Host, loop: asyncio.AbstractEventLoop, count: int) -> list[Any]:
-    """``count`` calls queued on ``host`` (what WirePool.call does when no slot is free)."""
-    calls = [SimpleNamespace(future=loop.create_future(), owned=False) for _ in range(count)]
+def busy(loop: asyncio.AbstractEventLoop, start: int, ceiling: int, waiting: int) -> tuple[Host, list[Any]]:
+    """A key whose ``start`` slots are all held by calls in flight, and ``waiting`` calls queued on
+    it (what WirePool.call does when no slot is free)."""
+    host = Host(start, ceiling)
+    host.free = 0
+    calls = [SimpleNamespace(future=loop.create_future(), owned=False) for _ in range(waiting)]
     host.queue.extend(calls)  # type: ignore[arg-type]
     host.watch(loop)
-    return calls
+    return host, calls
 
 
 def on_a_loop(body: Any) -> Any:
@@ -55,9 +58,7 @@ def on_a_loop(body: Any) -> Any:
 
 def test_no_answer_for_slow_s_doubles_the_slots_and_hands_them_to_the_first_queued(clock: Clock) -> None:
     def body(loop: asyncio.AbstractEventLoop) -> None:
-        host = Host(2, 8)
-        host.free = 0  # both slots held by calls in flight
-        calls = queued(host, loop, 5)
+        host, calls = busy(loop, 2, 8, waiting=5)
         assert host.check is not None
         clock.now += SLOW_S + 0.001
         host._look(loop, clock.now)  # on time, and nothing answered since the calls queued
@@ -72,9 +73,7 @@ def test_no_answer_for_slow_s_doubles_the_slots_and_hands_them_to_the_first_queu
 
 def test_quick_answers_keep_the_slots(clock: Clock) -> None:
     def body(loop: asyncio.AbstractEventLoop) -> None:
-        host = Host(2, 8)
-        host.free = 0
-        queued(host, loop, 3)
+        host, _ = busy(loop, 2, 8, waiting=3)
         for _ in range(3):  # a target that answers within a few ms while the calls queue
             clock.now += CHECK_S / 3
             host.answered(clock.now - 0.002)
@@ -91,9 +90,7 @@ def test_quick_answers_keep_the_slots(clock: Clock) -> None:
 
 def test_a_slow_last_answer_grows_the_key_up_to_its_ceiling(clock: Clock) -> None:
     def body(loop: asyncio.AbstractEventLoop) -> None:
-        host = Host(2, 5)
-        host.free = 0
-        queued(host, loop, 10)
+        host, _ = busy(loop, 2, 5, waiting=10)
         limits = []
         for _ in range(3):
             clock.now += CHECK_S
@@ -109,9 +106,7 @@ def test_a_slow_last_answer_grows_the_key_up_to_its_ceiling(clock: Clock) -> Non
 def test_a_check_that_runs_late_does_not_grow_the_key(clock: Clock) -> None:
     # The loop was busy (starting thousands of calls): the answers waited on it, not on the target.
     def body(loop: asyncio.AbstractEventLoop) -> None:
-        host = Host(2, 8)
-        host.free = 0
-        queued(host, loop, 3)
+        host, _ = busy(loop, 2, 8, waiting=3)
         due = clock.now + CHECK_S
         clock.now += 4 * SLOW_S
         host._look(loop, due)
@@ -123,9 +118,7 @@ def test_a_check_that_runs_late_does_not_grow_the_key(clock: Clock) -> None:
 
 def test_calls_cut_while_queued_get_no_slot_and_the_slot_stays_free(clock: Clock) -> None:
     def body(loop: asyncio.AbstractEventLoop) -> None:
-        host = Host(2, 4)
-        host.free = 0
-        calls = queued(host, loop, 2)
+        host, calls = busy(loop, 2, 4, waiting=2)
         calls[0].future.cancel()
         clock.now += SLOW_S + 0.001
         host._look(loop, clock.now)

@@ -14,7 +14,7 @@ from punctual.execution.loop import Tuning
 from punctual.execution.options import Outcome
 from punctual.execution.worker import Worker
 from punctual.port import Engine
-from tests.contract.test_worker import OPTIONS, Scripted, new_runs
+from tests.contract.test_worker import OPTIONS, Scripted, new_runs, serving, wait_for_successes
 
 pytestmark = pytest.mark.unit
 
@@ -49,21 +49,11 @@ def test_an_empty_queue_is_polled_by_one_receiver_at_a_time_and_runs_still_flow(
     monkeypatch.setattr(embedded_engine.queue, "receive", polls)
     tuning = Tuning(max_in_flight=10, receive_batch=2, receivers=3, wait_s=0.05)
     worker = Worker(embedded_engine, clock, targets=Scripted, options=OPTIONS, tuning=tuning, worker_id="w1")
-    stop = threading.Event()
-    thread = threading.Thread(target=worker.run, args=(stop,))
-    thread.start()
-    try:
+    with serving(worker) as stop:
         time.sleep(0.6)
         # Then the empty queue was polled again and again, never by two receivers at once
         assert polls.calls >= 5 and polls.most == 1
         # And runs that arrive are received and executed
         runs = new_runs(embedded_engine, clock, 6)
-        for _ in range(300):  # bounded: 30 s
-            if worker.outcomes[Outcome.SUCCEEDED] == len(runs):
-                break
-            stop.wait(0.1)
-    finally:
-        stop.set()
-        thread.join(30)
-    assert not thread.is_alive()
+        wait_for_successes(worker, len(runs), stop)
     assert worker.outcomes[Outcome.SUCCEEDED] == 6 and worker.errors == 0
