@@ -336,9 +336,7 @@ class WirePool:
         for task in list(self._warming):
             task.cancel()
         for host in self._hosts.values():
-            if host.check is not None:
-                host.check.cancel()
-                host.check = None
+            host.unwatch()
             for connection in host.idle:
                 connection.close()
             host.idle.clear()

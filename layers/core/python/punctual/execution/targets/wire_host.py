@@ -59,6 +59,12 @@ class Host:
             self.answered_at = max(self.answered_at, now)  # no answer yet counts from here
             self.check = loop.call_later(CHECK_S, self._look, loop, now + CHECK_S)
 
+    def unwatch(self) -> None:
+        """Forget the next look (the pool is closing)."""
+        if self.check is not None:
+            self.check.cancel()
+            self.check = None
+
     def answered(self, sent_at: float) -> None:
         """A request written at ``sent_at`` got its answer (or its end): remembered while watched."""
         if self.check is not None:
