@@ -227,7 +227,8 @@ def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Browser]:
         errors: list[str] = []
         requests: list[Any] = []
         page.on("console", lambda m: errors.append(f"{m.type}: {m.text}") if m.type == "error" else None)
-        page.on("pageerror", lambda e: errors.append(f"pageerror: {e}"))
+        # with the script's stack and page: a rare error's origin is otherwise lost (issue 9 CI, 2026-12-01)
+        page.on("pageerror", lambda e: errors.append(f"pageerror: {e} on {page.url}\n{e.stack}"))
         page.on("dialog", lambda d: (errors.append(f"dialog: {d.message}"), d.dismiss()))
         page.on("request", lambda r: requests.append(r))  # noqa: PLW0108 - Playwright needs a function it can tag
         try:
