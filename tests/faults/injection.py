@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import random
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -64,12 +64,24 @@ class Faults:
 
 
 class FaultyStore:
-    """The engine's store with faults around every write; reads pass through."""
+    """The engine's store with faults around every write; reads pass through.
+
+    :meth:`before_write_once` runs another request just before the next call of a named method
+    (two requests interleaved: the second one's reads and writes land between the first one's
+    reads and its write); ``observe`` sees every write's arguments and result."""
 
     def __init__(self, inner: Store, faults: Faults) -> None:
         self._inner, self._faults = inner, faults
+        self._hook: tuple[frozenset[str], Callable[[], None]] | None = None
+        self.observe: Callable[[str, tuple[Any, ...], Any], None] | None = None
+
+    def before_write_once(self, names: frozenset[str], fn: Callable[[], None] | None) -> None:
+        self._hook = None if fn is None else (names, fn)
 
     def __getattr__(self, name: str) -> Any:
+        if self._hook is not None and name in self._hook[0]:
+            fn, self._hook = self._hook[1], None
+            fn()
         attr = getattr(self._inner, name)
         if name in STORE_READS:
             return self._read(name, attr)
@@ -85,6 +97,8 @@ class FaultyStore:
             if kind == "throttle":
                 raise Throttled(f"{name} throttled (injected)")
             result = attr(*args, **kwargs)
+            if self.observe is not None:
+                self.observe(name, args, result)
             if kind == "crash_after":
                 raise Crash(f"after {name}")
             return result
