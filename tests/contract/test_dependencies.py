@@ -7,6 +7,7 @@ the worker and the reaper themselves.
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -149,6 +150,31 @@ def test_a_refused_decision_writes_nothing(store: Store, clock: ManualClock) -> 
         store.decide_edges(OWNER, failing)
     assert store.get_job(down.id) == down and store.dependents_of(gone.id) == []
     assert not store.get_job(gone.id).has_dependents
+
+
+def test_a_decision_that_fails_while_writing_leaves_nothing_behind(
+    store: Store, clock: ManualClock, engine_kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A crash anywhere in the write: embedded, the last statement of the transaction fails after the
+    # job row and the upstream's flag were written; aws, the one request is lost on the way.
+    up, down = cron_job(store, clock, "up"), cron_job(store, clock, "down")
+    error: type[Exception]
+    if engine_kind == "embedded":
+        monkeypatch.setattr("punctual.engines.embedded.edges._LINK", "INSERT INTO no_such_table VALUES (?, ?)")
+        error = sqlite3.OperationalError
+    else:
+        from botocore.exceptions import EndpointConnectionError
+
+        def lost(**_: Any) -> Any:
+            raise EndpointConnectionError(endpoint_url="http://127.0.0.1:9")
+
+        monkeypatch.setattr(store._tables.client, "transact_write_items", lost)  # type: ignore[attr-defined]
+        error = EndpointConnectionError
+    changes = {"schedule": None, "depends_on": {"jobs": [up.id]}}
+    with pytest.raises(error):
+        service.update_job(store, OWNER, down.id, changes, clock.now_ms())
+    assert store.get_job(down.id) == down and store.get_job(up.id) == up
+    assert store.dependents_of(up.id) == []
 
 
 # -- releases ------------------------------------------------------------------------------------
