@@ -4,10 +4,11 @@ stores them. See ``punctual.port`` for the rules every engine keeps."""
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 
 from punctual.errors import JobNotFound, RunNotFound
 from punctual.model import Job, JobStatus, Overlap, Run, RunState
+from punctual.port.edges import EdgeChange, EdgeReads
 from punctual.port.records import (
     Advance,
     Alert,
@@ -263,8 +264,25 @@ class Store(ABC):
     # -- dependencies (punctual.dependencies owns the rules) ----------------------------------
 
     @abstractmethod
+    def decide_edges(self, owner: str, decide: Callable[[EdgeReads], EdgeChange | None]) -> Job | None:
+        """Take one decision about ``owner``'s dependency graph as one step (``punctual.port.edges``).
+
+        ``decide`` is called once: it reads through the :class:`EdgeReads` it is given, checks, and
+        returns the write (None: nothing to write). The write (the job, its reverse edges, its new
+        upstreams' ``has_dependents`` and versions) applies entirely, and only if everything the
+        decision read through ``EdgeReads.edges`` is still as read; or not at all. Returns the stored
+        job (None when ``decide`` returned None).
+
+        Raises what ``decide`` raises; :class:`JobAlreadyExists` (a create whose id exists);
+        :class:`JobNotFound` (an update of an absent job); :class:`ConcurrentModification` when the
+        written job, a linked upstream or anything read through ``edges`` changed before the write
+        (the caller decides again, on fresh reads).
+        """
+
+    @abstractmethod
     def link_dependent(self, dependent_id: str, upstream_ids: Sequence[str]) -> None:
-        """Store the reverse edges ``upstream -> dependent`` (who depends on me); idempotent."""
+        """Store the reverse edges ``upstream -> dependent`` (who depends on me); idempotent.
+        (The service links through :meth:`decide_edges`; this is the edge write alone.)"""
 
     @abstractmethod
     def unlink_dependent(self, dependent_id: str, upstream_ids: Sequence[str], now: int) -> None:

@@ -5,7 +5,8 @@ Division of labour (as in the Powertools idempotency layer): :mod:`punctual.rule
 update requests from them, :mod:`.items` owns the item layout and cursors, :mod:`.tables` does the
 paging, batches and conditional-write plumbing, and this module maps each port method to those
 requests: the claim, runs, stats and alerts here; jobs (:mod:`.jobs`), the reaper's reads
-(:mod:`.deadlines`), shard leases (:mod:`.shards`), dependencies and tenants in mixins. Every
+(:mod:`.deadlines`), shard leases (:mod:`.shards`), dependencies (:mod:`.dependencies`, and
+their decisions in :mod:`.edges`) and tenants in mixins. Every
 ``ConditionalCheckFailedException`` becomes the outcome the port documents (False, None, a
 :class:`LeaseOutcome`, or the named exception); every other ``ClientError`` propagates unchanged.
 Conditional writes that fail ask DynamoDB for the item as it was
@@ -29,9 +30,8 @@ from punctual.engines.aws import overlap as ov
 from punctual.engines.aws import stats
 from punctual.engines.aws import updates as u
 from punctual.engines.aws.deadlines import SWEEP_PAGES, DeadlineReads
-from punctual.engines.aws.dependencies import DependencyItems
+from punctual.engines.aws.edges import DynamoEdges
 from punctual.engines.aws.items import Key, n, s
-from punctual.engines.aws.jobs import DynamoJobs
 from punctual.engines.aws.shards import DynamoShards
 from punctual.engines.aws.tables import Tables, Written
 from punctual.engines.aws.tenants import DynamoTenants
@@ -63,7 +63,7 @@ _LEASE_ROUNDS = 4  # fresh lease / takeover attempts before conceding that other
 _MAX_QUERY_LIMIT = 1000
 
 
-class DynamoStore(DynamoJobs, DeadlineReads, DynamoShards, DependencyItems, DynamoTenants, Store):
+class DynamoStore(DynamoEdges, DeadlineReads, DynamoShards, DynamoTenants, Store):
     """Jobs, runs, shard leases and alerts in three DynamoDB tables (see ``punctual.resources``)."""
 
     def __init__(
