@@ -4,6 +4,7 @@ throttle, lose or duplicate at random, and per-component skewed clocks (see ``ch
 from __future__ import annotations
 
 import random
+import threading
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -32,6 +33,7 @@ STORE_WRITES = frozenset(
 )
 STORE_READS = frozenset({"get_job", "get_run", "due_jobs", "past_deadline_runs", "shard_leases"})
 WRITE_FAULTS = ("crash_before", "crash_after", "throttle")
+INTERLEAVE_WAIT_S = 0.2  # how long a decision waits for the request interleaved with it
 
 
 class Crash(BaseException):
@@ -77,6 +79,29 @@ class FaultyStore:
 
     def before_write_once(self, names: frozenset[str], fn: Callable[[], None] | None) -> None:
         self._hook = None if fn is None else (names, fn)
+
+    def decide_edges(self, owner: str, decide: Callable[[Any], Any]) -> Any:
+        """The engine's atomic graph decision; with a hook set, the other request runs once this
+        one has decided (its reads done, its write not): in a thread, as a second API process
+        would, given ``INTERLEAVE_WAIT_S`` to finish before this one writes (on SQLite it waits
+        for this one's write lock), then joined."""
+        if self._hook is None or "decide_edges" not in self._hook[0]:
+            return self._inner.decide_edges(owner, decide)
+        fn, self._hook = self._hook[1], None
+        other = threading.Thread(target=fn, daemon=True)
+
+        def decided(reads: Any) -> Any:
+            change = decide(reads)
+            if not other.is_alive() and other.ident is None:
+                other.start()
+                other.join(INTERLEAVE_WAIT_S)
+            return change
+
+        try:
+            return self._inner.decide_edges(owner, decided)
+        finally:
+            if other.ident is not None:
+                other.join(10)
 
     def __getattr__(self, name: str) -> Any:
         if self._hook is not None and name in self._hook[0]:

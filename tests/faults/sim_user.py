@@ -30,7 +30,7 @@ SECOND = 1_000
 OPEN_POLICY = TargetPolicy(allow_private=True, allow_loopback=True)  # the targets are simulated
 SCHEDULES = ("* * * * *", "*/2 * * * *", "*/3 * * * *")
 # the store calls where a request writes (the second request of a concurrent pair runs before the first's)
-GRAPH_WRITES = frozenset({"update_job", "create_job", "link_dependent", "unlink_dependent"})
+GRAPH_WRITES = frozenset({"update_job", "create_job", "link_dependent", "unlink_dependent", "decide_edges"})
 
 
 class User:
