@@ -293,7 +293,8 @@ class Simulation:
         for job_id in self.job_ids:
             job = self.engine.store.get_job(job_id)
             if job.run_at is None and job.status is JobStatus.ACTIVE:  # cron and dependent jobs
-                pause_job(self.engine.store, OWNER, job_id, self.clock.now_ms())
+                paused = pause_job(self.engine.store, OWNER, job_id, self.clock.now_ms())
+                self.ledger.commit(self.clock.now_ms(), "pause", paused)
         settle_until = self.clock.now_ms() + max_settle_s * SECOND
         steps = 0
         while steps % 8 or not self.settled():  # settling takes minutes of simulated time: check now and then

@@ -21,7 +21,9 @@ Checks, each named by the invariant of docs/execution.md it checks:
 (e) an owner never has more than ``max_concurrency`` calls in flight nor more than
     ``max_runs_per_minute`` call starts in any 60 s window (:func:`check_limit_rate` checks the
     floor: at least 90 % of the rate while a backlog exists);
-(f) every due run the user did not cancel executes at least once.
+(f) every due run the user did not cancel executes at least once, unless every attempt it was
+    allowed was lost at its beginning (its worker died between the lease and the call: as a
+    worker dying mid-call, that uses the attempt; ``max_retries`` bounds both).
 
 Times the user commits are true times; a commit within the last second before an instant may or
 may not be seen (the contract promises only what was committed at least 1 s before).
@@ -199,7 +201,11 @@ class Ledger:
                 if number not in began[run.run_id] and (run.run_id, number) not in self.leases_at_instant:
                     self.violations.append(f"(a) {where}: attempt {number} is counted but its call never began")
             if run.state in (RunState.SUCCEEDED, RunState.FAILED, RunState.DEAD) and not began[run.run_id]:
-                self.violations.append(f"(f) {where}: ended without a single call")
+                # the one exception: every attempt it had was lost at its beginning (its worker died
+                # between the lease at the instant and the call): max_retries bounds those too
+                lost_at_start = all((run.run_id, k) in self.leases_at_instant for k in range(1, budget + 1))
+                if not (run.state is RunState.DEAD and run.attempt >= budget and lost_at_start):
+                    self.violations.append(f"(f) {where}: ended without a single call")
             if run.state is RunState.CANCELLED and not self._cancelled_by_user(run):
                 self.violations.append(f"(f) {where}: cancelled, but not by anything the user did")
 

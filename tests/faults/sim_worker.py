@@ -126,27 +126,24 @@ class SimWorker:
         if drops or hides:
             batch.drop_or_hide(port, drops, hides)
         for not_before, group in groups.items():
-            if self.prelease and not_before > now:
-                self._prelease(port, not_before, group)
-            else:
+            if not_before <= now:
                 self._lease_now(port, group)
+            elif self.prelease:
+                self._prelease(port, not_before, group)
+            else:  # the worker sleeps until the instant, then leases
+                self.at(not_before, lambda group=group: self._lease_now(self.port(), group))
 
     def _prelease(self, port: batch.Port, not_before: int, group: list[Delivery]) -> None:
-        prepared = batch.prepare(port, group, starts_at=not_before)
-        held, later = prepared.leased, prepared.later
-        self.held.update((one.job.id, not_before) for one in held)
-        if held:
-            self.sim.user.around(sorted({one.job.id for one in held}), not_before - self.clock.offset_ms)
-        self.at(not_before, lambda: self._at_instant(held, later))
+        holding = batch.hold(port, group)
+        self.held.update((job_id, not_before) for job_id in holding.jobs)
+        if holding.jobs:
+            self.sim.user.around(sorted(holding.jobs), not_before - self.clock.offset_ms)
+        self.at(not_before, lambda: self._at_instant(holding))
 
-    def _at_instant(self, held: list[batch.Leased], later: list[Delivery]) -> None:
+    def _at_instant(self, holding: batch.Holding) -> None:
         port = self.port()
-        rechecked = batch.recheck(port, held)
-        leased = list(rechecked.leased)
-        if later:
-            prepared = batch.prepare(port, later)
-            leased.extend(prepared.leased)
-        self._begin_all(port, leased)
+        prepared = batch.prepare(port, holding.deliveries, known=holding.jobs)
+        self._begin_all(port, prepared.leased)
 
     def _lease_now(self, port: batch.Port, group: list[Delivery]) -> None:
         prepared = batch.prepare(port, group)

@@ -56,15 +56,18 @@ from punctual.execution.changes import (
 )
 from punctual.execution.options import ExecutionOptions, Outcome
 from punctual.execution.targets import TargetExecutor, TargetResult, failed, timed_out
-from punctual.model import Attempt, Job, Run, RunState
+from punctual.model import Attempt, Job, JobStatus, Run, RunState, Withdrawal
 from punctual.port import Alert, Delivery, Dispatch, LeaseOutcome, LeaseResult, Queue, RunChange, Store
 from punctual.resources import MAX_DELAY_S
 from punctual.runs import retry
 from punctual.runs.alerts import Alerter, LogAlerter, alert_once
 from punctual.runs.cancel import cancel_open_run, live_job
+from punctual.scheduling.instants import still_planned
 from punctual.tenancy.admission import Admission, Gate
 
 logger = logging.getLogger(__name__)
+
+VISIBILITY_SLACK_MS = 1_000  # between the receive and the lease, beyond the early arrival
 
 
 def process_delivery(
@@ -120,7 +123,8 @@ def process_delivery(
         if not admission.admitted:
             return wait_for_limits(store, queue, clock, delivery, admission, options=ctx.options)
     lease_ms = lease_length_ms(job, ctx.options)
-    lease = store.lease_run(job_id, scheduled_at, worker_id, now, lease_ms, overlap=job.overlap)
+    withdrawn = withdrawal_of(job, scheduled_at)
+    lease = store.lease_run(job_id, scheduled_at, worker_id, now, lease_ms, overlap=job.overlap, withdrawn=withdrawn)
     if gate is not None and admission is not None:
         gate.settle(admission, lease.outcome)
     if lease.outcome is not LeaseOutcome.LEASED or lease.run is None:
@@ -133,6 +137,23 @@ def process_delivery(
 def lease_length_ms(job: Job, options: ExecutionOptions) -> int:
     """How long a worker holds a run: the job's timeout plus a margin to record the outcome."""
     return (job.timeout_s + options.lease_margin_s) * 1000
+
+
+def withdrawal_of(job: Job, scheduled_at: int) -> Withdrawal | None:
+    """What the job, as read at the run's instant, says about the run: paused, or its schedule no
+    longer has this instant (``scheduling.instants``); None: nothing withdraws it. The lease
+    applies it to the run as stored (``rules.withdrawn``: first lease, triggers concerned)."""
+    if job.status is JobStatus.PAUSED:
+        return Withdrawal.PAUSED
+    if not still_planned(job, scheduled_at):
+        return Withdrawal.OFF_SCHEDULE
+    return None
+
+
+def visibility_short(lease_ms: int, options: ExecutionOptions) -> bool:
+    """The message's visibility may end before a lease of ``lease_ms`` that begins now: it was
+    received up to ``max_early_ms`` before the instant (a pre-leased run), with ``visibility_s``."""
+    return lease_ms > options.visibility_s * 1000 - options.max_early_ms - VISIBILITY_SLACK_MS
 
 
 @dataclass(frozen=True, slots=True)
@@ -254,7 +275,7 @@ class _LeasedAttempt:
         if not rules.attempt_allowed(self.run.attempt, self.job.max_retries):
             # earlier attempts lost their workers and each of them counted (rules.attempt_allowed)
             return self._bury_without_executing()
-        if self.lease_ms > self.ctx.options.visibility_s * 1000:  # keep the message hidden as long as the lease
+        if visibility_short(self.lease_ms, self.ctx.options):  # keep the message hidden as long as the lease
             self._extend_message()
         started_at = self.ctx.clock.now_ms()
         result = self._run_target(targets)

@@ -334,7 +334,7 @@ def _patched(job: Job, changes: Mapping[str, Any], now: int, policy: TargetPolic
     checks.check_size(spec)
     update: dict[str, Any] = {**_spec_fields(spec), "updated_at": now}
     if any(getattr(spec, f) != getattr(job, f) for f in _SCHEDULING_FIELDS):
-        update.update(_rescheduled(job, spec, now))
+        update.update(_rescheduled(job, spec, now), rescheduled_at=now)
     return job.model_copy(update=update)
 
 

@@ -42,6 +42,7 @@ from punctual.model.states import (
     Overlap,
     RunState,
     Trigger,
+    Withdrawal,
 )
 from punctual.model.targets import EventBridgeTarget, HttpTarget, LambdaTarget, SqsTarget, StepFunctionsTarget, Target
 from punctual.model.times import AwareRfc3339, Rfc3339
@@ -88,6 +89,7 @@ __all__ = [
     "StepFunctionsTarget",
     "Target",
     "Trigger",
+    "Withdrawal",
     "copy_run",
     "truncate",
 ]

@@ -181,6 +181,10 @@ class Job(JobSpec):
     # Other jobs depend on this one (set when the first dependent is linked, never cleared): only
     # then does a finished run look for dependents to release, so other jobs pay nothing.
     has_dependents: bool = False
+    # When the user last changed the schedule, time zone or run_at (None: never since its creation).
+    # A run the scheduler claimed before such a change is checked at its instant against the job as
+    # it is then (punctual.scheduling.instants): an instant the new schedule lacks is not called.
+    rescheduled_at: int | None = None
     created_at: int
     updated_at: int
     version: int = 1

@@ -43,7 +43,7 @@ from punctual.engines.embedded.schema import DUE_COLUMNS, OPEN_RUN_SQL, RUN_EXPI
 from punctual.engines.embedded.shards import EmbeddedShards
 from punctual.engines.embedded.tenants import EmbeddedTenants
 from punctual.errors import ConcurrentModification, InvalidCursor, JobAlreadyExists, JobNotFound, RunNotFound
-from punctual.model import Catchup, Job, JobStatus, Overlap, Run
+from punctual.model import Catchup, Job, JobStatus, Overlap, Run, Withdrawal
 from punctual.port import (
     Advance,
     Alert,
@@ -255,9 +255,10 @@ class EmbeddedStore(EmbeddedShards, EdgeDecisions, EmbeddedTenants, Store):
         lease_ms: int,
         *,
         overlap: Overlap = Overlap.ALLOW,
+        withdrawn: Withdrawal | None = None,
     ) -> LeaseResult:
         with self._db.write() as conn:
-            return lease_in(conn, LeaseRequest(job_id, scheduled_at, lease_ms, overlap), worker_id, now)
+            return lease_in(conn, LeaseRequest(job_id, scheduled_at, lease_ms, overlap, withdrawn), worker_id, now)
 
     def heartbeat_run(self, job_id: str, scheduled_at: int, worker_id: str, attempt: int, lease_expires_at: int) -> Run:
         with self._db.write() as conn:
