@@ -80,3 +80,22 @@ def test_the_baseline_entry_matches_what_schemathesis_reports_after_a_delete() -
     elsewhere = UseAfterFree(operation="DELETE /alerts/{id}", message="", free="", usage="")
     assert baseline.match(elsewhere, "use_after_free") is None
     assert all(entry.extra.get("reason") for entry in baseline.entries)
+
+
+@pytest.mark.unit
+def test_our_check_accepts_a_422_only_for_a_rule_the_document_cannot_state() -> None:
+    """hooks.py: which fields of a 422 to valid data are explained (issue 26 case 8 was not)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("conformance_hooks", HOOKS)
+    assert spec is not None and spec.loader is not None
+    hooks = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hooks)
+    create = hooks.NOT_IN_THE_DOCUMENT["POST /jobs"]
+    assert hooks._explained("schedule", "cron field 'minute' ...", create)
+    assert hooks._explained("target.headers.X-Price", "not ASCII", create)
+    assert hooks._explained("target", "a header is either plain or secret, not both: x", create)
+    # the discriminator's refusal of a target without type, and a type mismatch, are not
+    assert not hooks._explained("target", "Unable to extract tag using discriminator 'type'", create)
+    assert not hooks._explained("max_backfill", "Input should be a valid integer", create)
+    assert hooks._explained("cursor", "not a cursor", hooks.NOT_IN_THE_DOCUMENT["GET /jobs/{job_id}/runs"])

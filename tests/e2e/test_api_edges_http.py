@@ -46,6 +46,8 @@ UNBUILDABLE: list[tuple[str, dict[str, Any], str]] = [
     ("tab-escaped-in-host", http_target(url="https://exa%09mple.com/hook"), "target.url"),
     ("zero-width-space-in-host", http_target(url="https://exam\u200bple.com/hook"), "target.url"),
     ("port-zero", http_target(url="https://example.com:0/hook"), "target.url"),
+    ("header-named-twice", http_target(headers={"X-A": "1", "x-a": "2"}), "target"),
+    ("event-bus-not-a-name", {"type": "eventbridge", "event_bus": "bus \u20ac"}, "target.event_bus"),
     ("credentials-in-url", http_target(url="https://user:pw@example.com/hook"), "target.url"),
     (
         "full-width-account-in-arn",

@@ -237,6 +237,8 @@ def test_eventbridge_defaults() -> None:
             "function_arn": "arn:aws:lambda:us-east-1:\uff11\uff12\uff13456789012:function:f",
         },  # full-width
         {"type": "sqs", "queue_url": "https://sqs.€.amazonaws.com/123456789012/q"},
+        {"type": "http", "url": "https://example.com", "headers": {"X-A": "1", "x-a": "2"}},  # named twice
+        {"type": "eventbridge", "event_bus": "bus \u20ac"},
         {"type": "http"},
         {"type": "http", "url": "ftp://example.com/hook"},
         {"type": "http", "url": "https://exa mple.com"},

@@ -113,6 +113,20 @@ def test_visible_ascii_with_inner_spaces_is_a_header_value(value: str) -> None:
     assert header_problem("X-Ok", value) is None
 
 
+def test_a_job_may_send_its_own_user_agent_and_content_type_once() -> None:
+    # a job's content-type (any case) replaced ours on one client and went out twice on the other
+    from punctual.execution.targets import Invocation, signing
+
+    invocation = Invocation("run_x_1", "job_x", 1_800_000_000_000, 1, None)
+    headers = {"content-type": "application/cloudevents+json", "User-Agent": "mine/1"}
+    built = signing.request_headers(headers, invocation, "example.com", b"{}", now_s=0)
+    assert [n for n in built if n.lower() == "content-type"] == ["content-type"]
+    assert (built["content-type"], built["User-Agent"]) == ("application/cloudevents+json", "mine/1")
+    block = signing.header_block(headers, invocation, "example.com", b"{}", now_s=0)
+    assert block.lower().count("content-type:") == 1 and block.count("User-Agent:") == 1
+    assert signing.request_headers({}, invocation, "example.com", b"{}", now_s=0)["Content-Type"] == "application/json"
+
+
 # -- the property: nothing the check accepts is refused by a builder --------------------------------------
 
 header_names = st.text(st.characters(codec="utf-8"), min_size=1, max_size=12)

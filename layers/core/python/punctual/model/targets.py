@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
@@ -42,6 +43,11 @@ class HttpTarget(BaseModel):
     def _header_names_once(self, info: ValidationInfo) -> HttpTarget:
         if is_stored(info):
             return self
+        for kind, named in (("headers", self.headers), ("secret_headers", self.secret_headers)):
+            lower = [name.lower() for name in named]
+            twice = sorted({name for name in lower if lower.count(name) > 1})
+            if twice:  # names are case-insensitive: X-A and x-a would go out as two headers
+                raise ValueError(f"a header is named twice in {kind} (names ignore case): {', '.join(twice)}")
         both = {name.lower() for name in self.headers} & {name.lower() for name in self.secret_headers}
         if both:
             raise ValueError(f"a header is either plain or secret, not both: {', '.join(sorted(both))}")
@@ -120,14 +126,28 @@ class StepFunctionsTarget(BaseModel):
     _ascii_arn = field_validator("state_machine_arn")(_ascii)
 
 
+# PutEvents' EventBusName: a bus name or ARN (partner buses: aws.partner/...).
+_EVENT_BUS = r"^(arn:aws[a-zA-Z-]*:events:[a-z0-9-]+:[0-9]{12}:event-bus/)?[/._A-Za-z0-9-]+$"
+
+
 class EventBridgeTarget(BaseModel):
     """Put the run as an event on an event bus."""
 
     model_config = NAMED_KIND
     type: Literal["eventbridge"] = "eventbridge"
-    event_bus: Annotated[str, Field(min_length=1, max_length=1600)] = "default"
+    # the pattern is checked on input only (stored jobs written before it keep loading)
+    event_bus: Annotated[str, Field(min_length=1, max_length=1600, json_schema_extra={"pattern": _EVENT_BUS})] = (
+        "default"
+    )
     source: Annotated[str, Field(min_length=1, max_length=256)] = "punctual"
     detail_type: Annotated[str, Field(min_length=1, max_length=128)] = "punctual.run"
+
+    @field_validator("event_bus")
+    @classmethod
+    def _bus_name(cls, value: str, info: ValidationInfo) -> str:
+        if not is_stored(info) and not re.match(_EVENT_BUS, value):
+            raise ValueError("event_bus must be an event bus name (letters, digits, / . _ -) or its ARN")
+        return value
 
 
 def target_kind(value: Any) -> Any:
