@@ -18,8 +18,9 @@ Statuses:
       target, headers: the whole spec) exceeds ``punctual.model.MAX_JOB_BYTES``
 415   unsupported_media_type: a body that is not ``application/json``
 422   invalid_input and its kinds (invalid_schedule, invalid_timezone, invalid_id,
-      invalid_cursor): the request parsed but a value is wrong (or the body is not a JSON
-      object); details name the fields
+      invalid_cursor, target_refused): the request parsed but a value is wrong (or the body is
+      not a JSON object, names a key twice, or the route does not take a query parameter);
+      details name the fields
 429   too_many_requests: over the owner's api_requests_per_second (``Retry-After`` says when)
 500   internal_error: a bug or an unavailable dependency, never bad input
 ====  =======================================================================================

@@ -35,7 +35,7 @@ def job_id_for(owner: str, idempotency_key: str | None) -> str:
 
 def check_idempotency_key(idempotency_key: str) -> None:
     """Refuse a key that is not 1-255 printable ASCII characters. Raises :class:`InvalidInput`."""
-    if not (0 < len(idempotency_key) <= MAX_IDEMPOTENCY_KEY and _IDEMPOTENCY_KEY.match(idempotency_key)):
+    if not (0 < len(idempotency_key) <= MAX_IDEMPOTENCY_KEY and _IDEMPOTENCY_KEY.fullmatch(idempotency_key)):
         raise InvalidInput(
             f"Idempotency-Key must be 1-{MAX_IDEMPOTENCY_KEY} printable ASCII characters without spaces",
             field="Idempotency-Key",
