@@ -145,7 +145,7 @@ class EventBridgeTarget(BaseModel):
     @field_validator("event_bus")
     @classmethod
     def _bus_name(cls, value: str, info: ValidationInfo) -> str:
-        if not is_stored(info) and not re.match(_EVENT_BUS, value):
+        if not is_stored(info) and not re.fullmatch(_EVENT_BUS, value):
             raise ValueError("event_bus must be an event bus name (letters, digits, / . _ -) or its ARN")
         return value
 
