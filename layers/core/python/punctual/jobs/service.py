@@ -180,11 +180,13 @@ def update_job(
     merged spec is validated as a whole. When the schedule, time zone or ``run_at`` change,
     ``next_run_at`` is recomputed (an active job moves to its new first time; a completed
     one-time job given a new ``run_at`` or a schedule becomes active again; a paused job stays
-    paused). Raises :class:`InvalidInput`, :class:`JobNotFound`, :class:`InvalidTransition`
-    (deleted job), :class:`ConcurrentModification`.
+    paused). An empty ``changes`` is a read. Raises :class:`InvalidInput`, :class:`JobNotFound`,
+    :class:`InvalidTransition` (a deleted job, even with no changes), :class:`ConcurrentModification`.
     """
-    if not changes:
-        return get_job(store, owner, job_id)
+    if not changes:  # nothing to change, but a deleted job is refused like any other change of it
+        job = get_job(store, owner, job_id)
+        _refuse_if_deleted(job)
+        return job
     if isinstance(changes.get("timeout_s"), int):
         checks.check_timeout(changes["timeout_s"], max_timeout_s)
     if "depends_on" not in changes:
@@ -315,9 +317,13 @@ def _moved(job: Job, status: JobStatus, now: int, next_run_at: int | None) -> Jo
     return job.model_copy(update={"status": status, "next_run_at": next_run_at, "updated_at": now})
 
 
-def _patched(job: Job, changes: Mapping[str, Any], now: int, policy: TargetPolicy, keys: Keys | None) -> Job:
+def _refuse_if_deleted(job: Job) -> None:
     if job.status is JobStatus.DELETED:
         raise InvalidTransition(f"job {job.id} is deleted; it cannot be changed", field="status")
+
+
+def _patched(job: Job, changes: Mapping[str, Any], now: int, policy: TargetPolicy, keys: Keys | None) -> Job:
+    _refuse_if_deleted(job)
     merged = job.spec.model_dump()
     for name, value in changes.items():
         if value is None:

@@ -28,7 +28,7 @@ from punctual.model.bounds import (
     REDACTED,
     truncate,
 )
-from punctual.model.jobs import DependsOn, Job, JobId, JobName, JobSpec, RetryPolicy
+from punctual.model.jobs import WHOLE, DependsOn, Job, JobId, JobName, JobSpec, RetryPolicy
 from punctual.model.runs import Attempt, Run, copy_run
 from punctual.model.states import (
     JOB_TRANSITIONS,
@@ -66,6 +66,7 @@ __all__ = [
     "REDACTED",
     "RUN_TRANSITIONS",
     "TERMINAL_STATES",
+    "WHOLE",
     "Attempt",
     "AttemptOutcome",
     "AwareRfc3339",
