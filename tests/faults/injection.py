@@ -33,7 +33,7 @@ STORE_WRITES = frozenset(
 )
 STORE_READS = frozenset({"get_job", "get_run", "due_jobs", "past_deadline_runs", "shard_leases"})
 WRITE_FAULTS = ("crash_before", "crash_after", "throttle")
-INTERLEAVE_WAIT_S = 0.2  # how long a decision waits for the request interleaved with it
+INTERLEAVE_WAIT_S = 0.01  # how long a decision waits for the request interleaved with it (then both race)
 
 
 class Crash(BaseException):

@@ -92,7 +92,7 @@ class User:
         rng = self.sim.rng
         action = rng.choices(
             ("create", "patch", "pause", "resume", "delete", "trigger", "limits", "graph_race"),
-            weights=(2, 6, 3, 3, 1, 2, 1, 2),
+            weights=(2, 6, 3, 3, 1, 2, 1, 1),
         )[0]
         if action == "create":
             self.create(rng.choice(("cron", "once", "dependent")))

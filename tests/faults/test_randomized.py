@@ -1,110 +1,53 @@
 """The randomized tier: seeded scenarios on both engines, each with the user and faults at random
 steps around the real scheduler, workers and reaper, checked against the run contract
-(``tests/faults/chaos.py``, ``tests/faults/promises.py``). CI runs ``CI_SCENARIOS`` scenarios
-per engine; ``--soak`` runs 10x.
+(``tests/faults/chaos.py``, ``tests/faults/promises.py``), spread over the machine's cores.
 
-Reproduce one scenario: ``PUNCTUAL_FAULT_SEED=17 pytest tests/faults/test_randomized.py -k embedded``.
+CI runs ``EMBEDDED_SCENARIOS`` on the embedded engine and ``AWS_SCENARIOS`` on the aws engine
+(moto is ~100x slower per request: docs/decisions.md); ``--soak`` runs 10x as many.
+
+Reproduce one scenario: ``PUNCTUAL_FAULT_SEED=17 pytest tests/faults/test_randomized.py -k embedded``;
+find the seeds that break each invariant: ``python -m tests.faults.find_seeds``.
 """
 
 from __future__ import annotations
 
 import os
 import time
-from collections import Counter
-from collections.abc import Callable, Iterator
-from pathlib import Path
-from typing import Any
 
 import pytest
 
-from punctual.clock import ManualClock
-from punctual.config import EngineKind, Settings
-from punctual.port import Engine
-from tests.conftest import START_MS
-from tests.faults.chaos import Simulation, check_invariants, limit_scenario, quiet_logs
+from tests.faults.campaign import run_parallel
 
 pytestmark = pytest.mark.faults
 
-LIMIT_EVERY = 5  # every fifth seed: the limits scenario (chaos.limit_scenario)
-CI_SCENARIOS = int(os.environ.get("PUNCTUAL_FAULT_SCENARIOS", "2000"))
+EMBEDDED_SCENARIOS = 2_000
+AWS_SCENARIOS = 40
 SOAK_FACTOR = 10
 
 
-def _seeds(request: pytest.FixtureRequest) -> Iterator[int]:
+def _seeds(request: pytest.FixtureRequest, count: int) -> list[int]:
     if os.environ.get("PUNCTUAL_FAULT_SEED"):
-        yield int(os.environ["PUNCTUAL_FAULT_SEED"])
-        return
+        return [int(os.environ["PUNCTUAL_FAULT_SEED"])]
+    count = int(os.environ.get("PUNCTUAL_FAULT_SCENARIOS", count))
     first = int(os.environ.get("PUNCTUAL_FAULT_FIRST_SEED", "0"))
-    count = CI_SCENARIOS * (SOAK_FACTOR if request.config.getoption("--soak") else 1)
-    yield from range(first, first + count)
+    return list(range(first, first + count * (SOAK_FACTOR if request.config.getoption("--soak") else 1)))
 
 
-def campaign(
-    request: pytest.FixtureRequest, make: Callable[[int, ManualClock], tuple[Engine, Callable[[], None]]], **sizes: Any
-) -> None:
-    quiet_logs()
-    scenarios, kinds, problems = 0, Counter[str](), []
+def _campaign(request: pytest.FixtureRequest, kind: str, count: int) -> None:
+    seeds = _seeds(request, count)
     started = time.monotonic()
-    for seed in _seeds(request):
-        clock = ManualClock(START_MS + seed * 3_600_000)
-        engine, close = make(seed, clock)
-        try:
-            if seed % LIMIT_EVERY == LIMIT_EVERY - 1:  # an owner at its limits with a backlog, no faults
-                problems.extend(limit_scenario(engine, clock, seed))
-                kinds["limit_scenario"] += 1
-            else:
-                sim = Simulation(engine, clock, seed, **sizes)
-                kinds.update(sim.run().injected)
-                problems.extend(check_invariants(sim))
-        finally:
-            close()
-        scenarios += 1
+    result = run_parallel(kind, seeds)
     elapsed = time.monotonic() - started
-    print(f"\n{scenarios} scenarios in {elapsed:.1f} s: {dict(sorted(kinds.items()))}")
-    if problems:
-        print("\n".join(problems[:40]))
-    assert not problems, f"{len(problems)} violations of the run contract, first: {problems[0]}"
+    print(f"\n{kind}: {result.scenarios} scenarios in {elapsed:.1f} s: {dict(sorted(result.injected.items()))}")
+    if result.problems:
+        print("\n".join(result.problems[:40]))
+    assert result.scenarios == len(seeds)
+    assert not result.problems, f"{len(result.problems)} violations of the run contract, first: {result.problems[0]}"
 
 
-def test_randomized_embedded(request: pytest.FixtureRequest, tmp_path: Path) -> None:
-    from punctual.engines.embedded import EmbeddedEngine
-
-    def make(seed: int, clock: ManualClock) -> tuple[Engine, Callable[[], None]]:
-        path = tmp_path / f"chaos-{seed}.db"
-        engine = EmbeddedEngine(path, shards=4, clock=clock)
-
-        def close() -> None:
-            engine.close()
-            for suffix in ("", "-wal", "-shm", ".writers"):
-                Path(f"{path}{suffix}").unlink(missing_ok=True)
-
-        return engine, close
-
-    campaign(request, make, rate=0.1, jobs=8, fault_s=180, max_step_s=2)
+def test_randomized_embedded(request: pytest.FixtureRequest) -> None:
+    _campaign(request, "embedded", EMBEDDED_SCENARIOS)
 
 
-@pytest.fixture
-def moto_on_manual_time(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[ManualClock], None]]:
-    """moto's SQS keeps delays and visibility on real time: put it on the scenario's manual clock."""
-    from moto import mock_aws
-    from moto.sqs import models as sqs_models
-
-    def use(clock: ManualClock) -> None:
-        monkeypatch.setattr(sqs_models, "unix_time", lambda *_: clock.now_ms() / 1000)
-        monkeypatch.setattr(sqs_models, "unix_time_millis", lambda *_: float(clock.now_ms()))
-
-    with mock_aws():
-        yield use
-
-
-def test_randomized_aws(request: pytest.FixtureRequest, moto_on_manual_time: Callable[[ManualClock], None]) -> None:
-    from punctual.engines.aws import AwsEngine
-    from punctual.engines.aws.bootstrap import ensure_resources
-
-    def make(seed: int, clock: ManualClock) -> tuple[Engine, Callable[[], None]]:
-        moto_on_manual_time(clock)
-        settings = Settings(engine=EngineKind.AWS, shards=4, open_shards=2, name_prefix=f"chaos{seed}")
-        engine = AwsEngine(ensure_resources(settings), clock=clock, serialize=True)
-        return engine, engine.close
-
-    campaign(request, make, rate=0.2, jobs=6, fault_s=120, max_step_s=5)
+def test_randomized_aws(request: pytest.FixtureRequest) -> None:
+    _campaign(request, "aws", AWS_SCENARIOS)

@@ -117,13 +117,14 @@ class SqsQueue(Queue):
     def extend_many(self, receipts: Sequence[str], visibility_s: int) -> None:
         """ChangeMessageVisibilityBatch, 10 per request, requests concurrently. Entries SQS refuses
         (a receipt gone stale because the message was redelivered) are skipped, as the port says."""
-        entries = [{"ReceiptHandle": r, "VisibilityTimeout": visibility_s} for r in receipts]
+        entries = [{"ReceiptHandle": r, "VisibilityTimeout": visibility_s} for r in dict.fromkeys(receipts)]
         self._batched(self._client.change_message_visibility_batch, entries)
 
     def delete_many(self, receipts: Sequence[str]) -> None:
         """DeleteMessageBatch, 10 per request, requests concurrently (failed entries are skipped:
-        their messages come back and are found finished, a duplicate the worker drops)."""
-        self._batched(self._client.delete_message_batch, [{"ReceiptHandle": r} for r in receipts])
+        their messages come back and are found finished, a duplicate the worker drops). A receipt
+        given twice (one delivery handled twice) is sent once: a batch with a receipt twice fails whole."""
+        self._batched(self._client.delete_message_batch, [{"ReceiptHandle": r} for r in dict.fromkeys(receipts)])
 
     def _batched(self, call: Any, entries: list[dict[str, Any]]) -> None:
         batches = [
