@@ -43,7 +43,15 @@ from punctual.model.states import (
     RunState,
     Trigger,
 )
-from punctual.model.targets import EventBridgeTarget, HttpTarget, LambdaTarget, SqsTarget, StepFunctionsTarget, Target
+from punctual.model.targets import (
+    EventBridgeTarget,
+    HttpTarget,
+    LambdaTarget,
+    Signatures,
+    SqsTarget,
+    StepFunctionsTarget,
+    Target,
+)
 from punctual.model.times import AwareRfc3339, Rfc3339
 
 __all__ = [
@@ -84,6 +92,7 @@ __all__ = [
     "Rfc3339",
     "Run",
     "RunState",
+    "Signatures",
     "SqsTarget",
     "StepFunctionsTarget",
     "Target",

@@ -178,6 +178,9 @@ class AsyncTargets:
             scheduled_at=run.scheduled_at,
             secret=self.keys.signing_secret(job.owner) if self.keys is not None else None,
             body=body,
+            method=method,
+            path=url.path,
+            v1=signing.signs_v1(target.signature),
             now_s=int(time.time()),
         )
         return Request(method, (url.scheme, url.host, address, url.port), wire.encode(method, url.path, block, body))
@@ -329,7 +332,16 @@ def _request(target: HttpTarget, invocation: Invocation, url: _Url, address: str
     """The request of one attempt, encoded, to the checked ``address``."""
     method = target.method
     body = http.encode_payload(invocation.payload) if method in http.METHODS_WITH_BODY else None
-    block = signing.header_block(target.headers, invocation, url.netloc, body, now_s=int(time.time()))
+    block = signing.header_block(
+        target.headers,
+        invocation,
+        url.netloc,
+        body,
+        method=method,
+        path=url.path,
+        v1=signing.signs_v1(target.signature),
+        now_s=int(time.time()),
+    )
     return Request(method, (url.scheme, url.host, address, url.port), wire.encode(method, url.path, block, body))
 
 
@@ -338,7 +350,7 @@ class _Url:
     scheme: str
     host: str  # IDNA-encoded name or literal address (no brackets)
     port: int
-    netloc: str  # the Host header
+    netloc: str  # the Host header, as the signature covers it (signing.canonical_host)
     path: str  # path and query as sent
     literal: bool
 
@@ -349,7 +361,7 @@ def _parse(url: str) -> _Url:
     parsed = httpx.URL(url)
     host = parsed.raw_host.decode("ascii")
     port = parsed.port or (443 if parsed.scheme == "https" else 80)
-    netloc = parsed.netloc.decode("ascii")
+    netloc = signing.canonical_host(parsed.scheme, parsed.netloc.decode("ascii"))
     return _Url(parsed.scheme, host, port, netloc, parsed.raw_path.decode("ascii"), _is_literal(host))
 
 

@@ -106,18 +106,29 @@ def _lookup(host: str, port: int, policy: TargetPolicy) -> str:
 
 
 def request_headers(
-    target: HttpTarget, invocation: Invocation, host_header: str, body: bytes | None = None
+    target: HttpTarget, invocation: Invocation, url: httpx.URL, body: bytes | None = None
 ) -> dict[str, str]:
     """The job's headers, its secret headers, then ours (which the job cannot override:
-    ``check_target`` refuses that) and the signature (``punctual.execution.targets.signing``)."""
-    return signing.request_headers(target.headers, invocation, host_header, body, now_s=int(time.time()))
+    ``check_target`` refuses that) and the signature (``punctual.execution.targets.signing``) of
+    the request as httpx sends it: ``Host`` is the URL's netloc (as the signature covers it), the
+    request target its raw path."""
+    return signing.request_headers(
+        target.headers,
+        invocation,
+        signing.canonical_host(url.scheme, url.netloc.decode("ascii")),
+        body,
+        method=target.method,
+        path=url.raw_path.decode("ascii"),
+        v1=signing.signs_v1(target.signature),
+        now_s=int(time.time()),
+    )
 
 
 def _request(
     target: HttpTarget, invocation: Invocation, url: httpx.URL, *, address: str, deadline: float, remaining: float
 ) -> TargetResult:
     body = encode_payload(invocation.payload) if target.method in METHODS_WITH_BODY else None
-    headers = request_headers(target, invocation, url.netloc.decode("ascii"), body)
+    headers = request_headers(target, invocation, url, body)
     client = _client(url.scheme, url.host, address, url.port)
     with client.stream(
         target.method,
