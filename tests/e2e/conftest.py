@@ -57,7 +57,9 @@ class Contract:
         # Static templates first, so /jobs never matches as a {job_id}.
         templates = sorted(document["paths"], key=lambda t: (t.count("{"), t))
         self._routes: list[tuple[str, re.Pattern[str]]] = [
-            (str(t), re.compile("^" + re.sub(r"\{[^/]+\}", "[^/]+", t) + "/?$")) for t in templates
+            # \Z, not $ (which also matches before a final newline: /jobs/%0A is no path of /jobs)
+            (str(t), re.compile("^" + re.sub(r"\{[^/]+\}", "[^/]+", t) + "/?\\Z"))
+            for t in templates
         ]
 
     def template_for(self, method: str, path: str) -> str | None:

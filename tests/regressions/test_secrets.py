@@ -133,9 +133,12 @@ def test_the_worker_sends_the_secret_and_a_signature_the_owner_can_verify(
     lowered = {k.lower(): v for k, v in headers.items()}
     assert lowered["authorization"] == SECRET and lowered["x-plain"] == "p"
     secret = api.call("GET", "/signing-secret").body["secret"]
-    verify(secret, lowered["punctual-signature"], lowered["x-punctual-run-id"], body)
+    request = {"method": "POST", "url": url, "job_id": lowered["x-punctual-job-id"]}
+    verify(secret, lowered["punctual-signature"], lowered["x-punctual-run-id"], body, **request)
     with pytest.raises(SignatureError):
-        verify(api.engine.keys.signing_secret("someone-else"), lowered["punctual-signature"], run.run_id, body)
+        verify(
+            api.engine.keys.signing_secret("someone-else"), lowered["punctual-signature"], run.run_id, body, **request
+        )
     assert SECRET not in caplog.text
     assert SECRET not in repr(Invocation.of(job, run, 1, api.engine.keys))
 
@@ -143,22 +146,24 @@ def test_the_worker_sends_the_secret_and_a_signature_the_owner_can_verify(
 @pytest.mark.unit
 def test_verify_refuses_tampering_other_runs_replays_and_accepts_a_rotated_secret() -> None:
     secret, body, now = "psk_test", b'{"n":1}', 1_900_000_000
-    header = signature_header(secret, now, "run_a", body)
-    assert verify(secret, header, "run_a", body, now=now + 10) == now
+    line = {"job_id": "job_a", "method": "POST", "host": "example.com", "path": "/hook"}
+    request = {"job_id": "job_a", "method": "POST", "url": "https://example.com/hook"}
+    header = signature_header(secret, now, "run_a", body, **line, v1=True)
+    assert verify(secret, header, "run_a", body, **request, now=now + 10) == now
     for args in (
         (secret, header, "run_a", b'{"n":2}'),
         (secret, header, "run_b", body),
         ("psk_other", header, "run_a", body),
     ):
         with pytest.raises(SignatureError):
-            verify(*args, now=now)
+            verify(*args, **request, now=now)
     with pytest.raises(SignatureError, match="replay"):
-        verify(secret, header, "run_a", body, now=now + 301)
-    for bad in (None, "", "v1=abc", "t=x,v1=abc"):
+        verify(secret, header, "run_a", body, **request, now=now + 301)
+    for bad in (None, "", "v1=abc", "t=x,v1=abc", "t=1,v3=abc"):
         with pytest.raises(SignatureError):
-            verify(secret, bad, "run_a", body, now=now)
-    rotated = header + "," + signature_header("psk_new", now, "run_a", body).split(",")[1]
-    assert verify("psk_new", rotated, "run_a", body, now=now) == now
+            verify(secret, bad, "run_a", body, **request, now=now)
+    rotated = header + "," + signature_header("psk_new", now, "run_a", body, **line, v1=False).split(",")[1]
+    assert verify("psk_new", rotated, "run_a", body, **request, now=now) == now
 
 
 def _raw_storage(api: Api) -> bytes:
@@ -192,4 +197,24 @@ def test_the_async_worker_signs_and_sends_the_secret_too(
     [(headers, body)] = received
     lowered = {k.lower(): v for k, v in headers.items()}
     assert lowered["authorization"] == SECRET
-    verify(api.engine.keys.signing_secret(OWNER), lowered["punctual-signature"], run.run_id, body)
+    request = {"method": "POST", "url": url, "job_id": job.id}
+    verify(api.engine.keys.signing_secret(OWNER), lowered["punctual-signature"], run.run_id, body, **request)
+
+
+@pytest.mark.integration
+def test_a_job_chooses_its_signatures_and_the_signing_secret_says_how_it_signs(api: Api) -> None:
+    # issue 26, case 6: v2 covers the request; a job opts out of v1 with "signature": "v2"
+    chosen = api.call(
+        "POST", "/jobs", {**secret_job(), "target": {"type": "http", "url": "https://e.com/h", "signature": "v2"}}
+    )
+    assert chosen.status == 201, chosen.body
+    assert api.call("GET", f"/jobs/{chosen.body['id']}").body["target"]["signature"] == "v2"
+    unset = api.call("POST", "/jobs", secret_job())
+    assert "signature" not in unset.body["target"]  # the release's default (v1+v2 until 0.2.0)
+    refused = api.call(
+        "POST", "/jobs", {**secret_job(), "target": {"type": "http", "url": "https://e.com/h", "signature": "v1"}}
+    )
+    assert refused.status == 422 and any("signature" in field for field in refused.fields), refused.body
+    shown = api.call("GET", "/signing-secret").body
+    assert (shown["header"], shown["scheme"], shown["v1_until"]) == ("Punctual-Signature", "v2", "0.2.0")
+    assert shown["signed"].startswith("v2\\n<t>\\n<X-Punctual-Run-Id>\\n<X-Punctual-Job-Id>\\n<METHOD>")

@@ -105,3 +105,19 @@ def test_query_parameters_a_route_does_not_declare_are_refused_naming_them(servi
     assert call(services, "GET", "/stats", "alice", minutes="5")[0] == 200
     # a path that matches no route is still a 404, whatever its query
     assert call(services, "GET", "/nowhere", "alice", x="1")[0] == 404
+
+
+@pytest.mark.parametrize("odd", ["\n", "\t", "\r", "/", "\t/", " \n"])
+def test_a_job_id_of_a_line_break_or_a_slash_names_no_route(services: Services, odd: str) -> None:
+    # Powertools' patterns end in "/*$": "$" matched before a final newline and "/*" took any
+    # slashes, so /jobs/%0A and /jobs/%2F were the list's path (GET listed jobs, PATCH was a 405
+    # the document does not list). Each is now a 404; one trailing slash is still the same route.
+    job = create(services, "alice")
+    for method, body in (("GET", None), ("PATCH", {}), ("DELETE", None), ("POST", None)):
+        status, answer = call(services, method, f"/jobs/{odd}", "alice", body)
+        assert status == 404 and answer["code"] == "route_not_found", (method, repr(odd), status, answer)
+    status, answer = call(services, "PATCH", f"/jobs/{job}\n", "alice", {"name": "x"})
+    assert status == 404, answer
+    assert call(services, "GET", "/jobs/", "alice")[0] == 200
+    assert call(services, "GET", f"/jobs/{job}/", "alice")[1]["name"] == "alice"  # nothing changed
+    assert call(services, "PATCH", "/jobs/", "alice", {})[0] == 405  # a path that exists, a method it lacks

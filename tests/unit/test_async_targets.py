@@ -412,22 +412,25 @@ def test_a_request_built_ahead_is_rebuilt_when_the_job_changed_and_never_for_a_r
     strict.close()
 
 
+@pytest.mark.parametrize("v1", [True, False], ids=["v1+v2", "v2"])
 @pytest.mark.parametrize(
     ("headers", "secret_headers", "secret"),
     [({}, {}, None), ({}, {}, "psk_x"), ({"Authorization": "Bearer t", "X-A": "1"}, {"X-Key": "k"}, "psk_x")],
     ids=["plain", "signed", "job-headers"],
 )
-def test_the_header_block_is_the_request_headers_as_lines(headers, secret_headers, secret):
+def test_the_header_block_is_the_request_headers_as_lines(headers, secret_headers, secret, v1):
     # the asyncio client's template must send exactly what the blocking client sends, in order
     from dataclasses import replace
 
     from punctual.execution.targets import signing
 
     invocation = replace(INVOCATION, secret_headers=secret_headers, signing_secret=secret)
-    expected = signing.request_headers(headers, invocation, "h.test:8080", b"{}", now_s=1_800_000_000)
-    block = signing.header_block(headers, invocation, "h.test:8080", b"{}", now_s=1_800_000_000)
+    line = {"method": "PUT", "path": "/h?q=1", "v1": v1, "now_s": 1_800_000_000}
+    expected = signing.request_headers(headers, invocation, "h.test:8080", b"{}", **line)
+    block = signing.header_block(headers, invocation, "h.test:8080", b"{}", **line)
     assert block == "".join(f"{name}: {value}\r\n" for name, value in expected.items())
     assert ("Punctual-Signature" in expected) is (secret is not None)
+    assert ("v1=" in expected.get("Punctual-Signature", "v1=")) is (v1 or secret is None)
 
 
 @pytest.mark.parametrize("secret", ["psk_" + "k" * 43, "", "x" * 64, "y" * 65, "é" * 100])
@@ -442,16 +445,19 @@ def test_signatures_are_hmac_sha256_of_timestamp_run_and_body(secret):
         assert signing.signature(secret, 1_800_000_000, RUN_ID, body) == expected.hexdigest()
 
 
+@pytest.mark.parametrize("signature", [None, "v2", "v1+v2"])
 @pytest.mark.parametrize("method", ["POST", "GET"])
 @pytest.mark.parametrize("keyed", [False, True], ids=["unsigned", "signed"])
-def test_a_request_from_the_template_is_the_request_from_the_invocation(method, keyed, tmp_path, monkeypatch):
+def test_a_request_from_the_template_is_the_request_from_the_invocation(
+    method, keyed, signature, tmp_path, monkeypatch
+):
     # a job without headers of its own skips the Invocation: the bytes must be the same
     from punctual.engines.embedded.keys import LocalKeys
     from punctual.execution.targets import aio, request_rules
     from punctual.execution.targets.types import Invocation
 
     monkeypatch.setattr(aio.time, "time", lambda: 1_800_000_000.5)
-    job = job_with(HttpTarget(url="http://127.0.0.1:8080/hook?x=1", method=method))
+    job = job_with(HttpTarget(url="http://127.0.0.1:8080/hook?x=1", method=method, signature=signature))
     run = run_of(job)
     targets = AsyncTargets(LOCAL, keys=LocalKeys(tmp_path / "k.key") if keyed else None)
     url = request_rules.target_url(job.target.url)

@@ -67,6 +67,11 @@ def test_urls_no_request_can_use_are_refused_naming_the_field(url: str, why: str
         ("https://a_b.example.com./", "a_b.example.com.", 443, "a_b.example.com.", "/"),
         ("https://example.com/ä?x=ü", "example.com", 443, "example.com", "/%C3%A4?x=%C3%BC"),
         ("http://0x7f.1/", "0x7f.1", 80, "0x7f.1", "/"),  # a legacy IPv4 form: the policy judges it
+        # netloc is the Host header both clients send and v2 signs (signing.canonical_host)
+        ("HTTPS://Example.COM:443/a%2Fb?Q=%2f", "example.com", 443, "example.com", "/a%2Fb?Q=%2f"),
+        ("http://example.com:443/", "example.com", 443, "example.com:443", "/"),
+        ("https://[2001:DB8::A]:443/x", "2001:DB8::A", 443, "[2001:db8::a]", "/x"),
+        ("http://[2001:DB8::A]:8080", "2001:DB8::A", 8080, "[2001:db8::a]:8080", "/"),
     ],
 )
 def test_urls_are_read_as_the_builders_send_them(url: str, host: str, port: int, netloc: str, path: str) -> None:
@@ -119,12 +124,13 @@ def test_a_job_may_send_its_own_user_agent_and_content_type_once() -> None:
 
     invocation = Invocation("run_x_1", "job_x", 1_800_000_000_000, 1, None)
     headers = {"content-type": "application/cloudevents+json", "User-Agent": "mine/1"}
-    built = signing.request_headers(headers, invocation, "example.com", b"{}", now_s=0)
+    line = {"method": "POST", "path": "/", "v1": False, "now_s": 0}
+    built = signing.request_headers(headers, invocation, "example.com", b"{}", **line)
     assert [n for n in built if n.lower() == "content-type"] == ["content-type"]
     assert (built["content-type"], built["User-Agent"]) == ("application/cloudevents+json", "mine/1")
-    block = signing.header_block(headers, invocation, "example.com", b"{}", now_s=0)
+    block = signing.header_block(headers, invocation, "example.com", b"{}", **line)
     assert block.lower().count("content-type:") == 1 and block.count("User-Agent:") == 1
-    assert signing.request_headers({}, invocation, "example.com", b"{}", now_s=0)["Content-Type"] == "application/json"
+    assert signing.request_headers({}, invocation, "example.com", b"{}", **line)["Content-Type"] == "application/json"
 
 
 # -- the property: nothing the check accepts is refused by a builder --------------------------------------

@@ -19,10 +19,17 @@ connection per thread; boto3 clients are thread-safe), the limit cache and the A
 
 It also refuses query parameters that a route does not declare (422 naming them, as for a bad
 value of a declared one): a misspelt ``?limt=5`` would otherwise be silently ignored.
+
+A route matches the whole path, with at most one trailing slash. Powertools ends its patterns in
+``/*$``: ``$`` also matches before a final newline and ``/*`` takes any number of slashes, so
+``/jobs/%0A`` and ``/jobs/%2F`` (a job id of a newline or a slash, decoded) were the list's path,
+and a ``PATCH`` or ``DELETE`` of them a 405 that the document does not list. They are now 404
+(no such route), as every other job id that is not one path segment of route characters.
 """
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Callable, Mapping
 from contextvars import ContextVar
@@ -59,6 +66,13 @@ class ConcurrentResolver(APIGatewayRestResolver):
         self._declared_query: dict[int, frozenset[str]] = {}
         super().__init__(**kwargs)
         self.use(middlewares=[self._known_query_only])
+
+    @staticmethod
+    def _compile_regex(rule: str, base_regex: str = "^{}/*$") -> re.Pattern[str]:
+        """Powertools' route pattern with one trailing slash at most, anchored at the very end of
+        the path (``\\Z``, not ``$``): see the module docstring."""
+        pattern = APIGatewayRestResolver._compile_regex(rule, base_regex).pattern
+        return re.compile(pattern.removesuffix("/*$") + "/?\\Z" if pattern.endswith("/*$") else pattern)
 
     def resolve(self, event: Mapping[str, Any], context: Any) -> dict[str, Any]:
         return self.resolve_with(event, context)

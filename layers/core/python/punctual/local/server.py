@@ -147,7 +147,10 @@ def asgi_app(services: Services, keys: ApiKeys) -> Starlette:
 
 def to_event(request: Request, body: bytes, owner: str | None) -> dict[str, Any]:
     """The API Gateway REST (v1) proxy event for ``request`` (as a ``{proxy+}`` resource)."""
-    path = request.url.path or "/"
+    # The decoded path as the server received it, as API Gateway passes it. Not request.url.path:
+    # Starlette re-parses the URL with urlsplit, which drops tabs and line breaks anywhere in it
+    # (so PATCH /jobs/%09 reached the API as PATCH /jobs/, the list's path, and was a 405).
+    path = request.scope.get("path") or "/"
     headers = request.headers.items()  # every pair, repeated names included
     query = request.query_params.multi_items()
     text, is_base64 = _body_text(body)

@@ -44,7 +44,15 @@ from punctual.model.states import (
     Trigger,
     Withdrawal,
 )
-from punctual.model.targets import EventBridgeTarget, HttpTarget, LambdaTarget, SqsTarget, StepFunctionsTarget, Target
+from punctual.model.targets import (
+    EventBridgeTarget,
+    HttpTarget,
+    LambdaTarget,
+    Signatures,
+    SqsTarget,
+    StepFunctionsTarget,
+    Target,
+)
 from punctual.model.times import AwareRfc3339, Rfc3339
 
 __all__ = [
@@ -86,6 +94,7 @@ __all__ = [
     "Rfc3339",
     "Run",
     "RunState",
+    "Signatures",
     "SqsTarget",
     "StepFunctionsTarget",
     "Target",

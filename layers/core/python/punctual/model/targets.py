@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from enum import StrEnum
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
@@ -10,6 +11,17 @@ from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, Validatio
 
 from punctual.model.bounds import MAX_HEADERS, MAX_SECRET_CHARS, REDACTED, STRICT
 from punctual.model.stored import is_stored
+
+
+class Signatures(StrEnum):
+    """Which signatures the ``Punctual-Signature`` header of an HTTP attempt carries (docs/api.md, "Signing")."""
+
+    # v2 alone: it covers the request (method, host, path and query, job), so a captured call
+    # cannot be replayed against another endpoint of the same owner.
+    V2 = "v2"
+    # v2 and v1 (which covers only the run id and the body), for receivers that verify v1 alone.
+    # What a job without ``signature`` gets until 0.2.0 (punctual.execution.targets.signing).
+    V1_V2 = "v1+v2"
 
 
 class HttpTarget(BaseModel):
@@ -33,6 +45,15 @@ class HttpTarget(BaseModel):
         max_length=MAX_HEADERS,
         description=f"write-only headers (credentials), each value at most {MAX_SECRET_CHARS} characters; "
         f"shown as {REDACTED!r}; in a PATCH, {REDACTED!r} keeps the stored value",
+    )
+    # Left out of the stored and shown target while unset: every claim rewrites the job's item,
+    # and a job under 1 KB should stay under it.
+    signature: Signatures | None = Field(
+        default=None,
+        exclude_if=lambda value: value is None,
+        description="the signatures each attempt carries: v2 (method, host, path and query, job, run and body) "
+        "alone, or v1+v2 for receivers that verify only v1 (run and body); unset: v1+v2 until 0.2.0, "
+        "then v2 (docs/api.md, Signing)",
     )
 
     def redacted(self) -> HttpTarget:

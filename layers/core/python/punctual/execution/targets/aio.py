@@ -175,6 +175,9 @@ class AsyncTargets:
             scheduled_at=run.scheduled_at,
             secret=self.keys.signing_secret(job.owner) if self.keys is not None else None,
             body=body,
+            method=method,
+            path=url.path,
+            v1=signing.signs_v1(target.signature),
             now_s=int(time.time()),
         )
         return Request(method, (url.scheme, url.host, address, url.port), wire.encode(method, url.path, block, body))
@@ -333,7 +336,16 @@ def _request(target: HttpTarget, invocation: Invocation, url: TargetUrl, address
     check_headers(invocation.secret_headers, "target.secret_headers")
     method = target.method
     body = http.encode_payload(invocation.payload) if method in http.METHODS_WITH_BODY else None
-    block = signing.header_block(target.headers, invocation, url.netloc, body, now_s=int(time.time()))
+    block = signing.header_block(
+        target.headers,
+        invocation,
+        url.netloc,
+        body,
+        method=method,
+        path=url.path,
+        v1=signing.signs_v1(target.signature),
+        now_s=int(time.time()),
+    )
     return Request(method, (url.scheme, url.host, address, url.port), wire.encode(method, url.path, block, body))
 
 

@@ -112,18 +112,30 @@ def _lookup(host: str, port: int, policy: TargetPolicy) -> str:
 
 
 def request_headers(
-    target: HttpTarget, invocation: Invocation, host_header: str, body: bytes | None = None
+    target: HttpTarget, invocation: Invocation, url: TargetUrl, body: bytes | None = None
 ) -> dict[str, str]:
     """The job's headers, its secret headers, then ours (which the job cannot override:
-    ``check_target`` refuses that) and the signature (``punctual.execution.targets.signing``)."""
-    return signing.request_headers(target.headers, invocation, host_header, body, now_s=int(time.time()))
+    ``check_target`` refuses that, ``User-Agent`` and ``Content-Type`` aside) and the signature
+    (``punctual.execution.targets.signing``) of the request as httpx sends it: ``Host`` is the
+    URL's canonical host (``url.netloc``, as the signature covers it), the request target its raw
+    path and query (``url.path``)."""
+    return signing.request_headers(
+        target.headers,
+        invocation,
+        url.netloc,
+        body,
+        method=target.method,
+        path=url.path,
+        v1=signing.signs_v1(target.signature),
+        now_s=int(time.time()),
+    )
 
 
 def _request(
     target: HttpTarget, invocation: Invocation, url: TargetUrl, *, address: str, deadline: float, remaining: float
 ) -> TargetResult:
     body = encode_payload(invocation.payload) if target.method in METHODS_WITH_BODY else None
-    headers = request_headers(target, invocation, url.netloc, body)
+    headers = request_headers(target, invocation, url, body)
     client = _client(url.scheme, url.host, address, url.port)
     with client.stream(
         target.method,

@@ -19,6 +19,12 @@ request can use):
 - a port of ASCII digits between 1 and 65535 (``httpx`` reads a port in full-width digits as the
   number they look like; ``urllib`` refuses it).
 
+A :class:`TargetUrl` also holds the two parts of the request line and ``Host`` header that the
+signature covers (``punctual.execution.targets.signing``), exactly as both clients send them: the
+``Host`` header is :func:`canonical_host` of the URL's authority, and the path with its query is the
+URL's, percent-escapes untouched. The same parser reads the URL a receiver passes to
+``signing.verify``, so the worker and a receiver cannot read one URL two ways.
+
 A header: its name an RFC 9110 token, not one Punctual sets itself, and its value visible ASCII,
 with spaces and tabs only between visible characters (RFC 9110 ``field-value``). Non-ASCII
 values are refused rather than sent as Latin-1: the blocking client cannot send them at all, and a
@@ -51,6 +57,7 @@ _NUMBER = re.compile(r"(?:0x[0-9a-f]*|[0-9]+)")
 _PORT = re.compile(r"[0-9]{1,5}")
 # What RFC 3986 allows in an authority, plus any non-ASCII character (an IDN host is encoded later).
 _AUTHORITY = re.compile(r"[A-Za-z0-9\-._~!$&'()*+,;=:@\[\]%\x80-\U0010ffff]*")
+_DEFAULT_PORT = {"http": ":80", "https": ":443"}
 
 
 class TargetRefused(InvalidInput):
@@ -67,8 +74,8 @@ class TargetUrl:
     scheme: str  # "http" | "https"
     host: str  # IDNA-encoded name, or an address literal (no brackets)
     port: int  # explicit, or the scheme's default
-    netloc: str  # the Host header
-    path: str  # path and query as sent (percent-encoded ASCII)
+    netloc: str  # the Host header as sent and signed: canonical_host of the URL's authority
+    path: str  # path and query as sent and signed (percent-encoded ASCII)
     literal: bool  # host is an IP address literal
 
 
@@ -78,6 +85,15 @@ def target_url(url: str, field: str = "target.url") -> TargetUrl:
         return _parse(url)
     except _Refusal as exc:
         raise TargetRefused(f"{field}: {exc}", field=field) from None
+
+
+def canonical_host(scheme: str, host: str) -> str:
+    """The ``Host`` header both clients send and the signature covers: ``host`` (an authority,
+    ``name[:port]``) in lower case, without ``:80`` for http or ``:443`` for https. IPv6 addresses
+    keep their brackets (``[::1]:8443``)."""
+    host = host.lower()
+    default = _DEFAULT_PORT.get(scheme)
+    return host[: -len(default)] if default is not None and host.endswith(default) else host
 
 
 class _Refusal(ValueError):
@@ -101,7 +117,7 @@ def _parse(url: str) -> TargetUrl:
     host = parsed.raw_host.decode("ascii")
     literal = _check_host(host)
     port = parsed.port or (443 if parsed.scheme == "https" else 80)
-    netloc = parsed.netloc.decode("ascii")
+    netloc = canonical_host(parsed.scheme, parsed.netloc.decode("ascii"))
     return TargetUrl(parsed.scheme, host, port, netloc, parsed.raw_path.decode("ascii"), literal)
 
 
