@@ -58,7 +58,7 @@ from punctual.runtime.process import collect_rarely
 from punctual.scheduling.scheduler import Scheduler, options_from_settings
 
 SHARDS = 16
-STEPS = ("prepare", "settle", "recheck", "drop_or_hide")
+STEPS = ("hold", "prepare", "settle", "drop_or_hide")
 
 
 class StageClock:

@@ -45,7 +45,7 @@ from punctual.execution.delivery import (
 )
 from punctual.execution.options import ExecutionOptions, Outcome
 from punctual.execution.targets.types import TargetResult
-from punctual.model import Job, JobStatus, Run, RunState
+from punctual.model import Job, JobStatus, Run, RunState, copy_run
 from punctual.port import Alert, Beat, Delivery, Finish, Hold, LeaseOutcome, LeaseRequest, Queue, Store
 from punctual.runs import retry
 from punctual.runs.alerts import Alerter, alert_once
@@ -53,6 +53,8 @@ from punctual.runs.cancel import cancel_open_run
 from punctual.tenancy.admission import Admission, Gate
 
 logger = logging.getLogger(__name__)
+
+_PROVISIONAL = Run(job_id="", scheduled_at=0, owner="", deadline_at=0, created_at=0)  # see provisional_run
 
 Complete = Callable[[Sequence[Finish]], list[Run | None]]  # Engine.finish_and_ack, or a Lambda's variant
 # the outcome of a delivery whose run ended in a state (an enum lookup by value costs ~1 us a run)
@@ -251,7 +253,8 @@ def provisional_run(delivery: Delivery, job: Job) -> Run:
     """The run a held delivery names, as far as building its first attempt's request ahead needs
     (its id and scheduled time); never stored."""
     job_id, scheduled_at = ids.parse_run_id(delivery.run_id)
-    return Run.model_construct(job_id=job_id, scheduled_at=scheduled_at, owner=job.owner, deadline_at=0, created_at=0)
+    # a copy of a template (~1 us); Run.model_construct inspects every default factory (~500 us)
+    return copy_run(_PROVISIONAL, {"job_id": job_id, "scheduled_at": scheduled_at, "owner": job.owner})
 
 
 def _limited_owners(port: Port, jobs: Iterable[Job | None]) -> frozenset[str]:
