@@ -142,18 +142,20 @@ class SimWorker:
 
     def _at_instant(self, holding: batch.Holding) -> None:
         port = self.port()
-        prepared = batch.prepare(port, holding.deliveries, known=holding.jobs)
+        prepared = batch.prepare(port, holding.deliveries, known=holding.jobs, defer_cover=True)
         self._begin_all(port, prepared.leased)
 
     def _lease_now(self, port: batch.Port, group: list[Delivery]) -> None:
-        prepared = batch.prepare(port, group)
+        prepared = batch.prepare(port, group, defer_cover=True)
         self._begin_all(port, prepared.leased)
 
     # -- calls ----------------------------------------------------------------------------------
 
     def _begin_all(self, port: batch.Port, leased: Sequence[batch.Leased]) -> None:
+        """The calls first, then the messages hidden for their lease (``batch.cover``), as the worker does."""
         for one in leased:
             self._begin(port, one)
+        batch.cover(port, leased)
 
     def _begin(self, port: batch.Port, leased: batch.Leased) -> None:
         now = self.clock.now_ms()

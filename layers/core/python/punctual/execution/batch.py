@@ -157,7 +157,9 @@ def hold(port: Port, deliveries: Sequence[Delivery]) -> Holding:
     return holding
 
 
-def prepare(port: Port, deliveries: Sequence[Delivery], *, known: Mapping[str, Job] | None = None) -> Prepared:
+def prepare(
+    port: Port, deliveries: Sequence[Delivery], *, known: Mapping[str, Job] | None = None, defer_cover: bool = False
+) -> Prepared:
     """Lease the runs of ``deliveries`` (already parsed and due: see the async worker) in one batch,
     at their instant: each attempt begins with its lease.
 
@@ -167,6 +169,9 @@ def prepare(port: Port, deliveries: Sequence[Delivery], *, known: Mapping[str, J
     schedule lost the instant, is withdrawn (``LeaseRequest.withdrawn``: cancelled at its first
     lease, never called); the rest are admitted through the owners' tenant limits and leased for
     the lease their job asks now, with their messages hidden as long where needed.
+
+    ``defer_cover``: the caller hides the leased runs' messages for their lease itself (:func:`cover`),
+    once their calls are written: at the instant, the calls go first.
 
     Returns the leased runs, and the outcome of every delivery already settled here.
     """
@@ -209,7 +214,7 @@ def prepare(port: Port, deliveries: Sequence[Delivery], *, known: Mapping[str, J
     for (delivery, job), request, lease in zip(waiting, requests, results, strict=True):
         if lease.outcome is LeaseOutcome.LEASED and lease.run is not None:
             prepared.leased.append(Leased(delivery, job, lease.run, request.lease_ms))
-            if visibility_short(request.lease_ms, port.options):  # keep the message hidden as long as the lease
+            if not defer_cover and visibility_short(request.lease_ms, port.options):  # hidden as long as the lease
                 hides[retry.visibility_s(request.lease_ms)].append(delivery.receipt)
         elif lease.outcome in (LeaseOutcome.HELD, LeaseOutcome.NOT_READY):
             hides[retry.visibility_s(hidden_until(lease, now, port.options) - now)].append(delivery.receipt)
@@ -228,6 +233,17 @@ def prepare(port: Port, deliveries: Sequence[Delivery], *, known: Mapping[str, J
     if drops:
         port.queue.delete_many(drops)
     return prepared
+
+
+def cover(port: Port, leased: Sequence[Leased]) -> None:
+    """Hide the messages of ``leased`` runs as long as their lease where their visibility may end
+    first (:func:`prepare` with ``defer_cover``): right after their calls were written."""
+    hides: defaultdict[int, list[str]] = defaultdict(list)
+    for one in leased:
+        if visibility_short(one.lease_ms, port.options):
+            hides[retry.visibility_s(one.lease_ms)].append(one.delivery.receipt)
+    for visibility, receipts in hides.items():
+        port.queue.extend_many(receipts, visibility)
 
 
 def _jobs_now(port: Port, job_ids: list[str], known: Mapping[str, Job] | None) -> dict[str, Job | None]:

@@ -143,6 +143,8 @@ def withdrawal_of(job: Job, scheduled_at: int) -> Withdrawal | None:
     """What the job, as read at the run's instant, says about the run: paused, or its schedule no
     longer has this instant (``scheduling.instants``); None: nothing withdraws it. The lease
     applies it to the run as stored (``rules.withdrawn``: first lease, triggers concerned)."""
+    if job.rescheduled_at is None and job.status is not JobStatus.PAUSED:  # the common case, first
+        return None
     if job.status is JobStatus.PAUSED:
         return Withdrawal.PAUSED
     if not still_planned(job, scheduled_at):

@@ -261,6 +261,11 @@ class Worker:
         state = self._require_state()
         for one in leased:  # each call written (or queued for a connection) now, before anything else runs
             self._start(state, one, futures[one.delivery.receipt])
+        if leased:  # then their messages hidden for their lease (the first heartbeat comes a third of it later)
+            try:
+                await self._blocking(batch.cover, self.port, leased)
+            except Exception:  # a redelivery meanwhile finds the run held and hides itself again
+                logger.warning("could not hide the messages of %d runs for their lease", len(leased), exc_info=True)
 
     async def _held_until(
         self, not_before: int, futures: dict[str, asyncio.Future[Settled]], deliveries: list[Delivery]
@@ -322,7 +327,7 @@ class Worker:
             if state.instants.get(not_before) is instant:
                 del state.instants[not_before]
         try:
-            lease = partial(batch.prepare, known=instant.jobs)
+            lease = partial(batch.prepare, known=instant.jobs, defer_cover=True)
             prepared = await self._blocking(lease, self.port, instant.deliveries, urgent=True)
             verdicts.update((leased.delivery.receipt, leased) for leased in prepared.leased)
             verdicts.update((delivery.receipt, outcome) for delivery, outcome in prepared.settled)
@@ -336,7 +341,8 @@ class Worker:
     ) -> batch.Prepared | None:
         """Lease ``deliveries`` in one batch and resolve those settled already; None if the batch failed."""
         try:
-            prepared = await self._blocking(batch.prepare, self.port, deliveries, urgent=urgent)
+            lease = partial(batch.prepare, defer_cover=True)
+            prepared = await self._blocking(lease, self.port, deliveries, urgent=urgent)
         except Exception as exc:
             logger.exception("could not lease a batch of %d runs", len(deliveries))
             for delivery in deliveries:
