@@ -25,14 +25,14 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from punctual import ids, rules
 from punctual.clock import Clock
 from punctual.dependencies.release import release_dependents
 from punctual.errors import RunNotFound
 from punctual.execution.changes import alerts_owner, attempt_change, attempt_record, bury_change, log_on_cancelled_run
-from punctual.execution.delivery import hidden_until, lease_length_ms, wait_for_limits
+from punctual.execution.delivery import hidden_until, lease_length_ms, wait_for_limits, waited_before
 from punctual.execution.options import ExecutionOptions, Outcome
 from punctual.execution.targets.types import TargetResult
 from punctual.model import Job, JobStatus, Overlap, Run, RunState
@@ -57,6 +57,7 @@ class Leased:
     job: Job
     run: Run
     lease_ms: int
+    waited: str | None = None  # the tenant limit its start waited for (its attempt's log entry keeps it)
 
     @property
     def hold(self) -> Hold:
@@ -129,7 +130,7 @@ def prepare(port: Port, deliveries: Sequence[Delivery], *, starts_at: int | None
         job_id: job if job.status is not JobStatus.DELETED else None for job_id, job in found.items()
     }
     requests: list[LeaseRequest] = []
-    waiting: list[tuple[Delivery, Job]] = []
+    waiting: list[tuple[Delivery, Job, str | None]] = []  # with the limit each one waited for
     admissions: list[Admission | None] = []  # one per request: the gate's, for owners it limits
     drops: list[str] = []
     limited = _limited_owners(port, jobs.values())
@@ -153,7 +154,8 @@ def prepare(port: Port, deliveries: Sequence[Delivery], *, starts_at: int | None
                 continue
         admissions.append(admission)
         requests.append(LeaseRequest(job_id, scheduled_at, lease_length_ms(job, port.options), job.overlap, starts_at))
-        waiting.append((delivery, job))
+        gated = admission is not None and admission.limited
+        waiting.append((delivery, job, waited_before(port.store, delivery, scheduled_at) if gated else None))
 
     hides: defaultdict[int, list[str]] = defaultdict(list)
     results = port.store.lease_runs(requests, port.worker_id, now) if requests else []
@@ -161,9 +163,9 @@ def prepare(port: Port, deliveries: Sequence[Delivery], *, starts_at: int | None
         for admission, lease in zip(admissions, results, strict=True):
             if admission is not None:
                 port.gate.settle(admission, lease.outcome)
-    for (delivery, job), request, lease in zip(waiting, requests, results, strict=True):
+    for (delivery, job, waited), request, lease in zip(waiting, requests, results, strict=True):
         if lease.outcome is LeaseOutcome.LEASED and lease.run is not None:
-            prepared.leased.append(Leased(delivery, job, lease.run, request.lease_ms))
+            prepared.leased.append(Leased(delivery, job, lease.run, request.lease_ms, waited))
             if request.lease_ms > port.options.visibility_s * 1000:  # keep the message hidden as long as the lease
                 hides[retry.visibility_s(request.lease_ms)].append(delivery.receipt)
         elif lease.outcome in (LeaseOutcome.HELD, LeaseOutcome.NOT_READY):
@@ -235,7 +237,7 @@ def recheck(port: Port, held: Sequence[Leased]) -> Rechecked:
             result.settled.append((leased.delivery, outcome))
         elif leased.job.id in fresh:
             job = fresh[leased.job.id]
-            result.leased.append(Leased(leased.delivery, job, leased.run, lease_length_ms(job, port.options)))
+            result.leased.append(replace(leased, job=job, lease_ms=lease_length_ms(job, port.options)))
         else:
             result.leased.append(leased)
     if drops:
@@ -262,7 +264,9 @@ def settle(port: Port, done: Sequence[Done]) -> list[Outcome]:
             verdict = retry.verdict(
                 ok=result.ok, retryable=result.retryable, attempt=leased.run.attempt, max_retries=leased.job.max_retries
             )
-            record = attempt_record(result, leased.run.attempt, port.worker_id, item.started_at, item.finished_at)
+            record = attempt_record(
+                result, leased.run.attempt, port.worker_id, item.started_at, item.finished_at, leased.waited
+            )
             change = attempt_change(leased.job, leased.run, verdict, record, now, options=port.options)
         ack_now = (
             change.state in (RunState.SUCCEEDED, RunState.CANCELLED)

@@ -47,7 +47,7 @@ def leased_expression(worker_id: str, now: int, until: int, start: int | None = 
     expr.set("attempt = attempt + :one", one=n(1))
     expr.set("started_at = if_not_exists(started_at, :start)", start=n(max(now, start or now)))
     expr.values[":now"] = n(now)  # read by the guarding conditions only
-    return expr.remove("next_attempt_at")
+    return expr.remove("next_attempt_at", "note")  # a waiting run's note goes with the wait (rules.leased)
 
 
 def change_expression(change: RunChange, *, retention_days: int) -> c.Expression:
