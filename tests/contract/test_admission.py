@@ -133,6 +133,24 @@ def test_max_runs_per_minute_gives_waiting_runs_their_turns(engine, engine_kind,
     assert last == ["waiting: max_runs_per_minute 30"]
 
 
+def test_a_run_the_rate_refuses_takes_no_slot_and_a_start_not_leased_is_given_back(engine, engine_kind, clock):
+    # Given an owner with both limits, and a run that started
+    limit(engine, max_concurrency=5, max_runs_per_minute=2)
+    the_gate = gate(engine, clock)
+    first, second = (schedule_run(engine, clock, create_job(engine, clock), send=False) for _ in range(2))
+    started = the_gate.admit(OWNER, first.run_id, clock.now_ms())
+    assert started.admitted and started.slot is SlotOutcome.TAKEN
+    # When the next one comes within the minute: it waits for its turn, holding no slot
+    refused = the_gate.admit(OWNER, second.run_id, clock.now_ms())
+    assert not refused.admitted and refused.reason == "max_runs_per_minute 2"
+    assert refused.retry_at == clock.now_ms() + rates.interval_ms(2) - rates.SLACK_MS
+    assert list(engine.store.slot_holders(OWNER)) == [first.run_id]
+    # And when the first one's lease finds it finished (a duplicate), its slot and its start go back
+    the_gate.settle(started, LeaseOutcome.FINISHED)
+    assert engine.store.slot_holders(OWNER) == {}
+    assert the_gate.admit(OWNER, second.run_id, clock.now_ms()).admitted
+
+
 def test_a_slot_taken_for_a_run_held_elsewhere_is_given_back(engine, engine_kind, clock):
     limit(engine, max_concurrency=2)
     the_gate = gate(engine, clock)

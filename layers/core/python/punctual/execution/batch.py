@@ -118,7 +118,7 @@ def prepare(port: Port, deliveries: Sequence[Delivery], *, starts_at: int | None
     ``starts_at`` (:attr:`LeaseRequest.starts_at`) and the worker holds them until then, then calls
     :func:`recheck`. Runs whose rules are judged at the instant are not pre-leased but returned in
     ``later``: overlap forbid/replace (the earlier runs' state at the instant decides) and owners
-    with tenant limits (the slot and the rate window are taken when the run starts).
+    with tenant limits (the slot and the start are counted when the run starts).
 
     Returns the leased runs, and the outcome of every delivery already settled here.
     """
@@ -137,7 +137,7 @@ def prepare(port: Port, deliveries: Sequence[Delivery], *, starts_at: int | None
     for delivery, (job_id, scheduled_at) in zip(deliveries, parsed, strict=True):
         job = jobs.get(job_id)
         if job is not None and starts_at is not None and (job.overlap is not Overlap.ALLOW or job.owner in limited):
-            prepared.later.append(delivery)  # decided at the instant: the overlap, the slot and the rate window
+            prepared.later.append(delivery)  # decided at the instant: the overlap, the slot and the rate
             continue
         if job is None:
             outcome = _cancel_orphan(port, job_id, scheduled_at, now)
@@ -188,7 +188,7 @@ def prepare(port: Port, deliveries: Sequence[Delivery], *, starts_at: int | None
 
 
 def _limited_owners(port: Port, jobs: Iterable[Job | None]) -> frozenset[str]:
-    """The owners of ``jobs`` whose runs wait for a slot or a rate window when they start (the
+    """The owners of ``jobs`` whose runs wait for a slot or their turn when they start (the
     gate's cached limits, read once per owner per batch rather than once per run)."""
     gate = port.gate
     if gate is None:

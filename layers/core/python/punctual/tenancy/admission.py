@@ -10,8 +10,9 @@ Every worker (the thread worker, a batched worker, the Lambda adapter) calls, pe
                                               └─ leased: the run keeps its slot until
                                                  gate.release(owner, run_id) after its finish
 
-Order of the checks: whether the rate allows a start now (a read), then the concurrency slot
-(it can be given back), then the start is counted (``punctual.tenancy.rates``). A run the rate
+Order of the checks: whether the rate allows a start now (``rates.turn``: if not, the run gets
+its turn), then the concurrency slot (it can be given back), then the start is counted
+(``rates.take``). A run the rate
 refuses never takes a slot, and a run refused a slot never uses a start. A slot the run already
 held (a takeover after its worker died, or a redelivery) is reused, never counted twice.
 
@@ -82,8 +83,10 @@ class Gate:
         if not limits.limits_starts:
             return Admission(owner, run_id, admitted=True)
         rate = limits.max_runs_per_minute
-        if rate is not None and limits.max_concurrency is not None and not rates.allows(self.store, owner, rate, now):
-            return self._wait_for_rate(owner, run_id, rate, now)  # no slot taken for a run that must wait
+        if rate is not None and limits.max_concurrency is not None:  # no slot taken for a run that must wait
+            turn = rates.turn(self.store, owner, rate, now)
+            if turn is not None:
+                return _rate_refusal(owner, run_id, rate, turn)
         slot = None
         if limits.max_concurrency is not None:
             slot = self.store.take_slot(owner, run_id, limits.max_concurrency, now)
@@ -92,22 +95,22 @@ class Gate:
                 at = now + int(wait * self._rng.uniform(0.5, 1.0))
                 return Admission(owner, run_id, False, slot, at, f"max_concurrency {limits.max_concurrency} reached")
         if rate is not None:
-            refused = self._wait_for_rate(owner, run_id, rate, now)
+            refused = self._count_start(owner, run_id, rate, now)
             if not refused.admitted:
                 if slot is SlotOutcome.TAKEN:
                     self.store.release_slot(owner, run_id)
                 return refused
         return Admission(owner, run_id, True, slot, counted=rate, at=now)
 
-    def _wait_for_rate(self, owner: str, run_id: str, rate: int, now: int) -> Admission:
+    def _count_start(self, owner: str, run_id: str, rate: int, now: int) -> Admission:
         """Count a start if the rate allows one now (admitted), else the run's turn (refused)."""
         retry_at = rates.take(self.store, owner, rate, now)
         if retry_at is None:
             return Admission(owner, run_id, True, counted=rate, at=now)
-        return Admission(owner, run_id, False, None, retry_at, f"max_runs_per_minute {rate}")
+        return _rate_refusal(owner, run_id, rate, retry_at)
 
     def limits_starts(self, owner: str) -> bool:
-        """Whether ``owner``'s runs wait for a slot or a rate window when they start (cached limits)."""
+        """Whether ``owner``'s runs wait for a slot or their turn when they start (cached limits)."""
         return self.limits.get(owner).limits_starts
 
     def settle(self, admission: Admission, outcome: LeaseOutcome) -> None:
@@ -137,6 +140,10 @@ class Gate:
         """
         if self.holds_slots(owner):
             self.store.release_slot(owner, run_id)
+
+
+def _rate_refusal(owner: str, run_id: str, rate: int, retry_at: int) -> Admission:
+    return Admission(owner, run_id, False, None, retry_at, f"max_runs_per_minute {rate}")
 
 
 WAITING = "waiting: "  # a waiting run's note: "waiting: max_runs_per_minute 6"

@@ -2,16 +2,17 @@
 
 The promise (docs/execution.md, invariant 6): never more than R starts in any 60 s window (sliding,
 to the millisecond), and while runs wait, the owner gets its rate: every 60 s window holds at
-least R - 1 starts for R <= 10 and at least 90 % of R above (96.8 % over a long backlog).
+least R - 1 starts for R <= 10 and at least 90 % of R above (95 % over a long backlog).
 
 The rule is a virtual schedule (GCRA, the "generic cell rate algorithm" of ATM networks): the
 owner's record holds ``next_at``, the instant of the next start if starts were exactly
-``interval_ms(R) = (60 s + SLACK_MS) / R`` apart. A start qualifies from ``next_at - SLACK_MS`` on,
-and moves ``next_at`` to ``max(next_at, now) + interval``. So R + 1 starts span at least
-``R * interval - SLACK_MS >= 60 s``: never R + 1 in one window, whatever order the workers come in.
-The slack lets a start come up to 2 s early or late without losing its place, so a waiting run
-that returns a little late (whole-second visibility, a long poll) costs nothing, and over a long
-backlog the owner gets 60 / 62 of R.
+``interval_ms(R) = (60 s + SLACK_MS + MARGIN_MS) / R`` apart. A start qualifies from
+``next_at - SLACK_MS`` on, and moves ``next_at`` to ``max(next_at, now) + interval``. So R + 1
+starts span at least ``R * interval - SLACK_MS >= 61 s``: never R + 1 in one window, whatever order
+the workers come in, and the calls keep that at the target as long as their trips there differ by
+less than ``MARGIN_MS``. The slack lets a start come up to 2 s early or late without losing its
+place, so a waiting run that returns a little late (whole-second visibility, a long poll) costs
+nothing, and over a long backlog the owner gets 60 / 63 of R.
 
 Waiting runs are given turns, so that a backlog does not knock on the gate all at once: a refused
 run is told to return at ``max(queue_end, next_at - SLACK_MS)``, and ``queue_end`` moves one
@@ -34,17 +35,18 @@ from dataclasses import replace
 from punctual.port import RateState, Store
 
 WINDOW_MS = 60_000
-SLACK_MS = 2_000  # how early a start may come: R starts are spread over 62 s, not 60
+SLACK_MS = 2_000  # how early (or late) a start may come without losing its place
+MARGIN_MS = 1_000  # R + 1 starts span 61 s: calls that reach the target up to 1 s apart in delay keep the ceiling
 HORIZON_MS = 60_000  # the farthest turn handed out; a run further back looks again after this
 CAS_TRIES = 8  # writers racing for one owner's record: after this many lost races, wait a moment
 RACE_WAIT_MS = 500
 
 
 def interval_ms(limit: int) -> int:
-    """The spacing of starts for ``limit`` per minute (rounded up, so R of them span >= 62 s)."""
+    """The spacing of starts for ``limit`` per minute (rounded up, so R intervals span >= 63 s)."""
     if limit < 1:
         raise ValueError(f"max_runs_per_minute must be at least 1, not {limit}")
-    return -(-(WINDOW_MS + SLACK_MS) // limit)
+    return -(-(WINDOW_MS + SLACK_MS + MARGIN_MS) // limit)
 
 
 def decide(read: RateState | None, owner: str, limit: int, now: int) -> tuple[bool, RateState | None, int | None]:
@@ -113,10 +115,17 @@ def take(store: Store, owner: str, limit: int, now: int) -> int | None:
     return now + RACE_WAIT_MS
 
 
-def allows(store: Store, owner: str, limit: int, now: int) -> bool:
-    """Whether a start of ``owner`` would be counted now (a read; nothing is written)."""
-    admitted, _, _ = decide(store.get_rate_state(owner), owner, limit, now)
-    return admitted
+def turn(store: Store, owner: str, limit: int, now: int) -> int | None:
+    """None if a start of ``owner`` may be counted now (nothing is written: :func:`take` counts it),
+    else the run's turn (written to the record), as :func:`take` would refuse it."""
+    for _ in range(CAS_TRIES):
+        read = store.get_rate_state(owner)
+        admitted, state, retry_at = decide(read, owner, limit, now)
+        if admitted:
+            return None
+        if state is None or store.put_rate_state(_next_version(state, read)):
+            return retry_at
+    return now + RACE_WAIT_MS
 
 
 def give_back(store: Store, owner: str, limit: int, started_at: int) -> bool:

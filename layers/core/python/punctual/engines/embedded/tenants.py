@@ -1,8 +1,8 @@
 """The embedded engine's tenant records: limits, concurrency slots and rate records in SQLite.
 
 A mixin of :class:`~punctual.engines.embedded.store.EmbeddedStore` (the ``tenants`` part of the
-port). Each conditional method is one ``BEGIN IMMEDIATE`` transaction, so a slot or a rate window
-is counted and taken, or a rate record compared and set, with no other writer in between.
+port). Each conditional method is one ``BEGIN IMMEDIATE`` transaction, so a slot is counted and
+taken, or a rate record compared and set, with no other writer in between.
 """
 
 from __future__ import annotations
