@@ -2,9 +2,10 @@
 
 Every Lambda role (and the Fargate task role) is granted exactly the rows below, on the table's
 ARN and on the ARNs of the named indexes (indexes only serve ``Query``). DynamoDB transactions
-would be authorized through the same per-item actions, so no action here is broader than the
-calls the aws engine makes; none uses ``ConditionCheckItem`` (no transaction checks an item it
-does not write), so nobody is granted it. Nothing may Scan, DeleteItem (history leaves through
+are authorized through the same per-item actions, so no action here is broader than the calls the
+aws engine makes. Only the API takes transactions (a dependency decision: engines/aws/edges.py),
+and only it checks items it does not write (``ConditionCheckItem`` on jobs: the jobs a cycle
+check read). Nothing may Scan, DeleteItem (history leaves through
 TTL, shard leases are released by an update and expire), or touch a table's configuration — except
 the reaper of a stack deployed without the runs ``open`` index, which sweeps the runs table with
 Scan instead (``-c open_index=false``).
@@ -27,6 +28,7 @@ GET = ("dynamodb:GetItem", "dynamodb:BatchGetItem")
 READ = (*GET, "dynamodb:Query")
 PUT = "dynamodb:PutItem"
 UPDATE = "dynamodb:UpdateItem"
+CONDITION_CHECK = "dynamodb:ConditionCheckItem"
 INDEX_ACTIONS = ("dynamodb:Query",)
 
 
@@ -43,12 +45,14 @@ REAPER = "reaper"
 
 TABLE_ACCESS: Mapping[str, Mapping[str, TableAccess]] = {
     API: {
-        # create, read, list by owner (GSI by_owner), update (pause/resume/delete are status updates)
-        "jobs": TableAccess((*READ, PUT, UPDATE), indexes=(resources.BY_OWNER_INDEX.name,)),
+        # create, read, list by owner (GSI by_owner), update (pause/resume/delete are status updates);
+        # a dependency decision checks that the jobs its cycle check read kept their depends_on
+        "jobs": TableAccess((*READ, PUT, UPDATE, CONDITION_CHECK), indexes=(resources.BY_OWNER_INDEX.name,)),
         # run history and GET /runs/{id}; trigger inserts a run; cancel updates it
         "runs": TableAccess((*READ, PUT, UPDATE)),
         # GET /alerts and GET /stats read the owner's alerts and run counters (engines/aws/stats.py);
-        # job dependencies: reverse edges written (put) and retired (update + TTL), release records read
+        # job dependencies: reverse edges written (put) and retired (update + TTL), the owner's graph
+        # sequence (update), release records read
         "leases": TableAccess((*READ, PUT, UPDATE)),
     },
     SCHEDULER: {

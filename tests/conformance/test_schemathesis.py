@@ -4,14 +4,16 @@ Runs ``schemathesis run <server>/openapi.json --checks all`` against the local s
 ``stack``: embedded engine, and aws engine on a moto server), with a fixed seed and a bounded
 budget (``EXAMPLES`` per operation and phase; ``MAX_TIME_S`` stops a run that hangs), and requires
 0 failures. Every accepted deviation is next to this file with its reason: expected statuses in
-``schemathesis.toml``, accepted failures in ``schemathesis-baseline.json``. On failure the
-assertion shows schemathesis's report, with a curl command per failure.
+``schemathesis.toml``, accepted failures in ``schemathesis-baseline.json``; the 422s that the
+toml accepts for valid data must name a rule the document cannot state (our own check, in
+``hooks.py``). On failure the assertion shows schemathesis's report, with a curl command per failure.
 
 The aws engine is slower (moto serializes every request), so it runs fewer examples.
 """
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -24,6 +26,9 @@ pytestmark = pytest.mark.conformance
 
 CONFIG = Path(__file__).with_name("schemathesis.toml")
 BASELINE = Path(__file__).with_name("schemathesis-baseline.json")  # accepted deviations, each with its reason
+HOOKS = Path(__file__).with_name(
+    "hooks.py"
+)  # our own check: a 422 to valid data names a rule the document cannot state
 SEED = 20261130
 EXAMPLES = {"embedded": 30, "aws": 12}
 MAX_TIME_S = {"embedded": 240, "aws": 300}  # a hard stop (subprocess timeout), far above the usual time
@@ -55,7 +60,8 @@ def test_the_api_conforms_to_its_document_with_every_check(stack: Stack, tmp_pat
         "--report-dir",
         str(tmp_path),
     ]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=MAX_TIME_S[stack.name], check=False)
+    env = {**os.environ, "SCHEMATHESIS_HOOKS": str(HOOKS)}
+    done = subprocess.run(command, capture_output=True, text=True, timeout=MAX_TIME_S[stack.name], check=False, env=env)
     report = done.stdout[-20_000:] + done.stderr[-2_000:]
     assert done.returncode == 0, report
     assert " passed" in report, report
@@ -74,3 +80,22 @@ def test_the_baseline_entry_matches_what_schemathesis_reports_after_a_delete() -
     elsewhere = UseAfterFree(operation="DELETE /alerts/{id}", message="", free="", usage="")
     assert baseline.match(elsewhere, "use_after_free") is None
     assert all(entry.extra.get("reason") for entry in baseline.entries)
+
+
+@pytest.mark.unit
+def test_our_check_accepts_a_422_only_for_a_rule_the_document_cannot_state() -> None:
+    """hooks.py: which fields of a 422 to valid data are explained (issue 26 case 8 was not)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("conformance_hooks", HOOKS)
+    assert spec is not None and spec.loader is not None
+    hooks = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hooks)
+    create = hooks.NOT_IN_THE_DOCUMENT["POST /jobs"]
+    assert hooks._explained("schedule", "cron field 'minute' ...", create)
+    assert hooks._explained("target.headers.X-Price", "not ASCII", create)
+    assert hooks._explained("target", "a header is either plain or secret, not both: x", create)
+    # the discriminator's refusal of a target without type, and a type mismatch, are not
+    assert not hooks._explained("target", "Unable to extract tag using discriminator 'type'", create)
+    assert not hooks._explained("max_backfill", "Input should be a valid integer", create)
+    assert hooks._explained("cursor", "not a cursor", hooks.NOT_IN_THE_DOCUMENT["GET /jobs/{job_id}/runs"])

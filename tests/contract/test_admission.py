@@ -120,7 +120,7 @@ def test_max_runs_per_minute_gives_waiting_runs_their_turns(engine, engine_kind,
     waiting = [stored(engine, r) for r in runs if stored(engine, r).state is RunState.SCHEDULED]
     assert [r.note for r in waiting] == ["waiting: max_runs_per_minute 30"] * 2
     assert all(r.attempt == 0 and r.deadline_at > now + step for r in waiting)
-    # When the first turn comes (its message hidden until then, in whole seconds)
+    # When the first turn comes (its message was resent for that instant)
     elapse(1)  # the first turn: now + step - SLACK_MS, a few ms away
     again = receive_one(engine, engine_kind)
     assert process(engine, clock, again, FakeTargets(OK), the_gate) is Outcome.SUCCEEDED

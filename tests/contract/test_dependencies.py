@@ -7,6 +7,7 @@ the worker and the reaper themselves.
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -15,10 +16,17 @@ import pytest
 
 from punctual.clock import ManualClock
 from punctual.dependencies.release import release_dependents
-from punctual.errors import DependencyCycle, HasDependents, InvalidInput, JobNotFound
+from punctual.errors import (
+    ConcurrentModification,
+    DependencyCycle,
+    HasDependents,
+    InvalidInput,
+    JobAlreadyExists,
+    JobNotFound,
+)
 from punctual.jobs import service
-from punctual.model import HttpTarget, Job, JobSpec, JobStatus, Run, RunState, Trigger
-from punctual.port import Engine, ReleaseSlot, RunQuery, Store
+from punctual.model import DependsOn, HttpTarget, Job, JobSpec, JobStatus, Run, RunState, Trigger
+from punctual.port import EdgeChange, EdgeReads, Engine, ReleaseSlot, RunQuery, Store
 from tests.contract.factories import SECOND, drain, make_run
 
 pytestmark = pytest.mark.contract
@@ -95,6 +103,78 @@ def test_release_record_fills_once_per_upstream_and_completes_by_generation(stor
     assert not applied  # finished at or before the last release: stale
     applied, state = store.fill_release(d, ReleaseSlot(first.upstream_id, "run_a_3", 1_501))
     assert applied and state.generation == 1
+
+
+def _decision(change: EdgeChange | None, read: list[str] | None = None) -> Callable[[EdgeReads], EdgeChange | None]:
+    def decide(reads: EdgeReads) -> EdgeChange | None:
+        if read:
+            reads.edges(read)
+        return change
+
+    return decide
+
+
+def test_a_decision_writes_the_job_its_edges_and_its_new_upstreams_at_once(store: Store, clock: ManualClock) -> None:
+    up, old = cron_job(store, clock, "up"), cron_job(store, clock, "old")
+    down = dependent(store, clock, "down", [old])
+    moved = down.model_copy(update={"depends_on": DependsOn(jobs=[up.id]), "updated_at": clock.now_ms()})
+    change = EdgeChange(moved, down.version, linked=(up.id,), unlinked=(old.id,))
+    stored = store.decide_edges(OWNER, _decision(change, read=[up.id]))
+    assert stored is not None and stored.version == down.version + 1
+    assert store.get_job(down.id) == stored
+    marked = store.get_job(up.id)
+    assert marked.has_dependents and marked.version == up.version + 1  # a delete that read before is refused
+    assert store.dependents_of(up.id) == [down.id] and store.dependents_of(old.id) == []
+
+
+def test_a_refused_decision_writes_nothing(store: Store, clock: ManualClock) -> None:
+    up, gone = cron_job(store, clock, "up"), cron_job(store, clock, "gone")
+    service.delete_job(store, OWNER, gone.id, clock.now_ms())
+    down = dependent(store, clock, "down", [up])
+    renamed = down.model_copy(update={"name": "renamed"})
+    refusals: list[tuple[EdgeChange, type[Exception]]] = [
+        (EdgeChange(renamed, down.version - 1), ConcurrentModification),  # stale version
+        (EdgeChange(renamed.model_copy(update={"id": "job_" + "0" * 32}), 1), JobNotFound),  # no such job
+        (EdgeChange(renamed, None, linked=(up.id,)), JobAlreadyExists),  # a create of an existing id
+        (EdgeChange(renamed, down.version, linked=(gone.id,)), ConcurrentModification),  # a deleted upstream
+    ]
+    for change, error in refusals:
+        with pytest.raises(error):
+            store.decide_edges(OWNER, _decision(change))
+    assert store.decide_edges(OWNER, _decision(None)) is None  # nothing to write
+
+    def failing(reads: EdgeReads) -> EdgeChange:
+        raise DependencyCycle("refused by the check")
+
+    with pytest.raises(DependencyCycle):
+        store.decide_edges(OWNER, failing)
+    assert store.get_job(down.id) == down and store.dependents_of(gone.id) == []
+    assert not store.get_job(gone.id).has_dependents
+
+
+def test_a_decision_that_fails_while_writing_leaves_nothing_behind(
+    store: Store, clock: ManualClock, engine_kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A crash anywhere in the write: embedded, the last statement of the transaction fails after the
+    # job row and the upstream's flag were written; aws, the one request is lost on the way.
+    up, down = cron_job(store, clock, "up"), cron_job(store, clock, "down")
+    error: type[Exception]
+    if engine_kind == "embedded":
+        monkeypatch.setattr("punctual.engines.embedded.edges._LINK", "INSERT INTO no_such_table VALUES (?, ?)")
+        error = sqlite3.OperationalError
+    else:
+        from botocore.exceptions import EndpointConnectionError
+
+        def lost(**_: Any) -> Any:
+            raise EndpointConnectionError(endpoint_url="http://127.0.0.1:9")
+
+        monkeypatch.setattr(store._tables.client, "transact_write_items", lost)  # type: ignore[attr-defined]
+        error = EndpointConnectionError
+    changes = {"schedule": None, "depends_on": {"jobs": [up.id]}}
+    with pytest.raises(error):
+        service.update_job(store, OWNER, down.id, changes, clock.now_ms())
+    assert store.get_job(down.id) == down and store.get_job(up.id) == up
+    assert store.dependents_of(up.id) == []
 
 
 # -- releases ------------------------------------------------------------------------------------

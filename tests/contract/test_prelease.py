@@ -1,13 +1,13 @@
-"""Pre-leasing on both engines: a lease taken ahead of the run's instant (LeaseRequest.starts_at),
-and the batched reads a worker uses at the instant (get_jobs, job_marks, held_runs)."""
+"""Pre-leasing on both engines: runs held for their instant cost nothing in the store (the
+message's visibility is the reservation), and at the instant the lease decides with the job as the
+user left it: a paused job, a schedule that lost the instant, a deleted job, a changed timeout."""
 
 from __future__ import annotations
 
 import pytest
 
-from punctual import rules
-from punctual.model import JobStatus, RunState
-from punctual.port import Hold, JobMark, LeaseOutcome, LeaseRequest, RunChange
+from punctual.model import JobStatus, RunState, Trigger, Withdrawal
+from punctual.port import JobMark, LeaseOutcome, LeaseRequest
 from tests.contract.factories import MINUTE, SECOND, make_job, make_run
 
 pytestmark = pytest.mark.contract
@@ -16,39 +16,45 @@ OWNER = "owner-prelease"
 LEASE = 30 * SECOND
 
 
-def test_a_pre_lease_starts_the_attempt_at_the_instant(engine, clock):
-    # Given a scheduled run due in two seconds and a retrying run whose backoff ends in two seconds
-    job = make_job(OWNER, clock, shards=engine.store.shards)
-    engine.store.create_job(job)
+def test_a_withdrawn_run_is_cancelled_at_its_first_lease_and_never_leased(engine, clock):
+    # Given a paused job's runs: scheduled on time, a catch-up, a manual one, a dependent one, and
+    # one that already began (retrying past its backoff)
+    store = engine.store
+    job = make_job(OWNER, clock, shards=store.shards, status=JobStatus.PAUSED)
+    store.create_job(job)
     now = clock.now_ms()
-    due = make_run(job, now + 2 * SECOND, clock)
-    backing_off = make_run(
-        job, now - MINUTE, clock, state=RunState.RETRYING, attempt=1, next_attempt_at=now + 2 * SECOND
-    )
-    assert engine.store.insert_runs([due, backing_off]) == [True, True]
-    stored = engine.store.get_run(job.id, due.scheduled_at)
-    # When a worker leases both now, each starting at its instant
-    requests = [
-        LeaseRequest(job.id, due.scheduled_at, LEASE, starts_at=due.scheduled_at),
-        LeaseRequest(job.id, backing_off.scheduled_at, LEASE, starts_at=now + 2 * SECOND),
-    ]
-    results = engine.store.lease_runs(requests, "w1", now)
-    # Then the scheduled run is held from its instant on (started_at never before scheduled_at) ...
-    assert results[0].outcome is LeaseOutcome.LEASED
-    held = engine.store.get_run(job.id, due.scheduled_at)
-    assert held.started_at == due.scheduled_at and held.lease_expires_at == due.scheduled_at + LEASE
-    assert held.worker_id == "w1" and held.attempt == 1
-    # exactly as the rules say (both engines spell rules.leased in their own way)
-    assert held == rules.leased(stored, "w1", now, LEASE, due.scheduled_at) == results[0].run
-    # ... and whether a run may be leased is still decided at now: the backoff has not ended
-    assert results[1].outcome is LeaseOutcome.NOT_READY
-    # A start in the past changes nothing: the attempt starts now
-    later = make_run(job, now - 5 * SECOND, clock)
-    assert engine.store.insert_runs([later]) == [True]
-    [result] = engine.store.lease_runs(
-        [LeaseRequest(job.id, later.scheduled_at, LEASE, starts_at=now - SECOND)], "w1", now
-    )
-    assert result.run is not None and result.run.started_at == now and result.run.lease_expires_at == now + LEASE
+    on_time = make_run(job, now, clock)
+    catchup = make_run(job, now - MINUTE, clock, trigger=Trigger.CATCHUP)
+    manual = make_run(job, now - 2 * MINUTE, clock, trigger=Trigger.MANUAL)
+    released = make_run(job, now - 3 * MINUTE, clock, trigger=Trigger.DEPENDENCY)
+    began = make_run(job, now - 4 * MINUTE, clock, state=RunState.RETRYING, attempt=1, next_attempt_at=now)
+    runs = [on_time, catchup, manual, released, began]
+    assert store.insert_runs(runs) == [True] * 5
+    # When a worker leases them at their instant, saying the job is paused
+    requests = [LeaseRequest(job.id, r.scheduled_at, LEASE, withdrawn=Withdrawal.PAUSED) for r in runs]
+    results = store.lease_runs(requests, "w1", now)
+    # Then the automatic runs that never began are cancelled, never leased: no attempt, no worker
+    assert [r.outcome for r in results] == [
+        LeaseOutcome.SKIPPED, LeaseOutcome.SKIPPED, LeaseOutcome.LEASED, LeaseOutcome.SKIPPED, LeaseOutcome.LEASED,
+    ]  # fmt: skip
+    for run in (on_time, catchup, released):
+        stored = store.get_run(job.id, run.scheduled_at)
+        assert stored.state is RunState.CANCELLED and stored.attempt == 0 and stored.worker_id is None
+        assert stored.note is not None and "paused" in stored.note
+    # ... while the manual run (an explicit request) and the run that began (its retries) go on
+    assert store.get_run(job.id, manual.scheduled_at).attempt == 1
+    assert store.get_run(job.id, began.scheduled_at).attempt == 2
+    # A schedule that lost the instant withdraws only schedule and catch-up runs
+    later = [make_run(job, now + i * SECOND, clock, trigger=t) for i, t in enumerate(Trigger, start=1)]
+    assert store.insert_runs(later) == [True] * len(later)
+    requests = [LeaseRequest(job.id, r.scheduled_at, LEASE, withdrawn=Withdrawal.OFF_SCHEDULE) for r in later]
+    outcomes = {r.trigger: res.outcome for r, res in zip(later, store.lease_runs(requests, "w1", now), strict=True)}
+    assert outcomes == {
+        Trigger.SCHEDULE: LeaseOutcome.SKIPPED,
+        Trigger.CATCHUP: LeaseOutcome.SKIPPED,
+        Trigger.MANUAL: LeaseOutcome.LEASED,
+        Trigger.DEPENDENCY: LeaseOutcome.LEASED,
+    }
 
 
 def test_get_jobs_and_job_marks_read_many_jobs_at_once(engine, clock):
@@ -75,33 +81,6 @@ def test_get_jobs_and_job_marks_read_many_jobs_at_once(engine, clock):
     assert store.job_marks([jobs[0].id])[jobs[0].id].version == found[jobs[0].id].version + 1
 
 
-def test_held_runs_tells_which_leases_the_caller_still_holds(engine, clock):
-    # Given four runs leased by w1, one of them then cancelled, one taken over by w2 after expiry
-    store = engine.store
-    job = make_job(OWNER, clock, shards=store.shards)
-    store.create_job(job)
-    now = clock.now_ms()
-    runs = [make_run(job, now - i * SECOND, clock) for i in range(4)]
-    assert store.insert_runs(runs) == [True] * 4
-    leases = store.lease_runs([LeaseRequest(r.job_id, r.scheduled_at, LEASE) for r in runs], "w1", now)
-    held = [lease.run for lease in leases]
-    assert all(run is not None for run in held)
-    cancelled = held[1]
-    assert cancelled is not None
-    store.transition_run(cancelled, RunChange(RunState.CANCELLED, now, now, finished_at=now, note="cancelled"))
-    clock.advance(LEASE + SECOND)
-    [takeover] = store.lease_runs([LeaseRequest(runs[2].job_id, runs[2].scheduled_at, LEASE)], "w2", clock.now_ms())
-    assert takeover.outcome is LeaseOutcome.LEASED
-    holds = [Hold(r.job_id, r.scheduled_at, "w1", 1) for r in runs]
-    holds.append(Hold(job.id, now - 9 * SECOND, "w1", 1))  # no such run
-    holds.append(Hold(runs[3].job_id, runs[3].scheduled_at, "w1", 2))  # another attempt
-    # When w1 asks which it still holds
-    flags = store.held_runs(holds)
-    # Then only the untouched leases (expired or not) are its own
-    assert flags == [True, False, False, True, False, False]
-    assert store.held_runs([]) == []
-
-
 def _port(engine, clock):
     from punctual.execution.batch import Port
     from punctual.execution.options import ExecutionOptions
@@ -111,51 +90,58 @@ def _port(engine, clock):
     return Port(engine.store, engine.queue, engine.finish_and_ack, clock, "w1", options, LogAlerter())
 
 
-def test_a_pre_leased_run_honours_at_its_instant_what_happened_meanwhile(engine, clock):
+def test_held_runs_are_untouched_and_leased_at_their_instant_as_the_user_left_them(engine, clock):
     from punctual.execution import batch
     from punctual.execution.options import Outcome
     from punctual.model import HttpTarget, Overlap
     from punctual.port import Dispatch
-    from punctual.runs.cancel import cancellation
     from tests.contract.factories import drain
 
-    # Given five jobs with a run due in two seconds, one of them with overlap forbid, all received early
+    # Given six jobs with a run due in two seconds, one of them with overlap forbid, all received early
     store = engine.store
     now = clock.now_ms()
     at = now + 2 * SECOND
-    jobs = [make_job(OWNER, clock, shards=store.shards) for _ in range(4)]
+    jobs = [make_job(OWNER, clock, shards=store.shards) for _ in range(5)]
     jobs.append(make_job(OWNER, clock, shards=store.shards, overlap=Overlap.FORBID))
     for job in jobs:
         store.create_job(job)
     runs = [make_run(job, at, clock) for job in jobs]
-    assert store.insert_runs(runs) == [True] * 5
+    assert store.insert_runs(runs) == [True] * 6
     engine.queue.send([Dispatch(run.run_id, at) for run in runs])
     deliveries = sorted(drain(engine.queue), key=lambda d: [r.run_id for r in runs].index(d.run_id))
     port = _port(engine, clock)
-    # When the worker pre-leases them for their instant
-    prepared = batch.prepare(port, deliveries, starts_at=at)
-    # Then the four that allow overlap are held from their instant on; the forbid one waits for it
-    assert [held.run.run_id for held in prepared.leased] == [run.run_id for run in runs[:4]]
-    assert all(held.run.started_at == at for held in prepared.leased)
-    assert [d.run_id for d in prepared.later] == [runs[4].run_id] and not prepared.settled
-    # When, before the instant, job 0 is deleted, job 1 gets a new target and run 2 is cancelled
-    deleted = store.get_job(jobs[0].id)
-    store.update_job(deleted.model_copy(update={"status": JobStatus.DELETED, "next_run_at": None}), deleted.version)
-    replaced = store.get_job(jobs[1].id)
+    # When the worker holds them for their instant
+    holding = batch.hold(port, deliveries)
+    # Then nothing is written: every run is as the scheduler inserted it (no attempt, no worker)
+    assert [d.run_id for d in holding.deliveries] == [run.run_id for run in runs] and not holding.settled
+    assert [store.get_run(run.job_id, at) for run in runs] == [store.get_run(run.job_id, at) for run in runs]
+    assert all(store.get_run(run.job_id, at).attempt == 0 for run in runs)
+
+    # When, before the instant, job 0 is deleted, job 1 gets a new target, job 2 is paused and
+    # job 3 a longer timeout
+    def edit(job_id, **update):
+        job = store.get_job(job_id)
+        store.update_job(job.model_copy(update=update), job.version)
+
+    edit(jobs[0].id, status=JobStatus.DELETED, next_run_at=None)
     new_target = HttpTarget(url="https://example.com/v2")
-    store.update_job(replaced.model_copy(update={"target": new_target}), replaced.version)
-    held_run = store.get_run(jobs[2].id, at)
-    store.transition_run(held_run, cancellation(now + SECOND, "cancelled by its owner"))
+    edit(jobs[1].id, target=new_target)
+    edit(jobs[2].id, status=JobStatus.PAUSED, next_run_at=None)
+    edit(jobs[3].id, timeout_s=300)
     clock.advance(2 * SECOND)
-    rechecked = batch.recheck(port, prepared.leased)
-    # Then only runs 1 (with the job as it is now) and 3 are executed; run 0 is cancelled, run 2 left alone
-    assert [(held.run.run_id, held.job.target) for held in rechecked.leased] == [
-        (runs[1].run_id, new_target),
-        (runs[3].run_id, jobs[3].target),
-    ]
-    settled = {delivery.run_id: outcome for delivery, outcome in rechecked.settled}
-    assert settled == {runs[0].run_id: Outcome.CANCELLED, runs[2].run_id: Outcome.LEASE_LOST}
-    assert store.get_run(jobs[0].id, at).state is RunState.CANCELLED
-    assert store.get_run(jobs[2].id, at).state is RunState.CANCELLED
-    # and the cancelled run's message is gone: three stay (two executing, one left for redelivery)
+    prepared = batch.prepare(port, holding.deliveries, known=holding.jobs)
+    # Then runs 1, 3, 4 and 5 are leased with their jobs as they are now, run 3 for its new timeout
+    leased = {held.run.run_id: held for held in prepared.leased}
+    assert sorted(leased) == sorted(run.run_id for run in (runs[1], runs[3], runs[4], runs[5]))
+    assert leased[runs[1].run_id].job.target == new_target
+    stored = store.get_run(jobs[3].id, at)
+    assert leased[runs[3].run_id].lease_ms == (300 + 1) * SECOND
+    assert stored.lease_expires_at == clock.now_ms() + (300 + 1) * SECOND and stored.started_at == clock.now_ms()
+    # ... and the deleted job's run is cancelled, the paused job's withdrawn: neither ever leased
+    settled = {delivery.run_id: outcome for delivery, outcome in prepared.settled}
+    assert settled == {runs[0].run_id: Outcome.CANCELLED, runs[2].run_id: Outcome.SKIPPED}
+    for run in (runs[0], runs[2]):
+        assert store.get_run(run.job_id, at).state is RunState.CANCELLED
+        assert store.get_run(run.job_id, at).attempt == 0
+    # and their messages are gone: four stay, with their runs executing
     assert engine.queue.depth() == 4

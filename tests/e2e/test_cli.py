@@ -70,6 +70,28 @@ def test_a_one_time_job_from_run_in(cli: Cli) -> None:
     assert job["schedule"] is None and job["run_at"] == job["next_run_at"]
 
 
+def test_a_spec_file_whose_target_has_no_type_creates_an_http_job(cli: Cli, tmp_path: Any) -> None:
+    # issue 26 case 8: the document says type defaults to http; through the CLI as through the API
+    spec = tmp_path / "job.json"
+    spec.write_text(
+        json.dumps({"name": "typeless", "schedule": "0 3 * * *", "target": {"url": "https://example.com/h"}})
+    )
+    job = cli.json("jobs", "create", "--file", str(spec))
+    assert (job["target"]["type"], job["target"]["url"]) == ("http", "https://example.com/h")
+    # and a header no request can carry is refused before anything is written, naming it
+    spec.write_text(
+        json.dumps(
+            {
+                "name": "priced",
+                "schedule": "0 3 * * *",
+                "target": {"url": "https://example.com/h", "headers": {"X-Price": "5 \u20ac"}},
+            }
+        )
+    )
+    code, _, err = cli("jobs", "create", "--file", str(spec))
+    assert code == 1 and "target.headers.X-Price" in err and "target_refused" in err
+
+
 def test_errors_are_clear_and_exit_1(cli: Cli) -> None:
     code, _, err = cli("jobs", "create", "--name", "bad", "--schedule", "61 * * * *", "--url", "https://x.example/h")
     assert code == 1 and "minute" in err and "invalid_schedule" in err

@@ -4,8 +4,9 @@ throttle, lose or duplicate at random, and per-component skewed clocks (see ``ch
 from __future__ import annotations
 
 import random
+import threading
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,6 +33,7 @@ STORE_WRITES = frozenset(
 )
 STORE_READS = frozenset({"get_job", "get_run", "due_jobs", "past_deadline_runs", "shard_leases"})
 WRITE_FAULTS = ("crash_before", "crash_after", "throttle")
+INTERLEAVE_WAIT_S = 0.2  # how long a decision waits for the request interleaved with it
 
 
 class Crash(BaseException):
@@ -64,12 +66,47 @@ class Faults:
 
 
 class FaultyStore:
-    """The engine's store with faults around every write; reads pass through."""
+    """The engine's store with faults around every write; reads pass through.
+
+    :meth:`before_write_once` runs another request just before the next call of a named method
+    (two requests interleaved: the second one's reads and writes land between the first one's
+    reads and its write); ``observe`` sees every write's arguments and result."""
 
     def __init__(self, inner: Store, faults: Faults) -> None:
         self._inner, self._faults = inner, faults
+        self._hook: tuple[frozenset[str], Callable[[], None]] | None = None
+        self.observe: Callable[[str, tuple[Any, ...], Any], None] | None = None
+
+    def before_write_once(self, names: frozenset[str], fn: Callable[[], None] | None) -> None:
+        self._hook = None if fn is None else (names, fn)
+
+    def decide_edges(self, owner: str, decide: Callable[[Any], Any]) -> Any:
+        """The engine's atomic graph decision; with a hook set, the other request runs once this
+        one has decided (its reads done, its write not): in a thread, as a second API process
+        would, given ``INTERLEAVE_WAIT_S`` to finish before this one writes (on SQLite it waits
+        for this one's write lock), then joined."""
+        if self._hook is None or "decide_edges" not in self._hook[0]:
+            return self._inner.decide_edges(owner, decide)
+        fn, self._hook = self._hook[1], None
+        other = threading.Thread(target=fn, daemon=True)
+
+        def decided(reads: Any) -> Any:
+            change = decide(reads)
+            if not other.is_alive() and other.ident is None:
+                other.start()
+                other.join(INTERLEAVE_WAIT_S)
+            return change
+
+        try:
+            return self._inner.decide_edges(owner, decided)
+        finally:
+            if other.ident is not None:
+                other.join(10)
 
     def __getattr__(self, name: str) -> Any:
+        if self._hook is not None and name in self._hook[0]:
+            fn, self._hook = self._hook[1], None
+            fn()
         attr = getattr(self._inner, name)
         if name in STORE_READS:
             return self._read(name, attr)
@@ -85,6 +122,8 @@ class FaultyStore:
             if kind == "throttle":
                 raise Throttled(f"{name} throttled (injected)")
             result = attr(*args, **kwargs)
+            if self.observe is not None:
+                self.observe(name, args, result)
             if kind == "crash_after":
                 raise Crash(f"after {name}")
             return result

@@ -300,9 +300,14 @@ def test_the_region_wide_logging_role_is_set_only_when_asked(default_synth: Synt
 # -- IAM -------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("component", ["api", "scheduler", "worker", "reaper"])
+@pytest.mark.parametrize("component", ["scheduler", "worker", "reaper"])
 def test_no_role_is_granted_condition_checks_it_never_makes(default_synth: Synth, component: str) -> None:
     assert "dynamodb:ConditionCheckItem" not in _role_actions(default_synth, component)
+
+
+def test_the_api_may_check_the_jobs_a_dependency_decision_read(default_synth: Synth) -> None:
+    # engines/aws/edges.py: a transaction with a ConditionCheck per job the cycle check walked
+    assert "dynamodb:ConditionCheckItem" in _role_actions(default_synth, "api")
 
 
 def test_the_scheduler_cannot_delete_leases(default_synth: Synth) -> None:

@@ -447,14 +447,14 @@ def test_signatures_are_hmac_sha256_of_timestamp_run_and_body(secret):
 def test_a_request_from_the_template_is_the_request_from_the_invocation(method, keyed, tmp_path, monkeypatch):
     # a job without headers of its own skips the Invocation: the bytes must be the same
     from punctual.engines.embedded.keys import LocalKeys
-    from punctual.execution.targets import aio
+    from punctual.execution.targets import aio, request_rules
     from punctual.execution.targets.types import Invocation
 
     monkeypatch.setattr(aio.time, "time", lambda: 1_800_000_000.5)
     job = job_with(HttpTarget(url="http://127.0.0.1:8080/hook?x=1", method=method))
     run = run_of(job)
     targets = AsyncTargets(LOCAL, keys=LocalKeys(tmp_path / "k.key") if keyed else None)
-    url = aio._parse(job.target.url)
+    url = request_rules.target_url(job.target.url)
     built = targets._build(job, run, 2, url, "127.0.0.1")
     expected = aio._request(job.target, Invocation.of(job, run, 2, targets.keys), url, "127.0.0.1")
     assert built == expected

@@ -127,13 +127,11 @@ def test_a_batched_lease_writes_what_rules_leased_writes_whatever_the_document_h
         Run(**base, scheduled_at=NOW - 6, lease_expires_at=NOW - 800),
     ]
     assert all(engine.store.insert_runs(runs))
-    # When they are leased in one batch, one of them as a pre-lease of a later instant
-    requests = [
-        LeaseRequest(job_id, r.scheduled_at, LEASE, starts_at=NOW + 900 if i == 4 else None) for i, r in enumerate(runs)
-    ]
+    # When they are leased in one batch
+    requests = [LeaseRequest(job_id, r.scheduled_at, LEASE) for r in runs]
     leases = engine.store.lease_runs(requests, "w1", NOW)
     # Then each is the run rules.leased gives, as read back
-    for run, request, lease in zip(runs, requests, leases, strict=True):
-        expected = rules.leased(run, "w1", NOW, LEASE, request.starts_at)
+    for run, lease in zip(runs, leases, strict=True):
+        expected = rules.leased(run, "w1", NOW, LEASE)
         assert lease.outcome is LeaseOutcome.LEASED
         assert lease.run == expected == engine.store.get_run(job_id, run.scheduled_at)

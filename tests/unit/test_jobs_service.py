@@ -235,6 +235,14 @@ def test_empty_update_is_a_read(store: Store) -> None:
     assert jobs.update_job(store, "alice", job.id, {}, NOW) == job
 
 
+def test_an_empty_update_of_a_deleted_job_is_refused_like_any_other(store: Store) -> None:
+    # issue 26: docs/api.md says every PATCH of a deleted job is 409; PATCH {} answered 200
+    job = jobs.create_job(store, "alice", cron(), NOW).job
+    jobs.delete_job(store, "alice", job.id, NOW)
+    with pytest.raises(InvalidTransition):
+        jobs.update_job(store, "alice", job.id, {}, NOW)
+
+
 # -- lifecycle ----------------------------------------------------------------------------------------
 
 

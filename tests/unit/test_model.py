@@ -230,7 +230,15 @@ def test_eventbridge_defaults() -> None:
     "target",
     [
         {"type": "ftp", "url": "ftp://example.com"},
-        {"url": "https://example.com/hook"},  # the discriminator is required
+        {"function_arn": LAMBDA_ARN},  # without a type a target is http: the other kinds name theirs
+        {"type": None, "url": "https://example.com/hook"},
+        {
+            "type": "lambda",
+            "function_arn": "arn:aws:lambda:us-east-1:\uff11\uff12\uff13456789012:function:f",
+        },  # full-width
+        {"type": "sqs", "queue_url": "https://sqs.€.amazonaws.com/123456789012/q"},
+        {"type": "http", "url": "https://example.com", "headers": {"X-A": "1", "x-a": "2"}},  # named twice
+        {"type": "eventbridge", "event_bus": "bus \u20ac"},
         {"type": "http"},
         {"type": "http", "url": "ftp://example.com/hook"},
         {"type": "http", "url": "https://exa mple.com"},
@@ -253,6 +261,12 @@ def test_eventbridge_defaults() -> None:
 )
 def test_bad_targets_are_refused(target: object) -> None:
     refused(target=target)
+
+
+def test_a_target_without_type_is_http() -> None:
+    # issue 26 case 8: the document says type defaults to http; the API agrees
+    target = spec(target={"url": "https://example.com/hook"}).target
+    assert isinstance(target, HttpTarget) and target.type == "http"
 
 
 def test_headers_at_the_limit_are_accepted() -> None:

@@ -58,3 +58,22 @@ def test_the_scheduler_reads_the_skew_clock_from_the_engine_port(runtime: Runtim
     assert runtime.engine.clock_skew is None  # SQLite shares our clock
     scheduler = runtime.scheduler(metrics=InMemoryMetrics(), instance=1, instances=3)
     assert scheduler.clock.source is None and scheduler.clock.skew() == 0
+
+
+class _MeasuredSkew:
+    skew_ms = 4_000  # the service's clock is 4 s ahead of this host's
+
+
+def test_workers_and_the_reaper_decide_when_by_the_corrected_clock(
+    runtime: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given an engine that measured the service's clock 4 s ahead of this host's (as the aws engine
+    # does from response Date headers)
+    monkeypatch.setattr(type(runtime.engine), "clock_skew", property(lambda _: _MeasuredSkew()))
+    local = runtime.clock.now_ms()
+    # Then every component that decides when (a call's instant, a lease's expiry) reads the
+    # corrected clock: a worker on a host 4 s behind neither calls late nor takes over early
+    assert runtime.worker().clock.now_ms() == local + 4_000
+    assert runtime.worker().port.clock.now_ms() == local + 4_000
+    assert runtime.lambda_worker().clock.now_ms() == local + 4_000
+    assert runtime.reaper().clock.now_ms() == local + 4_000

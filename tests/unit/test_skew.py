@@ -6,9 +6,8 @@ from email.utils import formatdate
 
 import pytest
 
-from punctual.clock import ManualClock
+from punctual.clock import ManualClock, SkewCorrectedClock
 from punctual.engines.aws.clients import ServiceClock
-from punctual.scheduling.scheduler import SkewCorrectedClock
 
 pytestmark = pytest.mark.unit
 

@@ -19,6 +19,36 @@ class Clock(Protocol):
     def sleep(self, seconds: float) -> None: ...
 
 
+class Skewed(Protocol):
+    @property
+    def skew_ms(self) -> int | None:
+        """Service clock minus local clock, as last measured (None before the first measure)."""
+        ...
+
+
+class SkewCorrectedClock:
+    """``now`` corrected by the service's clock as measured from AWS response ``Date`` headers.
+
+    Every component that decides *when* by the clock uses it (the scheduler, the workers, the
+    reaper): a worker whose clock runs ahead would call early and take over live leases. Only
+    *when* things happen depends on it; a wrong clock (±30 s) delays or advances dispatch but
+    cannot create a second run: the claim's conditional writes decide that.
+    """
+
+    def __init__(self, base: Clock, source: Skewed | None) -> None:
+        self.base = base
+        self.source = source
+
+    def skew(self) -> int:
+        return (self.source.skew_ms or 0) if self.source is not None else 0
+
+    def now_ms(self) -> int:
+        return self.base.now_ms() + self.skew()
+
+    def sleep(self, seconds: float) -> None:
+        self.base.sleep(seconds)
+
+
 class SystemClock:
     """Wall clock, optionally corrected by a measured skew (see the scheduler's skew estimator)."""
 

@@ -27,6 +27,8 @@ from punctual.model import (
     Overlap,
     Run,
     RunState,
+    Trigger,
+    Withdrawal,
     copy_run,
     truncate,
 )
@@ -80,11 +82,9 @@ def takeover_record(run: Run) -> Attempt:
     )
 
 
-def leased(run: Run, worker_id: str, now: int, lease_ms: int, starts_at: int | None = None) -> Run:
-    """``run`` after a successful lease by ``worker_id`` at ``now``; a pre-lease's attempt starts
-    at ``starts_at`` (``started_at`` and the lease's end count from it)."""
+def leased(run: Run, worker_id: str, now: int, lease_ms: int) -> Run:
+    """``run`` after a successful lease by ``worker_id`` at ``now``: its attempt begins now."""
     attempts = [*run.attempts, takeover_record(run)] if is_takeover(run) else run.attempts
-    now = max(now, starts_at or now)
     until = now + lease_ms
     return run.model_copy(
         update={
@@ -156,6 +156,32 @@ def apply_change(run: Run, change: RunChange) -> Run:
 def bounded(attempts: list[Attempt]) -> list[Attempt]:
     """Keep the newest ``MAX_ATTEMPTS_KEPT`` attempt records."""
     return attempts[-MAX_ATTEMPTS_KEPT:]
+
+
+# -- withdrawal: what the user committed before the instant decides it ---------------------------
+#
+# The worker reads the job at the run's instant and says why it withdraws the run (a paused job,
+# a schedule that lost the instant); the lease decides, on the run as stored, whether that
+# applies: only at the run's first lease (a run that began keeps its retries), and only to the
+# triggers concerned (a manual run of a paused job is an explicit request: it runs).
+
+_WITHDRAWN_TRIGGERS = {
+    Withdrawal.PAUSED: frozenset({Trigger.SCHEDULE, Trigger.CATCHUP, Trigger.DEPENDENCY}),
+    Withdrawal.OFF_SCHEDULE: frozenset({Trigger.SCHEDULE, Trigger.CATCHUP}),
+}
+_WITHDRAWN_NOTES = {
+    Withdrawal.PAUSED: "cancelled: the job was paused before this run's instant",
+    Withdrawal.OFF_SCHEDULE: "cancelled: the job's schedule changed before this instant and no longer has it",
+}
+
+
+def withdrawn(run: Run, withdrawal: Withdrawal | None, now: int) -> RunChange | None:
+    """The change that cancels ``run`` at its first lease because of ``withdrawal``; None if it
+    does not apply (no withdrawal, the run already began, or its trigger is not concerned)."""
+    if withdrawal is None or run.state is not RunState.SCHEDULED or run.trigger not in _WITHDRAWN_TRIGGERS[withdrawal]:
+        return None
+    note = _WITHDRAWN_NOTES[withdrawal]
+    return RunChange(state=RunState.CANCELLED, now=now, deadline_at=now, finished_at=now, note=note)
 
 
 # -- overlap: decided at the new run's instant -------------------------------------------------

@@ -10,10 +10,9 @@ Routes are thin: parse (Powertools validates against the pydantic models), call 
    calling (401), body size (413) and media type (415);
 2. the request is resolved with the caller's owner and the engine in the resolver's context.
 
-Powertools keeps the current event in class-level state, so one resolver cannot serve two
-requests at once in one process; :func:`handle` serializes them. That is what Lambda does anyway
-(one request per execution environment), and a local API answering in about a millisecond
-(plus the engine's time) does not need more.
+Requests run at once: each has its own resolver state (``punctual.api.resolver``), so one owner's
+slow request (a large dependency graph) never holds up another's. On Lambda an execution
+environment serves one request at a time anyway; ``punctual api`` serves each on a thread.
 """
 
 from __future__ import annotations
@@ -24,12 +23,13 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Annotated, Any
 
-from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
+from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.openapi.models import Server
 from aws_lambda_powertools.event_handler.openapi.params import Header, Path, Query
 
 from punctual import __version__, ids
 from punctual.api import alerts, edges, errors, openapi, signing, stats, tenants
+from punctual.api.resolver import ConcurrentResolver
 from punctual.api.schemas import JobCreate, JobGraph, JobPage, JobPatch, JobResponse, RunPage, RunResponse
 from punctual.clock import Clock, from_datetime
 from punctual.config import Settings
@@ -44,7 +44,7 @@ from punctual.port import Engine, Keys, Queue, RunQuery, SkewSource, Store
 from punctual.tenancy.api_rate import ApiRateLimiter
 from punctual.tenancy.limits import LimitCache, defaults_from
 
-_LOCK = threading.Lock()
+_DOCUMENT = threading.Lock()  # the OpenAPI document is generated once, by one request
 
 # Ids carry their patterns: a malformed id is 422 invalid_id, a well-formed one that does not
 # exist (or is another owner's) is 404 (docs/decisions.md, issue 10 "API document").
@@ -93,19 +93,17 @@ class Services:
 
 
 def handle(event: Mapping[str, Any], context: Any, services: Services) -> dict[str, Any]:
-    """Answer one API Gateway REST (v1) proxy event with a proxy response."""
-    with _LOCK:
-        try:
-            owner = edges.admit(event)
-            if owner is not None and services.api_rate is not None:
-                services.api_rate.check(owner)  # 429 before any work: the owner's api_requests_per_second
-        except PunctualError as exc:
-            return errors.lambda_response(exc)
-        app.context.update(services=services, owner=owner)  # cleared by resolve() when it returns
-        return app.resolve(edges.json_media(event), context)
+    """Answer one API Gateway REST (v1) proxy event with a proxy response (thread-safe)."""
+    try:
+        owner = edges.admit(event)
+        if owner is not None and services.api_rate is not None:
+            services.api_rate.check(owner)  # 429 before any work: the owner's api_requests_per_second
+    except PunctualError as exc:
+        return errors.lambda_response(exc)
+    return app.resolve_with(edges.json_media(event), context, services=services, owner=owner)
 
 
-app = APIGatewayRestResolver(enable_validation=True, json_body_deserializer=edges.strict_json)
+app = ConcurrentResolver(enable_validation=True, json_body_deserializer=edges.strict_json)
 errors.register(app)
 app.enable_swagger(
     path="/docs",
@@ -135,7 +133,13 @@ def create_job(
     body: JobCreate,
     idempotency_key: Annotated[
         str | None,
-        Header(alias="Idempotency-Key", description="retry-safe create: one job per key and owner"),
+        Header(
+            alias="Idempotency-Key",
+            description="retry-safe create: one job per key and owner (printable ASCII, no spaces)",
+            min_length=1,
+            max_length=checks.MAX_IDEMPOTENCY_KEY,
+            pattern=checks.IDEMPOTENCY_KEY_PATTERN,
+        ),
     ] = None,
 ) -> Response[JobResponse]:
     services, owner = _caller()
@@ -354,6 +358,11 @@ def openapi_document() -> Response[Any]:
 @lru_cache(maxsize=8)
 def openapi_json(server_url: str = "/") -> str:
     """The OpenAPI document, generated from the routes (cached: the routes never change)."""
+    with _DOCUMENT:
+        return _generated(server_url)
+
+
+def _generated(server_url: str) -> str:
     return app.get_openapi_json_schema(
         title=openapi.TITLE,
         version=__version__,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import json
 import re
+from collections import deque
 from collections.abc import Mapping
 from typing import Any
 
@@ -26,19 +27,32 @@ def strict_json(text: str) -> Any:
     """json.loads, refusing what cannot be stored: NaN/Infinity (not JSON either), nesting deeper
     than ``MAX_JSON_DEPTH`` (pydantic's serializer fails past 255 levels, Python's parser near 1000),
     strings escaping a lone surrogate (``"\\ud800"``: JSON text, but not Unicode), numbers out of
-    range (400 naming the field: ``punctual.numbers``) and a body that is not an object (422)."""
+    range (400 naming the field: ``punctual.numbers``), a body that is not an object (422) and an
+    object that names a key twice (422 naming it: RFC 8259 leaves the meaning to each parser, and
+    "the last one wins" would silently drop what the client sent first)."""
 
     def refuse(name: str) -> Any:
         raise json.JSONDecodeError(f"{name} is not valid JSON", text, 0)
 
+    objects = _Objects()
     try:
-        value = json.loads(text, parse_constant=refuse, parse_int=numbers.parse_int, parse_float=numbers.parse_float)
+        value = json.loads(
+            text,
+            parse_constant=refuse,
+            parse_int=numbers.parse_int,
+            parse_float=numbers.parse_float,
+            object_pairs_hook=objects,
+        )
     except RecursionError:
         value = None
     else:
         if not isinstance(value, dict):
             raise InvalidInput(f"the body must be a JSON object, not {_json_kind(value)}", field="body")
         if not _nests_deeper_than(value, MAX_JSON_DEPTH):
+            twice = _first_duplicate(value) if objects.duplicated else None
+            if twice is not None:
+                path, key = twice
+                raise InvalidInput(f"{path}: the key {key!r} appears twice in one object", field=path)
             bad = numbers.first_out_of_range(value)
             if bad is not None:
                 raise errors.NumberOutOfRange(
@@ -50,6 +64,48 @@ def strict_json(text: str) -> Any:
                 raise json.JSONDecodeError("a string is not valid Unicode (a lone surrogate)", text, 0) from None
             return value
     raise json.JSONDecodeError(f"nested deeper than {MAX_JSON_DEPTH} levels", text, 0)
+
+
+class _Duplicated(dict[str, Any]):
+    """A JSON object that named a key more than once (the last value kept, as json.loads does)."""
+
+    duplicate: str = ""
+
+
+class _Objects:
+    """json.loads' object_pairs_hook: builds each object as a dict, marking one that names a key
+    twice; ``duplicated`` tells whether any did (so clean bodies are not walked again)."""
+
+    def __init__(self) -> None:
+        self.duplicated = False
+
+    def __call__(self, pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        value = dict(pairs)
+        if len(value) == len(pairs):
+            return value
+        self.duplicated = True
+        marked = _Duplicated(value)
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                marked.duplicate = key
+                break
+            seen.add(key)
+        return marked
+
+
+def _first_duplicate(value: Any) -> tuple[str, str] | None:
+    """(the dotted path of the key, the key) of the first key some object of ``value`` names twice."""
+    pending: deque[tuple[Any, str]] = deque([(value, "")])
+    while pending:  # iterative, like _nests_deeper_than (the depth is bounded before this runs)
+        item, path = pending.popleft()
+        if isinstance(item, _Duplicated):
+            return (f"{path}.{item.duplicate}" if path else item.duplicate), item.duplicate
+        if isinstance(item, dict):
+            pending.extend((child, f"{path}.{key}" if path else str(key)) for key, child in item.items())
+        elif isinstance(item, list):
+            pending.extend((child, f"{path}.{i}" if path else str(i)) for i, child in enumerate(item))
+    return None
 
 
 def _json_kind(value: Any) -> str:

@@ -18,8 +18,9 @@ Statuses:
       target, headers: the whole spec) exceeds ``punctual.model.MAX_JOB_BYTES``
 415   unsupported_media_type: a body that is not ``application/json``
 422   invalid_input and its kinds (invalid_schedule, invalid_timezone, invalid_id,
-      invalid_cursor): the request parsed but a value is wrong (or the body is not a JSON
-      object); details name the fields
+      invalid_cursor, target_refused): the request parsed but a value is wrong (or the body is
+      not a JSON object, names a key twice, or the route does not take a query parameter);
+      details name the fields
 429   too_many_requests: over the owner's api_requests_per_second (``Retry-After`` says when)
 500   internal_error: a bug or an unavailable dependency, never bad input
 ====  =======================================================================================
@@ -45,7 +46,6 @@ from punctual.errors import (
     Conflict,
     Forbidden,
     InvalidCursor,
-    InvalidId,
     InvalidInput,
     InvalidSchedule,
     InvalidTimezone,
@@ -57,7 +57,7 @@ from punctual.errors import (
     TooManyRequests,
     Unauthorized,
 )
-from punctual.jobs import validation
+from punctual.jobs import checks, validation
 
 logger = logging.getLogger(__name__)
 
@@ -177,18 +177,19 @@ def from_request_validation(exc: RequestValidationError) -> PunctualError:
     if malformed is not None:
         reason = (malformed.get("ctx") or {}).get("error", "unreadable")
         return MalformedJson(f"request body is not valid JSON: {reason}", field="body")
-    bad_id = next((e for e in errors if _loc(e)[:2] in _ID_PARAMETERS), None)
-    if bad_id is not None:  # the id patterns are declared in the document; keep the id's own message
+    bad_id = next((e for e in errors if _loc(e)[:2] in _CHECKED_PARAMETERS), None)
+    if bad_id is not None:  # the patterns are declared in the document; keep the check's own message
         try:
-            _ID_PARAMETERS[_loc(bad_id)[:2]](str(bad_id.get("input", "")))
-        except InvalidId as invalid:
+            _CHECKED_PARAMETERS[_loc(bad_id)[:2]](str(bad_id.get("input", "")))
+        except InvalidInput as invalid:
             return invalid
     return validation.from_errors(errors, "invalid request")
 
 
-_ID_PARAMETERS: dict[tuple[Any, ...], Callable[[str], object]] = {
+_CHECKED_PARAMETERS: dict[tuple[Any, ...], Callable[[str], object]] = {
     ("path", "job_id"): ids.check_job_id,
     ("path", "run_id"): ids.parse_run_id,
+    ("header", "idempotency-key"): checks.check_idempotency_key,
 }
 
 

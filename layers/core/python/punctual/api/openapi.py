@@ -44,8 +44,10 @@ _ERRORS: dict[int, str] = {
     413: "The body is larger than allowed (request_too_large), or the whole job (payload, target and "
     "headers) is over 10 KiB as JSON (job_too_large).",
     415: "The body is not application/json (unsupported_media_type).",
-    422: "The body is not a JSON object, or a value is invalid (invalid_input, invalid_schedule, "
-    "invalid_timezone, invalid_id, invalid_cursor, dependency_cycle); details name the fields.",
+    422: "The body is not a JSON object or an object in it names a key twice, a query parameter is not "
+    "one the route takes, or a value is invalid (invalid_input, invalid_schedule, invalid_timezone, "
+    "invalid_id, invalid_cursor, dependency_cycle, target_refused: a target no request can be built "
+    "from or that may not be reached); details name the fields.",
     429: "More requests than the owner's api_requests_per_second (too_many_requests); retry after Retry-After seconds.",
     500: "Internal error (internal_error); never caused by input.",
     503: "The storage service is throttling (throttled); retry the same request.",

@@ -19,6 +19,7 @@ from punctual.model import (
     MAX_JITTER_S,
     MAX_RETRIES,
     MAX_TIMEOUT_S,
+    WHOLE,
     Attempt,
     AttemptOutcome,
     Catchup,
@@ -66,13 +67,13 @@ class JobPatch(BaseModel):
     depends_on: DependsOn | None = None
     payload: Any = None
     target: Target | None = None
-    timeout_s: Annotated[int, Field(ge=1, le=MAX_TIMEOUT_S)] | None = None
-    max_retries: Annotated[int, Field(ge=0, le=MAX_RETRIES)] | None = None
+    timeout_s: Annotated[int, Field(strict=True, ge=1, le=MAX_TIMEOUT_S), WHOLE] | None = None
+    max_retries: Annotated[int, Field(strict=True, ge=0, le=MAX_RETRIES), WHOLE] | None = None
     retry: RetryPolicy | None = None
-    jitter_s: Annotated[int, Field(ge=0, le=MAX_JITTER_S)] | None = None
+    jitter_s: Annotated[int, Field(strict=True, ge=0, le=MAX_JITTER_S), WHOLE] | None = None
     overlap: Overlap | None = None
     catchup: Catchup | None = None
-    max_backfill: Annotated[int, Field(ge=1, le=MAX_BACKFILL)] | None = None
+    max_backfill: Annotated[int, Field(strict=True, ge=1, le=MAX_BACKFILL), WHOLE] | None = None
 
     def changes(self) -> dict[str, Any]:
         """The fields the client sent (explicit nulls included), as plain JSON-like values."""

@@ -4,12 +4,16 @@ The async worker (``punctual.execution.async_worker``) calls these on its engine
 never on its event loop. They apply the rules of ``punctual.execution.delivery`` (the per-message
 protocol) to many messages per port call:
 
-- :func:`prepare`, at the runs' instant: read each job once, cancel the runs of deleted jobs,
-  admit the rest through the owners' tenant limits (``punctual.tenancy.admission``: a run over
-  its owner's max_concurrency or max_runs_per_minute waits, hidden, no attempt used), lease the
-  admitted with one :meth:`Store.lease_runs`, and settle the messages of runs that were not
-  leased (hidden while held or backing off, deleted as duplicates). This is the worker's lease
-  path: per-owner limits and similar checks belong here, in one place.
+- :func:`hold`, before the runs' instant (a pre-lease): read their jobs, so that requests can be
+  built and connections opened ahead; nothing is leased, no attempt counted.
+- :func:`prepare`, at the runs' instant: read each job (or check those read by :func:`hold`),
+  cancel the runs of deleted jobs, withdraw those of paused jobs or schedules that lost the
+  instant, admit the rest through the owners' tenant limits (``punctual.tenancy.admission``: a
+  run over its owner's max_concurrency or max_runs_per_minute waits, hidden, no attempt used),
+  lease the admitted with one :meth:`Store.lease_runs`, and settle the messages of runs that
+  were not leased (hidden while held or backing off, deleted as duplicates). This is the
+  worker's lease path: per-owner limits and similar checks belong here, in one place. A lease
+  is the beginning of an attempt: its call follows at once.
 - :func:`settle`, after the targets answered: one :meth:`Engine.finish_and_ack` (or its two steps
   when the messages belong to a Lambda batch), then dependents released, alerts, retry backoffs
   and log entries on runs cancelled under their attempt. This is where a worker's run turns
@@ -24,18 +28,25 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 
 from punctual import ids, rules
 from punctual.clock import Clock
 from punctual.dependencies.release import release_dependents
 from punctual.errors import RunNotFound
 from punctual.execution.changes import alerts_owner, attempt_change, attempt_record, bury_change, log_on_cancelled_run
-from punctual.execution.delivery import hidden_until, lease_length_ms, wait_for_limits, waited_before
+from punctual.execution.delivery import (
+    hidden_until,
+    lease_length_ms,
+    visibility_short,
+    wait_for_limits,
+    waited_before,
+    withdrawal_of,
+)
 from punctual.execution.options import ExecutionOptions, Outcome
 from punctual.execution.targets.types import TargetResult
-from punctual.model import Job, JobStatus, Overlap, Run, RunState
+from punctual.model import Job, JobStatus, Run, RunState
 from punctual.port import Alert, Beat, Delivery, Finish, Hold, LeaseOutcome, LeaseRequest, Queue, Store
 from punctual.runs import retry
 from punctual.runs.alerts import Alerter, alert_once
@@ -83,7 +94,16 @@ class Done:
 class Prepared:
     leased: list[Leased] = field(default_factory=list)
     settled: list[tuple[Delivery, Outcome]] = field(default_factory=list)
-    later: list[Delivery] = field(default_factory=list)  # not pre-leased: leased at their instant
+
+
+@dataclass(slots=True)
+class Holding:
+    """Runs held for their instant (a pre-lease): nothing written, the messages' visibility is the
+    reservation. ``jobs`` are their jobs as read now; the lease at the instant re-validates them."""
+
+    deliveries: list[Delivery] = field(default_factory=list)
+    jobs: dict[str, Job] = field(default_factory=dict)
+    settled: list[tuple[Delivery, Outcome]] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,24 +131,49 @@ class Port:
             alert_once(self.store, self.alerter, Alert(run.owner, run.run_id, run.job_id, now, reason))
 
 
-def prepare(port: Port, deliveries: Sequence[Delivery], *, starts_at: int | None = None) -> Prepared:
-    """Lease the runs of ``deliveries`` (already parsed and due: see the async worker) in one batch.
+def hold(port: Port, deliveries: Sequence[Delivery]) -> Holding:
+    """Before the runs' instant (a pre-lease): read their jobs once, so that their requests can be
+    built and their connections opened ahead. The runs of deleted jobs are cancelled and their
+    messages dropped; nothing else is written, and no attempt is counted: a worker that dies
+    holding runs gives them back untouched (their messages come back after their visibility).
+    """
+    now = port.clock.now_ms()
+    holding = Holding()
+    parsed = [ids.parse_run_id(delivery.run_id) for delivery in deliveries]
+    found = port.store.get_jobs([job_id for job_id, _ in parsed])
+    drops: list[str] = []
+    for delivery, (job_id, scheduled_at) in zip(deliveries, parsed, strict=True):
+        job = found.get(job_id)
+        if job is None or job.status is JobStatus.DELETED:
+            outcome = _cancel_orphan(port, job_id, scheduled_at, now)
+            if outcome is Outcome.CANCELLED:
+                drops.append(delivery.receipt)
+            holding.settled.append((delivery, outcome))
+            continue
+        holding.deliveries.append(delivery)
+        holding.jobs[job_id] = job
+    if drops:
+        port.queue.delete_many(drops)
+    return holding
 
-    With ``starts_at`` (their instant, still ahead) this is a pre-lease: the attempts start at
-    ``starts_at`` (:attr:`LeaseRequest.starts_at`) and the worker holds them until then, then calls
-    :func:`recheck`. Runs whose rules are judged at the instant are not pre-leased but returned in
-    ``later``: overlap forbid/replace (the earlier runs' state at the instant decides) and owners
-    with tenant limits (the slot and the start are counted when the run starts).
+
+def prepare(port: Port, deliveries: Sequence[Delivery], *, known: Mapping[str, Job] | None = None) -> Prepared:
+    """Lease the runs of ``deliveries`` (already parsed and due: see the async worker) in one batch,
+    at their instant: each attempt begins with its lease.
+
+    The jobs are read now, or, given ``known`` (read by :func:`hold` before the instant), checked
+    with one read of their versions and re-read only where they changed: what the user committed
+    before the instant decides it. A deleted job's run is cancelled; a paused job's, or one whose
+    schedule lost the instant, is withdrawn (``LeaseRequest.withdrawn``: cancelled at its first
+    lease, never called); the rest are admitted through the owners' tenant limits and leased for
+    the lease their job asks now, with their messages hidden as long where needed.
 
     Returns the leased runs, and the outcome of every delivery already settled here.
     """
     now = port.clock.now_ms()
     prepared = Prepared()
     parsed = [ids.parse_run_id(delivery.run_id) for delivery in deliveries]
-    found = port.store.get_jobs([job_id for job_id, _ in parsed])
-    jobs: dict[str, Job | None] = {
-        job_id: job if job.status is not JobStatus.DELETED else None for job_id, job in found.items()
-    }
+    jobs = _jobs_now(port, [job_id for job_id, _ in parsed], known)
     requests: list[LeaseRequest] = []
     waiting: list[tuple[Delivery, Job, str | None]] = []  # with the limit each one waited for
     admissions: list[Admission | None] = []  # one per request: the gate's, for owners it limits
@@ -136,16 +181,16 @@ def prepare(port: Port, deliveries: Sequence[Delivery], *, starts_at: int | None
     limited = _limited_owners(port, jobs.values())
     for delivery, (job_id, scheduled_at) in zip(deliveries, parsed, strict=True):
         job = jobs.get(job_id)
-        if job is not None and starts_at is not None and (job.overlap is not Overlap.ALLOW or job.owner in limited):
-            prepared.later.append(delivery)  # decided at the instant: the overlap, the slot and the rate
-            continue
         if job is None:
             outcome = _cancel_orphan(port, job_id, scheduled_at, now)
             if outcome is Outcome.CANCELLED:
                 drops.append(delivery.receipt)
             prepared.settled.append((delivery, outcome))
             continue
+        withdrawn = withdrawal_of(job, scheduled_at)
         admission = None
+        # A withdrawn run passes the gate too: the lease withdraws only a run's first lease, so a
+        # retry of a paused job's run still starts (its slot and start go back if it does not).
         if port.gate is not None and job.owner in limited:
             admission = port.gate.admit(job.owner, delivery.run_id, now, tries=delivery.receive_count)
             if not admission.admitted:
@@ -153,7 +198,8 @@ def prepare(port: Port, deliveries: Sequence[Delivery], *, starts_at: int | None
                 prepared.settled.append((delivery, outcome))
                 continue
         admissions.append(admission)
-        requests.append(LeaseRequest(job_id, scheduled_at, lease_length_ms(job, port.options), job.overlap, starts_at))
+        lease_ms = lease_length_ms(job, port.options)
+        requests.append(LeaseRequest(job_id, scheduled_at, lease_ms, job.overlap, withdrawn))
         gated = admission is not None and admission.limited
         waiting.append((delivery, job, waited_before(port.store, delivery, scheduled_at) if gated else None))
 
@@ -166,13 +212,13 @@ def prepare(port: Port, deliveries: Sequence[Delivery], *, starts_at: int | None
     for (delivery, job, waited), request, lease in zip(waiting, requests, results, strict=True):
         if lease.outcome is LeaseOutcome.LEASED and lease.run is not None:
             prepared.leased.append(Leased(delivery, job, lease.run, request.lease_ms, waited))
-            if request.lease_ms > port.options.visibility_s * 1000:  # keep the message hidden as long as the lease
+            if visibility_short(request.lease_ms, port.options):  # keep the message hidden as long as the lease
                 hides[retry.visibility_s(request.lease_ms)].append(delivery.receipt)
         elif lease.outcome in (LeaseOutcome.HELD, LeaseOutcome.NOT_READY):
             hides[retry.visibility_s(hidden_until(lease, now, port.options) - now)].append(delivery.receipt)
             held = lease.outcome is LeaseOutcome.HELD
             prepared.settled.append((delivery, Outcome.HELD if held else Outcome.NOT_READY))
-        elif lease.outcome is LeaseOutcome.SKIPPED:  # overlap=forbid: an earlier run was still open
+        elif lease.outcome is LeaseOutcome.SKIPPED:  # overlap=forbid, or withdrawn: cancelled, never called
             drops.append(delivery.receipt)
             prepared.settled.append((delivery, Outcome.SKIPPED))
         else:
@@ -187,6 +233,32 @@ def prepare(port: Port, deliveries: Sequence[Delivery], *, starts_at: int | None
     return prepared
 
 
+def _jobs_now(port: Port, job_ids: list[str], known: Mapping[str, Job] | None) -> dict[str, Job | None]:
+    """The jobs of ``job_ids`` as they are now (None: gone or deleted). ``known`` (read earlier) are
+    checked by their marks (status and version, one cheap read) and re-read only where changed."""
+    if known is None:
+        found = port.store.get_jobs(job_ids)
+    else:
+        wanted = {job_id: known[job_id].version for job_id in job_ids if job_id in known}
+        marks = port.store.job_marks(wanted)
+        changed = [
+            job_id
+            for job_id in dict.fromkeys(job_ids)
+            if (mark := marks.get(job_id)) is None or mark.version != wanted.get(job_id)
+        ]
+        fresh = port.store.get_jobs(changed) if changed else {}
+        found = {job_id: known[job_id] for job_id in wanted if job_id in marks and job_id not in fresh}
+        found.update(fresh)
+    return {job_id: job if job.status is not JobStatus.DELETED else None for job_id, job in found.items()}
+
+
+def provisional_run(delivery: Delivery, job: Job) -> Run:
+    """The run a held delivery names, as far as building its first attempt's request ahead needs
+    (its id and scheduled time); never stored."""
+    job_id, scheduled_at = ids.parse_run_id(delivery.run_id)
+    return Run.model_construct(job_id=job_id, scheduled_at=scheduled_at, owner=job.owner, deadline_at=0, created_at=0)
+
+
 def _limited_owners(port: Port, jobs: Iterable[Job | None]) -> frozenset[str]:
     """The owners of ``jobs`` whose runs wait for a slot or their turn when they start (the
     gate's cached limits, read once per owner per batch rather than once per run)."""
@@ -195,54 +267,6 @@ def _limited_owners(port: Port, jobs: Iterable[Job | None]) -> frozenset[str]:
         return frozenset()
     owners = {job.owner for job in jobs if job is not None}
     return frozenset(owner for owner in owners if gate.limits_starts(owner))
-
-
-@dataclass(slots=True)
-class Rechecked:
-    leased: list[Leased] = field(default_factory=list)  # still ours, with the job as it is now
-    settled: list[tuple[Delivery, Outcome]] = field(default_factory=list)
-
-
-def recheck(port: Port, held: Sequence[Leased]) -> Rechecked:
-    """At the instant of pre-leased runs: what happened while they were held is honoured.
-
-    A run no longer held by this worker (cancelled meanwhile) is dropped (LEASE_LOST: its message
-    comes back and finds the run finished); a run whose job was deleted is cancelled; a run whose
-    job changed (replaced, patched) executes the job as it is now. Two batched reads: the leases
-    (:meth:`Store.held_runs`) and the jobs' versions (:meth:`Store.job_marks`), plus the changed
-    jobs themselves (:meth:`Store.get_jobs`), usually none.
-    """
-    result = Rechecked()
-    if not held:
-        return result
-    still = port.store.held_runs([leased.hold for leased in held])
-    read = {leased.job.id: leased.job.version for leased in held}
-    marks = port.store.job_marks(read)
-    changed = {
-        job_id
-        for job_id, mark in marks.items()
-        if mark.status is not JobStatus.DELETED and mark.version != read[job_id]
-    }
-    fresh = port.store.get_jobs(changed) if changed else {}
-    drops: list[str] = []
-    now = port.clock.now_ms()
-    for leased, ours in zip(held, still, strict=True):
-        mark = marks.get(leased.job.id)
-        if not ours:
-            result.settled.append((leased.delivery, Outcome.LEASE_LOST))
-        elif mark is None or mark.status is JobStatus.DELETED:
-            outcome = _cancel_orphan(port, leased.job.id, leased.run.scheduled_at, now)
-            if outcome is Outcome.CANCELLED:
-                drops.append(leased.delivery.receipt)
-            result.settled.append((leased.delivery, outcome))
-        elif leased.job.id in fresh:
-            job = fresh[leased.job.id]
-            result.leased.append(replace(leased, job=job, lease_ms=lease_length_ms(job, port.options)))
-        else:
-            result.leased.append(leased)
-    if drops:
-        port.queue.delete_many(drops)
-    return result
 
 
 def settle(port: Port, done: Sequence[Done]) -> list[Outcome]:

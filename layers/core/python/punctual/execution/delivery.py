@@ -56,15 +56,18 @@ from punctual.execution.changes import (
 )
 from punctual.execution.options import ExecutionOptions, Outcome
 from punctual.execution.targets import TargetExecutor, TargetResult, failed, timed_out
-from punctual.model import Attempt, Job, Run, RunState
+from punctual.model import Attempt, Job, JobStatus, Run, RunState, Withdrawal
 from punctual.port import Alert, Delivery, Dispatch, LeaseOutcome, LeaseResult, Queue, RunChange, Store
 from punctual.resources import MAX_DELAY_S
 from punctual.runs import retry
 from punctual.runs.alerts import Alerter, LogAlerter, alert_once
 from punctual.runs.cancel import cancel_open_run, live_job
+from punctual.scheduling.instants import still_planned
 from punctual.tenancy.admission import Admission, Gate, waited_for, waiting_note
 
 logger = logging.getLogger(__name__)
+
+VISIBILITY_SLACK_MS = 1_000  # between the receive and the lease, beyond the early arrival
 
 
 def process_delivery(
@@ -121,7 +124,8 @@ def process_delivery(
             return wait_for_limits(store, queue, clock, delivery, admission, options=ctx.options)
     waited = waited_before(store, delivery, scheduled_at) if admission is not None and admission.limited else None
     lease_ms = lease_length_ms(job, ctx.options)
-    lease = store.lease_run(job_id, scheduled_at, worker_id, now, lease_ms, overlap=job.overlap)
+    withdrawn = withdrawal_of(job, scheduled_at)
+    lease = store.lease_run(job_id, scheduled_at, worker_id, now, lease_ms, overlap=job.overlap, withdrawn=withdrawn)
     if gate is not None and admission is not None:
         gate.settle(admission, lease.outcome)
     if lease.outcome is not LeaseOutcome.LEASED or lease.run is None:
@@ -150,6 +154,23 @@ def waited_before(store: Store, delivery: Delivery, scheduled_at: int) -> str | 
 def lease_length_ms(job: Job, options: ExecutionOptions) -> int:
     """How long a worker holds a run: the job's timeout plus a margin to record the outcome."""
     return (job.timeout_s + options.lease_margin_s) * 1000
+
+
+def withdrawal_of(job: Job, scheduled_at: int) -> Withdrawal | None:
+    """What the job, as read at the run's instant, says about the run: paused, or its schedule no
+    longer has this instant (``scheduling.instants``); None: nothing withdraws it. The lease
+    applies it to the run as stored (``rules.withdrawn``: first lease, triggers concerned)."""
+    if job.status is JobStatus.PAUSED:
+        return Withdrawal.PAUSED
+    if not still_planned(job, scheduled_at):
+        return Withdrawal.OFF_SCHEDULE
+    return None
+
+
+def visibility_short(lease_ms: int, options: ExecutionOptions) -> bool:
+    """The message's visibility may end before a lease of ``lease_ms`` that begins now: it was
+    received up to ``max_early_ms`` before the instant (a pre-leased run), with ``visibility_s``."""
+    return lease_ms > options.visibility_s * 1000 - options.max_early_ms - VISIBILITY_SLACK_MS
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,9 +229,15 @@ def wait_for_limits(
 
     The wait is written on the run (its note, and a deadline past the next try so the reaper does
     not resend it) when the note is new or the deadline would pass first: one write when a run
-    starts waiting, then about one per ``throttle_grace_ms`` of waiting. A message received
-    ``requeue_after_receives`` times is resent fresh instead of hidden: the dead-letter redrive
-    counts receives, and waiting must never dead-letter a run.
+    starts waiting, then about one per ``throttle_grace_ms`` of waiting.
+
+    A run waiting for its turn of ``max_runs_per_minute`` (``admission.turn``) is resent with its
+    turn as ``not_before``, due a second early at most (whole-second delays), and the worker that
+    receives it holds it until that instant by its own clock, as it does any run's instant: a
+    hidden message would come back up to a second late, and be judged by another worker's clock.
+    Any other wait hides the message, unless it was received ``requeue_after_receives`` times: it is
+    then resent fresh too, since the dead-letter redrive counts receives and waiting must never
+    dead-letter a run.
     """
     job_id, scheduled_at = ids.parse_run_id(delivery.run_id)
     now = clock.now_ms()
@@ -223,8 +250,8 @@ def wait_for_limits(
         ):
             deadline = max(run.deadline_at, retry_at + options.throttle_grace_ms)
             store.transition_run(run, RunChange(run.state, now, deadline, note=note, clear_lease=False))
-    if delivery.receive_count >= options.requeue_after_receives:
-        delay_s = min(retry.visibility_s(retry_at - now), MAX_DELAY_S)
+    if admission.turn or delivery.receive_count >= options.requeue_after_receives:
+        delay_s = min(max(0, (retry_at - now) // 1000), MAX_DELAY_S)  # never late: the worker waits the rest
         not_before = max(delivery.not_before, retry_at)
         queue.send([Dispatch(delivery.run_id, not_before, delay_s, group=admission.owner)])
         queue.delete(delivery.receipt)
@@ -271,7 +298,7 @@ class _LeasedAttempt:
         if not rules.attempt_allowed(self.run.attempt, self.job.max_retries):
             # earlier attempts lost their workers and each of them counted (rules.attempt_allowed)
             return self._bury_without_executing()
-        if self.lease_ms > self.ctx.options.visibility_s * 1000:  # keep the message hidden as long as the lease
+        if visibility_short(self.lease_ms, self.ctx.options):  # keep the message hidden as long as the lease
             self._extend_message()
         started_at = self.ctx.clock.now_ms()
         result = self._run_target(targets)

@@ -12,15 +12,17 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from punctual import ids
 from punctual.execution import batch
 from punctual.execution.options import ExecutionOptions, Outcome
 from punctual.execution.targets.aio import AsyncTargetExecutor, Calling, Cancellable, Prebuilding, Reply, in_task
 from punctual.model import Job, Run
+from punctual.port import Delivery
 
 logger = logging.getLogger(__name__)
 
@@ -68,18 +70,23 @@ class LoopState:
         self.tasks: set[asyncio.Task[None]] = set()  # strong references: the loop keeps only weak ones
 
 
-def prebuild_all(targets: Prebuilding, held: Sequence[batch.Leased]) -> None:
-    for leased in held:
-        if leased.may_execute:
-            targets.prebuild(leased.job, leased.run, leased.run.attempt)
+FIRST_ATTEMPT = 1  # what a held run's request is built for (a run held for its instant was never leased)
+
+
+def prebuild_all(targets: Prebuilding, holding: batch.Holding) -> None:
+    """Build the first attempt's request of every held run ahead of its instant."""
+    for delivery in holding.deliveries:
+        job = holding.jobs[ids.parse_run_id(delivery.run_id)[0]]
+        targets.prebuild(job, batch.provisional_run(delivery, job), FIRST_ATTEMPT)
 
 
 @dataclass(slots=True)
 class Instant:
-    """The runs pre-leased for one instant, rechecked together when it comes (``Worker._recheck_at``)."""
+    """The runs held for one instant, leased together when it comes (``Worker._lease_at``)."""
 
     done: asyncio.Future[dict[str, batch.Leased | Settled]]
-    held: list[batch.Leased] = field(default_factory=list)
+    deliveries: list[Delivery] = field(default_factory=list)
+    jobs: dict[str, Job] = field(default_factory=dict)
     closed: bool = False
 
 

@@ -40,7 +40,17 @@ from punctual import ids
 from punctual import metrics as m
 from punctual.clock import Clock
 from punctual.execution import batch
-from punctual.execution.loop import Instant, LoopState, Running, Settled, Tuning, beat_loop, prebuild_all, runner
+from punctual.execution.loop import (
+    FIRST_ATTEMPT,
+    Instant,
+    LoopState,
+    Running,
+    Settled,
+    Tuning,
+    beat_loop,
+    prebuild_all,
+    runner,
+)
 from punctual.execution.options import RUN_METRICS, ExecutionOptions, Outcome
 from punctual.execution.targets.aio import AsyncTargetExecutor, AsyncTargets, Prebuilding, Warming
 from punctual.execution.targets.policy import TargetPolicy
@@ -237,84 +247,96 @@ class Worker:
         await asyncio.gather(*(self._at_instant(not_before, group) for not_before, group in due.items()))
 
     async def _at_instant(self, not_before: int, group: list[tuple[Delivery, asyncio.Future[Settled]]]) -> None:
-        """Lease the group (ahead of its instant where allowed), then at the instant start the
-        target call of each leased run."""
+        """Hold the group until its instant where it is still ahead (a pre-lease: the jobs read, the
+        requests built and the connections opened, nothing written), then lease it at the instant
+        and start the target call of each leased run at once: the lease begins the attempt."""
         futures = {delivery.receipt: future for delivery, future in group}
         deliveries = [delivery for delivery, _ in group]
-        leased: list[batch.Leased] = []
         if self.options.prelease_s > 0 and not_before > self.clock.now_ms():
-            # Pre-lease: only the target calls are left at the instant (see batch.prepare/recheck)
-            prepared = await self._prepare(futures, deliveries, starts_at=not_before)
-            if prepared is None:
-                return
-            targets = self._require_state().targets
-            if isinstance(targets, Prebuilding) and prepared.leased:  # the requests too, before the instant
-                await self._blocking(prebuild_all, targets, prepared.leased)
-                if isinstance(targets, Warming):  # and their connections (TCP, TLS handshakes)
-                    targets.warm([(held.run.run_id, held.run.attempt) for held in prepared.leased])
-            checked = await self._recheck_at(not_before, prepared.leased)
-            for held in prepared.leased:
-                verdict = checked[held.delivery.receipt]
-                if isinstance(verdict, batch.Leased):
-                    leased.append(verdict)
-                else:
-                    if isinstance(targets, Prebuilding):
-                        targets.forget(held.run, held.run.attempt)
-                    self._resolve(futures[held.delivery.receipt], verdict)
-            deliveries = prepared.later
-        await self._until(not_before)
-        if deliveries:
+            leased = await self._held_until(not_before, futures, deliveries)
+        else:
+            await self._until(not_before)
             prepared = await self._prepare(futures, deliveries, urgent=True)
-            if prepared is not None:
-                leased.extend(prepared.leased)
+            leased = [] if prepared is None else prepared.leased
         state = self._require_state()
         for one in leased:  # each call written (or queued for a connection) now, before anything else runs
             self._start(state, one, futures[one.delivery.receipt])
 
-    async def _recheck_at(self, not_before: int, held: list[batch.Leased]) -> dict[str, batch.Leased | Settled]:
-        """At ``not_before``, :func:`batch.recheck` of every run pre-leased for that instant, in one
-        call for all the receives it came in (one batched read before any target call, instead of
+    async def _held_until(
+        self, not_before: int, futures: dict[str, asyncio.Future[Settled]], deliveries: list[Delivery]
+    ) -> list[batch.Leased]:
+        """A pre-lease: read the jobs and build the requests now, lease at ``not_before``."""
+        try:
+            holding = await self._blocking(batch.hold, self.port, deliveries)
+        except Exception as exc:
+            logger.exception("could not read the jobs of %d runs held for their instant", len(deliveries))
+            for delivery in deliveries:
+                self._resolve(futures[delivery.receipt], exc)
+            return []
+        for delivery, outcome in holding.settled:
+            self._resolve(futures[delivery.receipt], outcome)
+        if not holding.deliveries:
+            return []
+        targets = self._require_state().targets
+        if isinstance(targets, Prebuilding):  # the requests, before the instant
+            await self._blocking(prebuild_all, targets, holding)
+            if isinstance(targets, Warming):  # and their connections (TCP, TLS handshakes)
+                targets.warm([(delivery.run_id, FIRST_ATTEMPT) for delivery in holding.deliveries])
+        verdicts = await self._lease_at(not_before, holding)
+        leased: list[batch.Leased] = []
+        for delivery in holding.deliveries:
+            verdict = verdicts[delivery.receipt]
+            if isinstance(verdict, batch.Leased):
+                leased.append(verdict)
+            else:
+                self._resolve(futures[delivery.receipt], verdict)
+            if isinstance(targets, Prebuilding) and not (
+                isinstance(verdict, batch.Leased) and verdict.run.attempt == FIRST_ATTEMPT
+            ):
+                job = holding.jobs[ids.parse_run_id(delivery.run_id)[0]]
+                targets.forget(batch.provisional_run(delivery, job), FIRST_ATTEMPT)
+        return leased
+
+    async def _lease_at(self, not_before: int, holding: batch.Holding) -> dict[str, batch.Leased | Settled]:
+        """At ``not_before``, :func:`batch.prepare` of every run held for that instant, in one call
+        for all the receives they came in (one batch of leases before any target call, instead of
         one per receive interleaved with them). Maps each receipt to its run, or to how it settled."""
         state = self._require_state()
         instant = state.instants.get(not_before)
         if instant is None or instant.closed:
             instant = state.instants[not_before] = Instant(state.loop.create_future())
-            task = asyncio.create_task(self._recheck_instant(not_before, instant))
+            task = asyncio.create_task(self._lease_instant(not_before, instant))
             state.tasks.add(task)
             task.add_done_callback(state.tasks.discard)
-        instant.held.extend(held)
+        instant.deliveries.extend(holding.deliveries)
+        instant.jobs.update(holding.jobs)
         return await asyncio.shield(instant.done)
 
-    async def _recheck_instant(self, not_before: int, instant: Instant) -> None:
+    async def _lease_instant(self, not_before: int, instant: Instant) -> None:
         state = self._require_state()
         verdicts: dict[str, batch.Leased | Settled] = {}
         try:
             await self._until(not_before)
         finally:
-            instant.closed = True  # later arrivals for this instant get their own recheck
+            instant.closed = True  # later arrivals for this instant get their own lease
             if state.instants.get(not_before) is instant:
                 del state.instants[not_before]
         try:
-            rechecked = await self._blocking(batch.recheck, self.port, instant.held, urgent=True)
-            verdicts.update((leased.delivery.receipt, leased) for leased in rechecked.leased)
-            verdicts.update((delivery.receipt, outcome) for delivery, outcome in rechecked.settled)
-        except Exception as exc:  # the leases expire and the runs are taken over
-            logger.exception("could not recheck %d pre-leased runs", len(instant.held))
-            verdicts = dict.fromkeys((leased.delivery.receipt for leased in instant.held), exc)
+            lease = partial(batch.prepare, known=instant.jobs)
+            prepared = await self._blocking(lease, self.port, instant.deliveries, urgent=True)
+            verdicts.update((leased.delivery.receipt, leased) for leased in prepared.leased)
+            verdicts.update((delivery.receipt, outcome) for delivery, outcome in prepared.settled)
+        except Exception as exc:  # nothing leased: the messages come back after their visibility
+            logger.exception("could not lease %d runs at their instant", len(instant.deliveries))
+            verdicts = dict.fromkeys((delivery.receipt for delivery in instant.deliveries), exc)
         instant.done.set_result(verdicts)
 
     async def _prepare(
-        self,
-        futures: dict[str, asyncio.Future[Settled]],
-        deliveries: list[Delivery],
-        *,
-        starts_at: int | None = None,
-        urgent: bool = False,
+        self, futures: dict[str, asyncio.Future[Settled]], deliveries: list[Delivery], *, urgent: bool = False
     ) -> batch.Prepared | None:
         """Lease ``deliveries`` in one batch and resolve those settled already; None if the batch failed."""
         try:
-            lease = partial(batch.prepare, starts_at=starts_at)
-            prepared = await self._blocking(lease, self.port, deliveries, urgent=urgent)
+            prepared = await self._blocking(batch.prepare, self.port, deliveries, urgent=urgent)
         except Exception as exc:
             logger.exception("could not lease a batch of %d runs", len(deliveries))
             for delivery in deliveries:

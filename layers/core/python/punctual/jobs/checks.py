@@ -11,7 +11,8 @@ from punctual.model import MAX_JOB_BYTES, JobSpec
 
 MAX_PAGE = 100
 MAX_IDEMPOTENCY_KEY = 255
-_IDEMPOTENCY_KEY = re.compile(r"^[\x21-\x7e]+$")  # printable ASCII, no spaces: safe in any header
+IDEMPOTENCY_KEY_PATTERN = r"^[!-~]+$"  # printable ASCII, no spaces: safe in any header (and in the document)
+_IDEMPOTENCY_KEY = re.compile(IDEMPOTENCY_KEY_PATTERN)
 
 
 def check_size(spec: JobSpec) -> None:
@@ -28,12 +29,17 @@ def check_size(spec: JobSpec) -> None:
 def job_id_for(owner: str, idempotency_key: str | None) -> str:
     if idempotency_key is None:
         return ids.new_job_id()
-    if not (0 < len(idempotency_key) <= MAX_IDEMPOTENCY_KEY and _IDEMPOTENCY_KEY.match(idempotency_key)):
+    check_idempotency_key(idempotency_key)
+    return ids.job_id_for_idempotency_key(owner, idempotency_key)
+
+
+def check_idempotency_key(idempotency_key: str) -> None:
+    """Refuse a key that is not 1-255 printable ASCII characters. Raises :class:`InvalidInput`."""
+    if not (0 < len(idempotency_key) <= MAX_IDEMPOTENCY_KEY and _IDEMPOTENCY_KEY.fullmatch(idempotency_key)):
         raise InvalidInput(
             f"Idempotency-Key must be 1-{MAX_IDEMPOTENCY_KEY} printable ASCII characters without spaces",
             field="Idempotency-Key",
         )
-    return ids.job_id_for_idempotency_key(owner, idempotency_key)
 
 
 def check_timeout(timeout_s: int | None, max_timeout_s: int) -> None:

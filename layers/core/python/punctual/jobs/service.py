@@ -47,7 +47,7 @@ from punctual.errors import (
 from punctual.execution.targets.policy import TargetPolicy, check_target
 from punctual.jobs import checks, secrets, validation
 from punctual.model import JOB_TRANSITIONS, MAX_TIMEOUT_S, Job, JobSpec, JobStatus
-from punctual.port import Keys, Page, Store
+from punctual.port import EdgeChange, EdgeReads, Keys, Page, Store
 from punctual.scheduling import cron as schedule
 
 RUN_AT_TOLERANCE_MS = 1_000
@@ -82,10 +82,11 @@ def create_job(
     Raises :class:`InvalidInput` (``run_at`` in the past, a malformed key, a target the ``policy``
     refuses, a ``depends_on`` cycle), :class:`JobTooLarge`, :class:`JobNotFound` (an upstream in
     ``depends_on`` that is not the owner's) and :class:`IdempotencyKeyReused` (the key already
-    created a job from a different spec) and :class:`LimitExceeded` (the owner has ``max_jobs``
-    live jobs, checked before anything is written; a replay of a keyed create still replays).
-    Nothing is written when it raises, except that the reverse edges of ``depends_on`` are written
-    just before the job (``punctual.dependencies.links``).
+    created a job from a different spec), :class:`LimitExceeded` (the owner has ``max_jobs``
+    live jobs, checked before anything is written; a replay of a keyed create still replays) and
+    :class:`ConcurrentModification` (the dependency graph kept changing under the check).
+    Nothing is written when it raises. A job with ``depends_on`` is created together with its
+    reverse edges, in one decision with the check of its upstreams (``punctual.dependencies.links``).
     """
     check_target(spec.target, policy)
     sealed = secrets.seal_secrets(spec, owner, keys, stored=None)
@@ -99,8 +100,6 @@ def create_job(
                 f"this owner has {max_jobs} active or paused jobs, its max_jobs; delete some first", field="max_jobs"
             )
         return _replay(existing, owner, spec, keys)
-    if spec.depends_on is not None:
-        links.link(store, job_id, links.check_upstreams(store, owner, job_id, spec.depends_on.jobs))
     try:
         next_run_at = first_run_at(spec, now)
     except InvalidInput:
@@ -121,7 +120,16 @@ def create_job(
         version=1,
     )
     try:
-        store.create_job(job)
+        if spec.depends_on is None:
+            store.create_job(job)
+        else:  # the upstreams' check and the create are one decision (punctual.dependencies.links)
+            upstream_ids = spec.depends_on.jobs
+
+            def created(reads: EdgeReads) -> EdgeChange:
+                links.check_upstreams(reads, owner, job_id, upstream_ids)
+                return links.change_of(job, None)
+
+            links.decide(store, owner, created)
     except JobAlreadyExists:
         if idempotency_key is None:
             raise  # a random 128-bit id collided: let it surface rather than guess
@@ -172,25 +180,32 @@ def update_job(
     merged spec is validated as a whole. When the schedule, time zone or ``run_at`` change,
     ``next_run_at`` is recomputed (an active job moves to its new first time; a completed
     one-time job given a new ``run_at`` or a schedule becomes active again; a paused job stays
-    paused). Raises :class:`InvalidInput`, :class:`JobNotFound`, :class:`InvalidTransition`
-    (deleted job), :class:`ConcurrentModification`.
+    paused). An empty ``changes`` is a read. Raises :class:`InvalidInput`, :class:`JobNotFound`,
+    :class:`InvalidTransition` (a deleted job, even with no changes), :class:`ConcurrentModification`.
     """
-    if not changes:
-        return get_job(store, owner, job_id)
+    if not changes:  # nothing to change, but a deleted job is refused like any other change of it
+        job = get_job(store, owner, job_id)
+        _refuse_if_deleted(job)
+        return job
     if isinstance(changes.get("timeout_s"), int):
         checks.check_timeout(changes["timeout_s"], max_timeout_s)
     if "depends_on" not in changes:
         return _write(store, owner, job_id, lambda job: _patched(job, changes, now, policy, keys))
-    # New upstreams are checked (existence, owner, cycles) and linked before the job names them;
-    # dropped ones are unlinked after (see punctual.dependencies.links).
-    before = get_job(store, owner, job_id)
-    preview = _patched(before, changes, now, policy, keys)
-    new = [] if preview.depends_on is None else preview.depends_on.jobs
-    links.link(store, job_id, links.check_upstreams(store, owner, job_id, new))
-    job = _write(store, owner, job_id, lambda job: _patched(job, changes, now, policy, keys))
-    kept = set() if job.depends_on is None else set(job.depends_on.jobs)
-    links.unlink(store, job_id, (set() if before.depends_on is None else set(before.depends_on.jobs)) - kept, now)
-    return job
+    ids.check_job_id(job_id)
+
+    # The check of the new upstreams (existence, owner, cycles) and the write are one decision, which
+    # also moves the reverse edges (punctual.dependencies.links).
+    def patched(reads: EdgeReads) -> EdgeChange:
+        before = _owned(reads, owner, job_id)
+        job = _patched(before, changes, now, policy, keys)
+        named_before = [] if before.depends_on is None else before.depends_on.jobs
+        if job.depends_on is not None:
+            links.check_upstreams(reads, owner, job_id, job.depends_on.jobs, named_before=named_before)
+        return links.change_of(job, before.version, named_before)
+
+    stored = links.decide(store, owner, patched)
+    assert stored is not None  # patched always writes
+    return stored
 
 
 def pause_job(store: Store, owner: str, job_id: str, now: int) -> Job:
@@ -222,22 +237,26 @@ def delete_job(store: Store, owner: str, job_id: str, now: int, *, force: bool =
 
     The job and its runs stay readable until then. Deleting a deleted job is a no-op. A job that
     other (not deleted) jobs depend on is :class:`HasDependents` unless ``force``: then its
-    dependents stay valid and wait. A deleted dependent's reverse edges are removed.
+    dependents stay valid and wait. A deleted dependent's reverse edges are removed with it.
+    Raises :class:`JobNotFound`, :class:`HasDependents`, :class:`ConcurrentModification`.
     """
-    job = get_job(store, owner, job_id)
-    if not force and job.status is not JobStatus.DELETED and job.has_dependents:
-        dependents = links.live_dependents(store, job_id)
-        if dependents:
-            names = ", ".join(d.id for d in dependents[:5]) + (" ..." if len(dependents) > 5 else "")
-            raise HasDependents(
-                f"{len(dependents)} job(s) depend on {job_id} ({names}); delete them first, or delete with force=true",
-                field="job_id",
-                details=[{"field": "depends_on", "message": d.id} for d in dependents],
-            )
-    deleted = _write(store, owner, job_id, lambda job: _moved(job, JobStatus.DELETED, now, next_run_at=None))
-    if deleted.depends_on is not None:
-        links.unlink(store, job_id, deleted.depends_on.jobs, now)
-    return deleted
+    ids.check_job_id(job_id)
+    read: list[Job] = []
+
+    # The check for live dependents and the delete are one decision: a dependent created meanwhile
+    # bumps this job's version, which the delete is conditioned on (punctual.dependencies.links).
+    def deleted(reads: EdgeReads) -> EdgeChange | None:
+        job = _owned(reads, owner, job_id)
+        read.append(job)
+        moved = _moved(job, JobStatus.DELETED, now, next_run_at=None)
+        if moved is None:
+            return None
+        if not force and job.has_dependents:
+            _refuse_if_depended_on(reads, job_id)
+        return links.change_of(moved, job.version, [] if job.depends_on is None else job.depends_on.jobs)
+
+    stored = links.decide(store, owner, deleted)
+    return read[-1] if stored is None else stored
 
 
 # -- scheduling rules -----------------------------------------------------------------------------
@@ -298,9 +317,13 @@ def _moved(job: Job, status: JobStatus, now: int, next_run_at: int | None) -> Jo
     return job.model_copy(update={"status": status, "next_run_at": next_run_at, "updated_at": now})
 
 
-def _patched(job: Job, changes: Mapping[str, Any], now: int, policy: TargetPolicy, keys: Keys | None) -> Job:
+def _refuse_if_deleted(job: Job) -> None:
     if job.status is JobStatus.DELETED:
         raise InvalidTransition(f"job {job.id} is deleted; it cannot be changed", field="status")
+
+
+def _patched(job: Job, changes: Mapping[str, Any], now: int, policy: TargetPolicy, keys: Keys | None) -> Job:
+    _refuse_if_deleted(job)
     merged = job.spec.model_dump()
     for name, value in changes.items():
         if value is None:
@@ -317,7 +340,7 @@ def _patched(job: Job, changes: Mapping[str, Any], now: int, policy: TargetPolic
     checks.check_size(spec)
     update: dict[str, Any] = {**_spec_fields(spec), "updated_at": now}
     if any(getattr(spec, f) != getattr(job, f) for f in _SCHEDULING_FIELDS):
-        update.update(_rescheduled(job, spec, now))
+        update.update(_rescheduled(job, spec, now), rescheduled_at=now)
     return job.model_copy(update=update)
 
 
@@ -330,6 +353,25 @@ def _rescheduled(job: Job, spec: JobSpec, now: int) -> dict[str, Any]:
 
 
 # -- helpers ----------------------------------------------------------------------------------------
+
+
+def _owned(reads: EdgeReads, owner: str, job_id: str) -> Job:
+    """The owner's job as a decision reads it (its version is the decision's write condition)."""
+    job = reads.get_jobs([job_id]).get(job_id)
+    if job is None or job.owner != owner:
+        raise JobNotFound(f"no job {job_id}", field="job_id")
+    return job
+
+
+def _refuse_if_depended_on(reads: EdgeReads, job_id: str) -> None:
+    dependents = links.live_dependents(reads, job_id)
+    if dependents:
+        names = ", ".join(d.id for d in dependents[:5]) + (" ..." if len(dependents) > 5 else "")
+        raise HasDependents(
+            f"{len(dependents)} job(s) depend on {job_id} ({names}); delete them first, or delete with force=true",
+            field="job_id",
+            details=[{"field": "depends_on", "message": d.id} for d in dependents],
+        )
 
 
 def _find_job(store: Store, job_id: str) -> Job | None:

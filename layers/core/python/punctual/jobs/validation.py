@@ -9,17 +9,17 @@ internal location (``body.target.http.url``), and carries a message without pyda
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, get_args
+from typing import Any
 
 from pydantic import ValidationError
 
 from punctual.errors import InvalidInput
-from punctual.model import Target
+from punctual.model.targets import TARGET_KINDS
 
 # Where a value came from in a request; the field path starts after it.
 _SOURCES = frozenset({"body", "query", "path", "header", "cookie"})
 # Discriminated unions put the tag in the location (target.http.url): drop it.
-_TARGET_TAGS = frozenset(cls.model_fields["type"].default for cls in get_args(get_args(Target)[0]))
+_TARGET_TAGS = frozenset(cls.model_fields["type"].default for cls in TARGET_KINDS)
 # Messages that read better in the words of an API than of a Python library.
 _MESSAGES = {
     "extra_forbidden": "unknown field (not part of the API)",

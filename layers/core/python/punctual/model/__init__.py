@@ -28,7 +28,7 @@ from punctual.model.bounds import (
     REDACTED,
     truncate,
 )
-from punctual.model.jobs import DependsOn, Job, JobId, JobName, JobSpec, RetryPolicy
+from punctual.model.jobs import WHOLE, DependsOn, Job, JobId, JobName, JobSpec, RetryPolicy
 from punctual.model.runs import Attempt, Run, copy_run
 from punctual.model.states import (
     JOB_TRANSITIONS,
@@ -42,6 +42,7 @@ from punctual.model.states import (
     Overlap,
     RunState,
     Trigger,
+    Withdrawal,
 )
 from punctual.model.targets import EventBridgeTarget, HttpTarget, LambdaTarget, SqsTarget, StepFunctionsTarget, Target
 from punctual.model.times import AwareRfc3339, Rfc3339
@@ -65,6 +66,7 @@ __all__ = [
     "REDACTED",
     "RUN_TRANSITIONS",
     "TERMINAL_STATES",
+    "WHOLE",
     "Attempt",
     "AttemptOutcome",
     "AwareRfc3339",
@@ -88,6 +90,7 @@ __all__ = [
     "StepFunctionsTarget",
     "Target",
     "Trigger",
+    "Withdrawal",
     "copy_run",
     "truncate",
 ]

@@ -6,7 +6,16 @@ import json
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_serializer, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_serializer,
+    field_validator,
+    model_validator,
+)
 
 from punctual import numbers
 from punctual.errors import InvalidInput
@@ -26,12 +35,23 @@ from punctual.model.targets import Target
 from punctual.model.times import Rfc3339
 
 
+def _whole(value: Any, info: ValidationInfo) -> Any:
+    """A float with no fraction as the integer it is: JSON has one kind of number, and the document's
+    ``integer`` (JSON Schema) accepts ``53.0``; ``53.5`` and ``"53"`` are still refused (strict)."""
+    if not is_stored(info) and isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+WHOLE = BeforeValidator(_whole)  # on every integer field of a submitted model, with Field(strict=True)
+
+
 class RetryPolicy(BaseModel):
     """Exponential backoff between attempts: backoff_s * 2**(attempt-1), capped, with jitter."""
 
     model_config = STRICT
-    backoff_s: Annotated[int, Field(strict=True, ge=1, le=3_600)] = 10
-    max_backoff_s: Annotated[int, Field(strict=True, ge=1, le=43_200)] = 600
+    backoff_s: Annotated[int, Field(strict=True, ge=1, le=3_600), WHOLE] = 10
+    max_backoff_s: Annotated[int, Field(strict=True, ge=1, le=43_200), WHOLE] = 600
 
     @model_validator(mode="after")
     def _cap_not_below_base(self, info: ValidationInfo) -> RetryPolicy:
@@ -73,13 +93,13 @@ class JobSpec(BaseModel):
     depends_on: DependsOn | None = None
     payload: Any = None
     target: Target
-    timeout_s: Annotated[int, Field(strict=True, ge=1, le=MAX_TIMEOUT_S)] = 60
-    max_retries: Annotated[int, Field(strict=True, ge=0, le=MAX_RETRIES)] = 3
+    timeout_s: Annotated[int, Field(strict=True, ge=1, le=MAX_TIMEOUT_S), WHOLE] = 60
+    max_retries: Annotated[int, Field(strict=True, ge=0, le=MAX_RETRIES), WHOLE] = 3
     retry: RetryPolicy = Field(default_factory=RetryPolicy)
-    jitter_s: Annotated[int, Field(strict=True, ge=0, le=MAX_JITTER_S)] = 0
+    jitter_s: Annotated[int, Field(strict=True, ge=0, le=MAX_JITTER_S), WHOLE] = 0
     overlap: Overlap = Overlap.ALLOW
     catchup: Catchup = Catchup.LATEST
-    max_backfill: Annotated[int, Field(strict=True, ge=1, le=MAX_BACKFILL)] = 10
+    max_backfill: Annotated[int, Field(strict=True, ge=1, le=MAX_BACKFILL), WHOLE] = 10
 
     # The schedule module raises domain errors; as ValueErrors they become pydantic errors located
     # at their field, so one response names every bad field at once.
@@ -181,6 +201,10 @@ class Job(JobSpec):
     # Other jobs depend on this one (set when the first dependent is linked, never cleared): only
     # then does a finished run look for dependents to release, so other jobs pay nothing.
     has_dependents: bool = False
+    # When the user last changed the schedule, time zone or run_at (None: never since its creation).
+    # A run the scheduler claimed before such a change is checked at its instant against the job as
+    # it is then (punctual.scheduling.instants): an instant the new schedule lacks is not called.
+    rescheduled_at: int | None = None
     created_at: int
     updated_at: int
     version: int = 1

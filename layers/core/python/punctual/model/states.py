@@ -80,6 +80,14 @@ class Trigger(StrEnum):
     DEPENDENCY = "dependency"  # released by runs of the jobs it depends on (see punctual.dependencies)
 
 
+class Withdrawal(StrEnum):
+    """Why what the user committed before a run's instant withdraws it, judged at its first lease
+    (the run is then cancelled, never called; docs/execution.md, the run contract)."""
+
+    PAUSED = "paused"  # the job is paused: its automatic runs (every trigger but manual) are cancelled
+    OFF_SCHEDULE = "off_schedule"  # the schedule changed and lacks this instant: schedule and catch-up runs
+
+
 class DependencyWhen(StrEnum):
     """Which upstream runs release a dependent job (cancelled runs never ran: they never count)."""
 

@@ -80,7 +80,10 @@ def without_validators(schema: Any) -> Any:
     """A copy of a pydantic core schema with every before/after validator replaced by its inner schema."""
     if isinstance(schema, dict):
         if _left_out(schema):
-            return without_validators(schema["schema"])
+            inner = without_validators(schema["schema"])
+            if "ref" in schema:  # a model in the definitions (e.g. a member of a tagged union): keep its name
+                inner = {**inner, "ref": schema["ref"]}
+            return inner
         return {key: without_validators(value) for key, value in schema.items()}
     if isinstance(schema, list):
         return [without_validators(item) for item in schema]

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+import re
+from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, Field, ValidationInfo, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationInfo, field_validator, model_validator
 
 from punctual.model.bounds import MAX_HEADERS, MAX_SECRET_CHARS, REDACTED, STRICT
 from punctual.model.stored import is_stored
@@ -15,7 +16,7 @@ class HttpTarget(BaseModel):
     """POST (or another method) the payload to a URL, with ``Idempotency-Key: <run_id>``."""
 
     model_config = STRICT
-    type: Literal["http"] = "http"
+    type: Literal["http"] = Field("http", description="optional: a target without a type is http")
     url: Annotated[str, Field(min_length=8, max_length=2048, pattern=r"^https?://[^\s]+$")]
     method: Literal["POST", "PUT", "PATCH", "GET", "DELETE"] = "POST"
     headers: dict[Annotated[str, Field(min_length=1, max_length=128)], Annotated[str, Field(max_length=4096)]] = Field(
@@ -42,6 +43,11 @@ class HttpTarget(BaseModel):
     def _header_names_once(self, info: ValidationInfo) -> HttpTarget:
         if is_stored(info):
             return self
+        for kind, named in (("headers", self.headers), ("secret_headers", self.secret_headers)):
+            lower = [name.lower() for name in named]
+            twice = sorted({name for name in lower if lower.count(name) > 1})
+            if twice:  # names are case-insensitive: X-A and x-a would go out as two headers
+                raise ValueError(f"a header is named twice in {kind} (names ignore case): {', '.join(twice)}")
         both = {name.lower() for name in self.headers} & {name.lower() for name in self.secret_headers}
         if both:
             raise ValueError(f"a header is either plain or secret, not both: {', '.join(sorted(both))}")
@@ -63,47 +69,109 @@ class HttpTarget(BaseModel):
         return value
 
 
+def _type_required(schema: dict[str, Any]) -> None:
+    """In the document, a kind other than ``http`` must name its ``type`` (see :func:`target_kind`)."""
+    schema["required"] = ["type", *[name for name in schema.get("required", []) if name != "type"]]
+
+
+# The kinds other than http: their ``type`` is required in the document (a target without one is http).
+NAMED_KIND = ConfigDict(**STRICT, json_schema_extra=_type_required)
+
 _ARN = r"^arn:aws[a-zA-Z-]*:"
 _LAMBDA_ARN = _ARN + r"lambda:[a-z0-9-]+:\d{12}:function:[A-Za-z0-9_-]{1,64}(:[A-Za-z0-9$_-]+)?$"
 _STATE_MACHINE_ARN = _ARN + r"states:[a-z0-9-]+:\d{12}:stateMachine:[A-Za-z0-9_-]{1,80}$"
 
 
+def _ascii(value: str, info: ValidationInfo) -> str:
+    """Refuse non-ASCII text where the pattern's ``\\d`` (Unicode digits in pydantic's regex engine,
+    ASCII ones in the document's JSON Schema) would let full-width digits through: AWS refuses
+    such an ARN or queue URL on every attempt. Not applied to stored documents (``is_stored``)."""
+    if not is_stored(info) and not value.isascii():
+        raise ValueError("must be ASCII (an AWS ARN or queue URL never holds other characters)")
+    return value
+
+
 class LambdaTarget(BaseModel):
     """Invoke a Lambda function (asynchronously by default) with the run as the event."""
 
-    model_config = STRICT
+    model_config = NAMED_KIND
     type: Literal["lambda"] = "lambda"
     function_arn: Annotated[str, Field(pattern=_LAMBDA_ARN)]
     invocation: Literal["event", "request_response"] = "event"
+    _ascii_arn = field_validator("function_arn")(_ascii)
 
 
 class SqsTarget(BaseModel):
     """Send the run as a message to an SQS queue."""
 
-    model_config = STRICT
+    model_config = NAMED_KIND
     type: Literal["sqs"] = "sqs"
-    queue_url: Annotated[str, Field(pattern=r"^https://[^\s]+/\d{12}/[A-Za-z0-9_-]{1,80}(\.fifo)?$")]
+    queue_url: Annotated[
+        str,
+        Field(
+            pattern=r"^https://[^\s]+/\d{12}/[A-Za-z0-9_-]{1,80}(\.fifo)?$",
+            # the document states the ASCII rule of _ascii (the pattern above stays as stored jobs were written)
+            json_schema_extra={"pattern": r"^https://[!-~]+/[0-9]{12}/[A-Za-z0-9_-]{1,80}(\.fifo)?$"},
+        ),
+    ]
+    _ascii_url = field_validator("queue_url")(_ascii)
 
 
 class StepFunctionsTarget(BaseModel):
     """Start a state machine execution named by the run id (idempotent by construction)."""
 
-    model_config = STRICT
+    model_config = NAMED_KIND
     type: Literal["stepfunctions"] = "stepfunctions"
     state_machine_arn: Annotated[str, Field(pattern=_STATE_MACHINE_ARN)]
+    _ascii_arn = field_validator("state_machine_arn")(_ascii)
+
+
+# PutEvents' EventBusName: a bus name or ARN (partner buses: aws.partner/...).
+_EVENT_BUS = r"^(arn:aws[a-zA-Z-]*:events:[a-z0-9-]+:[0-9]{12}:event-bus/)?[/._A-Za-z0-9-]+$"
 
 
 class EventBridgeTarget(BaseModel):
     """Put the run as an event on an event bus."""
 
-    model_config = STRICT
+    model_config = NAMED_KIND
     type: Literal["eventbridge"] = "eventbridge"
-    event_bus: Annotated[str, Field(min_length=1, max_length=1600)] = "default"
+    # the pattern is checked on input only (stored jobs written before it keep loading)
+    event_bus: Annotated[str, Field(min_length=1, max_length=1600, json_schema_extra={"pattern": _EVENT_BUS})] = (
+        "default"
+    )
     source: Annotated[str, Field(min_length=1, max_length=256)] = "punctual"
     detail_type: Annotated[str, Field(min_length=1, max_length=128)] = "punctual.run"
 
+    @field_validator("event_bus")
+    @classmethod
+    def _bus_name(cls, value: str, info: ValidationInfo) -> str:
+        if not is_stored(info) and not re.fullmatch(_EVENT_BUS, value):
+            raise ValueError("event_bus must be an event bus name (letters, digits, / . _ -) or its ARN")
+        return value
+
+
+def target_kind(value: Any) -> Any:
+    """The kind of target ``value`` is: its ``type``, and ``http`` when it has none (the default the
+    document states; the other kinds name theirs, which their schemas require)."""
+    if isinstance(value, dict):
+        return value.get("type", "http")
+    return getattr(value, "type", None)
+
+
+TARGET_KINDS = (HttpTarget, LambdaTarget, SqsTarget, StepFunctionsTarget, EventBridgeTarget)
 
 Target = Annotated[
-    HttpTarget | LambdaTarget | SqsTarget | StepFunctionsTarget | EventBridgeTarget,
-    Field(discriminator="type"),
+    Annotated[HttpTarget, Tag("http")]
+    | Annotated[LambdaTarget, Tag("lambda")]
+    | Annotated[SqsTarget, Tag("sqs")]
+    | Annotated[StepFunctionsTarget, Tag("stepfunctions")]
+    | Annotated[EventBridgeTarget, Tag("eventbridge")],
+    Discriminator(
+        target_kind,
+        custom_error_type="invalid_target_type",
+        custom_error_message=(
+            "target must be an object whose type is 'http' (the default when absent), 'lambda', 'sqs', "
+            "'stepfunctions' or 'eventbridge'"
+        ),
+    ),
 ]

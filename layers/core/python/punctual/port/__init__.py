@@ -12,12 +12,14 @@ Rules every engine keeps:
   (``due_shard``, ``next_run_at``).
 - A run is in the open-runs index iff its state is open (scheduled, running, retrying).
 
-The port is split by role: ``records`` (the values that cross it), ``store``, ``queue`` and
-``engine``. Import the names from ``punctual.port``: this module re-exports them all.
+The port is split by role: ``records`` (the values that cross it), ``store``, ``edges`` (one
+decision about the dependency graph), ``queue`` and ``engine``. Import the names from
+``punctual.port``: this module re-exports them all.
 """
 
 from __future__ import annotations
 
+from punctual.port.edges import EdgeChange, EdgeReads
 from punctual.port.engine import Engine, Keys, SkewSource
 from punctual.port.queue import Delivery, Dispatch, Queue
 from punctual.port.records import (
@@ -50,6 +52,8 @@ __all__ = [
     "Delivery",
     "Dispatch",
     "DueJob",
+    "EdgeChange",
+    "EdgeReads",
     "Engine",
     "Finish",
     "Hold",

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Generic, TypeVar
 
-from punctual.model import Attempt, Catchup, JobStatus, Overlap, Run, RunState
+from punctual.model import Attempt, Catchup, JobStatus, Overlap, Run, RunState, Withdrawal
 
 T = TypeVar("T")
 
@@ -107,10 +107,9 @@ class LeaseRequest:
     scheduled_at: int
     lease_ms: int
     overlap: Overlap = Overlap.ALLOW
-    # A lease taken ahead of the run's instant (a worker holding a precomputed run until it is due):
-    # the attempt starts at ``starts_at``, so ``started_at`` and the lease's end count from it, never
-    # from an earlier ``now``. Whether the run may be leased is still decided at ``now``.
-    starts_at: int | None = None
+    # The job as the worker read it at the instant withdraws the run (paused, or its schedule lost
+    # this instant): a first lease cancels the run instead (``rules.withdrawn``), never calls it.
+    withdrawn: Withdrawal | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,17 +4,17 @@ stores them. See ``punctual.port`` for the rules every engine keeps."""
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 
-from punctual.errors import JobNotFound, RunNotFound
-from punctual.model import Job, JobStatus, Overlap, Run, RunState
+from punctual.errors import JobNotFound
+from punctual.model import Job, JobStatus, Overlap, Run, Withdrawal
+from punctual.port.edges import EdgeChange, EdgeReads
 from punctual.port.records import (
     Advance,
     Alert,
     Beat,
     DueJob,
     Finish,
-    Hold,
     JobMark,
     LeaseRequest,
     LeaseResult,
@@ -69,23 +69,6 @@ class Store(ABC):
         """:meth:`get_jobs` reduced to each job's status and version: whether a job read earlier
         is still the same definition (a worker checks this at a pre-leased run's instant)."""
         return {job_id: JobMark(job.status, job.version) for job_id, job in self.get_jobs(job_ids).items()}
-
-    def held_runs(self, holds: Sequence[Hold]) -> list[bool]:
-        """One flag per hold: the caller still holds that lease (:func:`rules.holds_lease`: running,
-        same worker and attempt), read strongly consistent. A run cancelled meanwhile is not held."""
-        flags: list[bool] = []
-        for hold in holds:
-            try:
-                run: Run | None = self.get_run(hold.job_id, hold.scheduled_at)
-            except RunNotFound:
-                run = None
-            flags.append(
-                run is not None
-                and run.state is RunState.RUNNING
-                and run.worker_id == hold.worker_id
-                and run.attempt == hold.attempt
-            )
-        return flags
 
     @abstractmethod
     def list_jobs(
@@ -152,6 +135,7 @@ class Store(ABC):
         lease_ms: int,
         *,
         overlap: Overlap = Overlap.ALLOW,
+        withdrawn: Withdrawal | None = None,
     ) -> LeaseResult:
         """Take the run for ``worker_id`` until ``now + lease_ms``.
 
@@ -164,6 +148,10 @@ class Store(ABC):
         ``overlap`` is the job's policy, decided here, at the run's first lease (its instant), by
         the rules of ``punctual.rules`` (``overlap_*``): forbid with an earlier run still open ends
         the run cancelled (SKIPPED, never executed); replace cancels the open earlier runs first.
+
+        ``withdrawn`` is what the caller read of the job at the run's instant (paused, or its
+        schedule lost the instant): where ``rules.withdrawn`` applies to the run as stored (its
+        first lease), the run ends cancelled instead (SKIPPED), never leased.
         """
 
     @abstractmethod
@@ -264,8 +252,25 @@ class Store(ABC):
     # -- dependencies (punctual.dependencies owns the rules) ----------------------------------
 
     @abstractmethod
+    def decide_edges(self, owner: str, decide: Callable[[EdgeReads], EdgeChange | None]) -> Job | None:
+        """Take one decision about ``owner``'s dependency graph as one step (``punctual.port.edges``).
+
+        ``decide`` is called once: it reads through the :class:`EdgeReads` it is given, checks, and
+        returns the write (None: nothing to write). The write (the job, its reverse edges, its new
+        upstreams' ``has_dependents`` and versions) applies entirely, and only if everything the
+        decision read through ``EdgeReads.edges`` is still as read; or not at all. Returns the stored
+        job (None when ``decide`` returned None).
+
+        Raises what ``decide`` raises; :class:`JobAlreadyExists` (a create whose id exists);
+        :class:`JobNotFound` (an update of an absent job); :class:`ConcurrentModification` when the
+        written job, a linked upstream or anything read through ``edges`` changed before the write
+        (the caller decides again, on fresh reads).
+        """
+
+    @abstractmethod
     def link_dependent(self, dependent_id: str, upstream_ids: Sequence[str]) -> None:
-        """Store the reverse edges ``upstream -> dependent`` (who depends on me); idempotent."""
+        """Store the reverse edges ``upstream -> dependent`` (who depends on me); idempotent.
+        (The service links through :meth:`decide_edges`; this is the edge write alone.)"""
 
     @abstractmethod
     def unlink_dependent(self, dependent_id: str, upstream_ids: Sequence[str], now: int) -> None:

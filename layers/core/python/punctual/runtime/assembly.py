@@ -18,7 +18,7 @@ from functools import cached_property
 from typing import Any
 
 from punctual.api.app import Services
-from punctual.clock import Clock, SystemClock
+from punctual.clock import Clock, SkewCorrectedClock, SystemClock
 from punctual.config import Settings
 from punctual.dependencies.release import ReleaseOptions
 from punctual.engines import open_engine
@@ -126,10 +126,11 @@ class Runtime:
         worker_id: str | None = None,
         metrics: Metrics | None = None,
     ) -> Worker:
-        """The long-running async worker (``punctual worker``, the Fargate task, ``punctual dev``)."""
+        """The long-running async worker (``punctual worker``, the Fargate task, ``punctual dev``),
+        on the clock corrected by the engine's measured skew (:meth:`corrected_clock`)."""
         return Worker(
             self.engine,
-            self.clock,
+            self.corrected_clock(),
             policy=policy or self.target_policy(),
             options=self.execution_options(visibility_s=visibility_s),
             tuning=tuning,
@@ -143,7 +144,7 @@ class Runtime:
         """The worker Lambda's batch executor (records arrive with the deployed queue's visibility)."""
         return LambdaWorker(
             self.engine,
-            self.clock,
+            self.corrected_clock(),
             self.target_policy(),
             self.execution_options(prelease=False),
             self.alerter,
@@ -158,7 +159,12 @@ class Runtime:
             drain_dead_letters=drain_dead_letters,
             long_run_after_s=self.settings.long_run_after_s,  # resends of long runs go to their queue
         )
-        return Reaper(self.engine, self.clock, alerter=self.alerter, options=options, interval_s=interval_s)
+        return Reaper(self.engine, self.corrected_clock(), alerter=self.alerter, options=options, interval_s=interval_s)
+
+    def corrected_clock(self) -> Clock:
+        """The clock every component decides *when* by: this process's clock corrected by the skew
+        the engine measures against the service (AWS response ``Date`` headers; none locally)."""
+        return SkewCorrectedClock(self.clock, self.engine.clock_skew)
 
     def close(self) -> None:
         self.engine.close()

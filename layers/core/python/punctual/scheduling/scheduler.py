@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from punctual import metrics as m
-from punctual.clock import Clock
+from punctual.clock import Clock, SkewCorrectedClock
 from punctual.config import Settings
 from punctual.port import Engine, SkewSource
 from punctual.scheduling.claim import ClaimStats, claim_page
@@ -41,27 +41,6 @@ def options_from_settings(settings: Settings) -> SchedulerOptions:
             retention_s=settings.retention_s, long_run_after_s=settings.long_run_after_s, early_s=settings.prelease_s
         ),
     )
-
-
-class SkewCorrectedClock:
-    """``now`` corrected by the service's clock as measured from AWS response ``Date`` headers.
-
-    Only *when* things happen depends on it; a wrong clock (±30 s) delays or advances dispatch
-    but cannot create a second run: the claim's conditional writes decide that.
-    """
-
-    def __init__(self, base: Clock, source: SkewSource | None) -> None:
-        self.base = base
-        self.source = source
-
-    def skew(self) -> int:
-        return (self.source.skew_ms or 0) if self.source is not None else 0
-
-    def now_ms(self) -> int:
-        return self.base.now_ms() + self.skew()
-
-    def sleep(self, seconds: float) -> None:
-        self.base.sleep(seconds)
 
 
 class Scheduler:

@@ -17,8 +17,9 @@ refuses never takes a slot, and a run refused a slot never uses a start. A slot 
 held (a takeover after its worker died, or a redelivery) is reused, never counted twice.
 
 When to come back: a rate-refused run gets its turn from the owner's rate record (at most a
-minute ahead; see ``rates``). A slot-refused run comes back after a short jittered backoff
-(``SLOT_BACKOFF_MS``, growing slowly with the receive count), since nothing says when a slot frees.
+minute ahead; see ``rates``), and its message is resent for that instant (``Admission.turn``). A
+slot-refused run's message is hidden for a short jittered backoff (``SLOT_BACKOFF_MS``, growing
+slowly with the receive count), since nothing says when a slot frees.
 
 Leaks: a crash between taking a slot and leasing, or between finishing and releasing, leaves a
 slot held by a run that does not run. :func:`repair_slots` (run by the reaper) frees every slot
@@ -62,6 +63,7 @@ class Admission:
     reason: str = ""  # not admitted: which limit, for the run's note and the logs
     counted: int | None = None  # admitted under max_runs_per_minute: the limit the start was counted under
     at: int = 0  # when it was decided (epoch ms)
+    turn: bool = False  # not admitted: retry_at is the run's turn of the rate, to come back at that very instant
 
     @property
     def limited(self) -> bool:
@@ -143,7 +145,7 @@ class Gate:
 
 
 def _rate_refusal(owner: str, run_id: str, rate: int, retry_at: int) -> Admission:
-    return Admission(owner, run_id, False, None, retry_at, f"max_runs_per_minute {rate}")
+    return Admission(owner, run_id, False, None, retry_at, f"max_runs_per_minute {rate}", turn=True)
 
 
 WAITING = "waiting: "  # a waiting run's note: "waiting: max_runs_per_minute 6"

@@ -1,18 +1,18 @@
 """``max_runs_per_minute`` as a ceiling that a backlog fills: starts spaced evenly, turns for the waiting.
 
-The promise (docs/execution.md, invariant 6): never more than R starts in any 60 s window (sliding,
-to the millisecond), and while runs wait, the owner gets its rate: every 60 s window holds at
-least R - 1 starts for R <= 10 and at least 90 % of R above (95 % over a long backlog).
+The promise (docs/execution.md, "Owner limits"; DESIGN 7.6): never more than R starts in any 60 s
+window (sliding, to the millisecond), and while runs wait, the owner gets its rate: every 60 s
+window holds at least floor(0.9 R) starts (R - 1 for R <= 10), about 94 % of R over a long backlog.
 
 The rule is a virtual schedule (GCRA, the "generic cell rate algorithm" of ATM networks): the
 owner's record holds ``next_at``, the instant of the next start if starts were exactly
 ``interval_ms(R) = (60 s + SLACK_MS + MARGIN_MS) / R`` apart. A start qualifies from
 ``next_at - SLACK_MS`` on, and moves ``next_at`` to ``max(next_at, now) + interval``. So R + 1
-starts span at least ``R * interval - SLACK_MS >= 61 s``: never R + 1 in one window, whatever order
-the workers come in, and the calls keep that at the target as long as their trips there differ by
-less than ``MARGIN_MS``. The slack lets a start come up to 2 s early or late without losing its
-place, so a waiting run that returns a little late (whole-second visibility, a long poll) costs
-nothing, and over a long backlog the owner gets 60 / 63 of R.
+starts span at least ``R * interval - SLACK_MS >= 62 s``: never R + 1 in one window, whatever order
+the workers come in, with ``MARGIN_MS`` to spare for workers whose clocks differ a little and for
+calls whose trips to the target differ. The slack lets a start come up to 2 s early or late
+without losing its place, so a waiting run that returns a little late costs nothing; over a long
+backlog the owner gets 60 / 64 of R.
 
 Waiting runs are given turns, so that a backlog does not knock on the gate all at once: a refused
 run is told to return at ``max(queue_end, next_at - SLACK_MS)``, and ``queue_end`` moves one
@@ -36,14 +36,16 @@ from punctual.port import RateState, Store
 
 WINDOW_MS = 60_000
 SLACK_MS = 2_000  # how early (or late) a start may come without losing its place
-MARGIN_MS = 1_000  # R + 1 starts span 61 s: calls that reach the target up to 1 s apart in delay keep the ceiling
+# R + 1 starts span 62 s by the workers' clocks: the ceiling holds in true time, and at the target,
+# across workers whose corrected clocks differ by up to 1 s each way, or calls whose trips differ
+MARGIN_MS = 2_000
 HORIZON_MS = 60_000  # the farthest turn handed out; a run further back looks again after this
 CAS_TRIES = 8  # writers racing for one owner's record: after this many lost races, wait a moment
 RACE_WAIT_MS = 500
 
 
 def interval_ms(limit: int) -> int:
-    """The spacing of starts for ``limit`` per minute (rounded up, so R intervals span >= 63 s)."""
+    """The spacing of starts for ``limit`` per minute (rounded up, so R intervals span >= 64 s)."""
     if limit < 1:
         raise ValueError(f"max_runs_per_minute must be at least 1, not {limit}")
     return -(-(WINDOW_MS + SLACK_MS + MARGIN_MS) // limit)

@@ -80,6 +80,20 @@ SHARD_HELD = "#owner = :me AND epoch = :epoch"  # renew / release: same owner an
 # -- alerts ----------------------------------------------------------------------------------------
 ALERT_NOT_EXISTS = "attribute_not_exists(pk)"
 
+# -- dependency decisions (punctual.port.edges; engines/aws/edges.py) ------------------------------
+EDGES_AS_READ = "depends_on = :read_edges"  # the raw stored value the decision read
+NO_EDGES_AS_READ = "attribute_not_exists(depends_on)"  # also true of a job that does not exist
+JOB_EXISTS = "attribute_exists(job_id)"
+NOT_DELETED = "#status <> :deleted"
+LINKABLE = f"{JOB_EXISTS} AND {NOT_DELETED}"  # a job a new dependent may name
+GRAPH_AS_READ = "seq = :seen_seq"  # the owner's graph sequence, for a decision too large to list
+GRAPH_UNTOUCHED = "attribute_not_exists(seq)"
+
+
+def edges_as_read(read_edges: object) -> str:
+    """The condition that a job's ``depends_on`` is still the raw value read (None: still none)."""
+    return NO_EDGES_AS_READ if read_edges is None else EDGES_AS_READ
+
 
 # -- expression assembly ---------------------------------------------------------------------------
 

@@ -8,7 +8,9 @@ Layout (the table's generic ``pk``/``sk`` key, next to shard leases and alerts):
   Query) and removed by the table's TTL a day later; a new link (PutItem) replaces it whole;
 - release record of a dependent: ``pk = release#<dependent_id>``, ``sk = -``, with
   ``release_gen`` (N), ``released_at`` (N) and one ``u_<upstream hex>`` attribute per filled slot
-  (``"<run_id> <finished_at>"``). Every change is one conditional UpdateItem on that item.
+  (``"<run_id> <finished_at>"``). Every change is one conditional UpdateItem on that item;
+- the owner's graph sequence: ``pk = graph#<owner>``, ``sk = -``, ``seq`` (N), for dependency
+  decisions too large to list their conditions (:mod:`.edges`, which also writes the edges).
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ class DependencyItems:
 
     def link_dependent(self, dependent_id: str, upstream_ids: Sequence[str]) -> None:
         for upstream_id in upstream_ids:  # at most MAX_UPSTREAMS plain puts (idempotent)
-            self._tables.client.put_item(TableName=self.leases_table, Item=_edge_key(upstream_id, dependent_id))
+            self._tables.client.put_item(TableName=self.leases_table, Item=edge_key(upstream_id, dependent_id))
 
     def unlink_dependent(self, dependent_id: str, upstream_ids: Sequence[str], now: int) -> None:
         request = {
@@ -51,7 +53,7 @@ class DependencyItems:
             "ExpressionAttributeValues": {":yes": {"BOOL": True}, ":ttl": n(ttl_seconds(now) + RETIRED_EDGE_TTL_S)},
         }
         for upstream_id in upstream_ids:
-            key = _edge_key(upstream_id, dependent_id)
+            key = edge_key(upstream_id, dependent_id)
             self._tables.update(self.leases_table, key, request, returns="NONE", old_on_failure=False)
 
     def dependents_of(self, upstream_id: str) -> list[str]:
@@ -99,7 +101,7 @@ class DependencyItems:
         return self._tables.update(self.leases_table, _release_key(state.dependent_id), request, returns="NONE").applied
 
 
-def _edge_key(upstream_id: str, dependent_id: str) -> Key:
+def edge_key(upstream_id: str, dependent_id: str) -> Key:
     return {"pk": s(EDGE_PREFIX + upstream_id), "sk": s(dependent_id)}
 
 

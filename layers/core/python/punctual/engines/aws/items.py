@@ -135,6 +135,7 @@ def job_to_item(job: Job, *, retention_days: int) -> Item:
     _put(item, "run_at", None if job.run_at is None else s(job.run_at.isoformat()))
     _put(item, "payload", None if job.payload is None else js(job.payload))
     _put(item, "last_run_at", _opt_n(job.last_run_at))
+    _put(item, "rescheduled_at", _opt_n(job.rescheduled_at))
     _put(item, "depends_on", None if job.depends_on is None else {"S": job.depends_on.model_dump_json()})
     if job.has_dependents:
         item["has_dependents"] = {"BOOL": True}
@@ -171,6 +172,7 @@ def item_to_job(item: Item) -> Job:
         "status": get_s(item, "status"),
         "next_run_at": get_n(item, "next_run_at"),
         "last_run_at": get_n(item, "last_run_at"),
+        "rescheduled_at": get_n(item, "rescheduled_at"),
         "due_shard": get_n(item, "due_shard"),
         "created_at": get_n(item, "created_at"),
         "updated_at": get_n(item, "updated_at"),

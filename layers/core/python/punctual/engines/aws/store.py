@@ -5,7 +5,8 @@ Division of labour (as in the Powertools idempotency layer): :mod:`punctual.rule
 update requests from them, :mod:`.items` owns the item layout and cursors, :mod:`.tables` does the
 paging, batches and conditional-write plumbing, and this module maps each port method to those
 requests: the claim, runs, stats and alerts here; jobs (:mod:`.jobs`), the reaper's reads
-(:mod:`.deadlines`), shard leases (:mod:`.shards`), dependencies and tenants in mixins. Every
+(:mod:`.deadlines`), shard leases (:mod:`.shards`), dependencies (:mod:`.dependencies`, and
+their decisions in :mod:`.edges`) and tenants in mixins. Every
 ``ConditionalCheckFailedException`` becomes the outcome the port documents (False, None, a
 :class:`LeaseOutcome`, or the named exception); every other ``ClientError`` propagates unchanged.
 Conditional writes that fail ask DynamoDB for the item as it was
@@ -29,9 +30,8 @@ from punctual.engines.aws import overlap as ov
 from punctual.engines.aws import stats
 from punctual.engines.aws import updates as u
 from punctual.engines.aws.deadlines import SWEEP_PAGES, DeadlineReads
-from punctual.engines.aws.dependencies import DependencyItems
-from punctual.engines.aws.items import Key, n, s
-from punctual.engines.aws.jobs import DynamoJobs
+from punctual.engines.aws.edges import DynamoEdges
+from punctual.engines.aws.items import n, s
 from punctual.engines.aws.shards import DynamoShards
 from punctual.engines.aws.tables import Tables, Written
 from punctual.engines.aws.tenants import DynamoTenants
@@ -40,14 +40,13 @@ from punctual.errors import (
     LeaseLost,
     RunNotFound,
 )
-from punctual.model import JobStatus, Overlap, Run, RunState
+from punctual.model import JobStatus, Overlap, Run, RunState, Withdrawal
 from punctual.port import (
     Advance,
     Alert,
     Beat,
     DueJob,
     Finish,
-    Hold,
     LeaseOutcome,
     LeaseRequest,
     LeaseResult,
@@ -63,7 +62,7 @@ _LEASE_ROUNDS = 4  # fresh lease / takeover attempts before conceding that other
 _MAX_QUERY_LIMIT = 1000
 
 
-class DynamoStore(DynamoJobs, DeadlineReads, DynamoShards, DependencyItems, DynamoTenants, Store):
+class DynamoStore(DynamoEdges, DeadlineReads, DynamoShards, DynamoTenants, Store):
     """Jobs, runs, shard leases and alerts in three DynamoDB tables (see ``punctual.resources``)."""
 
     def __init__(
@@ -152,14 +151,6 @@ class DynamoStore(DynamoJobs, DeadlineReads, DynamoShards, DependencyItems, Dyna
             raise RunNotFound(f"run {ids.run_id_for(job_id, scheduled_at)} not found", field="run_id")
         return it.item_to_run(item)
 
-    def held_runs(self, holds: Sequence[Hold]) -> list[bool]:
-        keys = [it.run_key(*key) for key in dict.fromkeys((h.job_id, h.scheduled_at) for h in holds)]
-        runs = {(run.job_id, run.scheduled_at): run for run in self._get_runs_complete(keys)}
-        return [rules.holds_lease(runs.get((h.job_id, h.scheduled_at)), h.worker_id, h.attempt) for h in holds]
-
-    def _get_runs_complete(self, keys: list[Key]) -> list[Run]:
-        return [it.item_to_run(item) for item in self._tables.batch_get(self.runs_table, keys, complete=True)]
-
     def list_runs(self, job_id: str, query: RunQuery) -> Page[Run]:
         if query.since is not None and query.until is not None and query.since > query.until:
             return Page([])  # an empty range; DynamoDB rejects BETWEEN with low > high
@@ -203,18 +194,25 @@ class DynamoStore(DynamoJobs, DeadlineReads, DynamoShards, DependencyItems, Dyna
         lease_ms: int,
         *,
         overlap: Overlap = Overlap.ALLOW,
-        starts_at: int | None = None,
+        withdrawn: Withdrawal | None = None,
     ) -> LeaseResult:
         """One conditional write in the common case (scheduled, or retrying past its backoff).
 
-        A job with overlap forbid or replace first reads the run and its predecessors
-        (``engines.aws.overlap``): the policy is decided here, at the run's first lease.
+        A run the worker says is ``withdrawn`` (its job paused, or its schedule lost the instant)
+        is read first, and cancelled by compare-and-set if that applies (``rules.withdrawn``: its
+        first lease, a trigger concerned): SKIPPED, never leased. A job with overlap forbid or
+        replace first reads the run and its predecessors (``engines.aws.overlap``): the policy is
+        decided here, at the run's first lease.
 
         If that fails, the run as it was decides (``rules.lease_outcome``). A running run whose lease
         expired is taken over by a second, compare-and-set write on the attempt and lease end that
         were seen, which also appends the lost attempt to the log. Losing that race re-evaluates the
         run as the failed write found it, a bounded number of times.
         """
+        if withdrawn is not None:
+            cancelled = self._withdraw(job_id, scheduled_at, withdrawn, now)
+            if cancelled is not None:
+                return cancelled
         if overlap is not Overlap.ALLOW:
             skipped = ov.decide(
                 self._tables,
@@ -229,14 +227,13 @@ class DynamoStore(DynamoJobs, DeadlineReads, DynamoShards, DependencyItems, Dyna
             if skipped is not None:
                 return skipped
         key = it.run_key(job_id, scheduled_at)
-        start = max(now, starts_at or now)  # a pre-lease's attempt starts at the run's instant
-        until = start + lease_ms
+        until = now + lease_ms
         seen: Run | None = None
         for _ in range(_LEASE_ROUNDS):
             if seen is not None and rules.is_takeover(seen):
-                request = u.takeover_request(seen, worker_id, now, until, start)
+                request = u.takeover_request(seen, worker_id, now, until)
             else:
-                request = u.lease_request(worker_id, now, until, start)
+                request = u.lease_request(worker_id, now, until)
             written = self._tables.update(self.runs_table, key, request)
             found = None if written.item is None else it.item_to_run(written.item)
             if written.applied:
@@ -246,6 +243,21 @@ class DynamoStore(DynamoJobs, DeadlineReads, DynamoShards, DependencyItems, Dyna
                 return LeaseResult(outcome, found)
             seen = found
         return LeaseResult(LeaseOutcome.HELD, seen)  # others kept winning: treat it as held
+
+    def _withdraw(self, job_id: str, scheduled_at: int, withdrawal: Withdrawal, now: int) -> LeaseResult | None:
+        """Cancel the run if ``withdrawal`` applies to it as stored (SKIPPED); None: lease as usual
+        (it does not apply, the run is gone, or it moved on meanwhile: the lease says what it is)."""
+        try:
+            run = self.get_run(job_id, scheduled_at)
+        except RunNotFound:
+            return None
+        change = rules.withdrawn(run, withdrawal, now)
+        if change is None:
+            return None
+        try:
+            return LeaseResult(LeaseOutcome.SKIPPED, self.transition_run(run, change))
+        except ConcurrentModification:
+            return None
 
     def heartbeat_run(self, job_id: str, scheduled_at: int, worker_id: str, attempt: int, lease_expires_at: int) -> Run:
         expr = c.Expression().set("lease_expires_at = :until, deadline_at = :until", until=n(lease_expires_at))
@@ -265,7 +277,7 @@ class DynamoStore(DynamoJobs, DeadlineReads, DynamoShards, DependencyItems, Dyna
     def lease_runs(self, requests: Sequence[LeaseRequest], worker_id: str, now: int) -> list[LeaseResult]:
         def one(r: LeaseRequest) -> LeaseResult:
             return self.lease_run(
-                r.job_id, r.scheduled_at, worker_id, now, r.lease_ms, overlap=r.overlap, starts_at=r.starts_at
+                r.job_id, r.scheduled_at, worker_id, now, r.lease_ms, overlap=r.overlap, withdrawn=r.withdrawn
             )
 
         return self._tables.each(one, requests)

@@ -24,6 +24,9 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 _CONDITION_FAILED = "ConditionalCheckFailedException"
+_TRANSACTION_CANCELLED = "TransactionCanceledException"
+_CANCELLED_BY_A_RACE = {"None", "ConditionalCheckFailed", "TransactionConflict"}  # per-action reason codes
+MAX_TRANSACTION_ACTIONS = 100  # DynamoDB's limit of actions (distinct items) per transaction
 _MAX_LIST_PAGES = 10  # Query pages one listing may read when a filter drops most items
 _BATCH_GET = 100  # BatchGetItem maximum keys
 _BATCH_GET_TRIES = 5
@@ -95,6 +98,26 @@ class Tables:
                 raise
             return Written(False, _old_image(exc))
         return Written(True, response.get("Attributes"))
+
+    def transact(self, actions: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
+        """One ``TransactWriteItems`` of ``actions`` (at most ``MAX_TRANSACTION_ACTIONS``).
+
+        Returns None when it applied; when DynamoDB cancelled it for a failed condition or a
+        conflict with another transaction on one of its items, the cancellation reasons (one per
+        action, in order: ``Code``, and ``Item`` for a failed condition that asked for
+        ``ALL_OLD``). Any other cancellation (throttling, a validation error) propagates, as the
+        same error of a single write does.
+        """
+        try:
+            self.client.transact_write_items(TransactItems=actions)
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") != _TRANSACTION_CANCELLED:
+                raise
+            reasons: list[dict[str, Any]] = cast(dict[str, Any], exc.response).get("CancellationReasons", [])
+            if not {reason.get("Code", "None") for reason in reasons} <= _CANCELLED_BY_A_RACE:
+                raise
+            return reasons
+        return None
 
     def collect(
         self, request: dict[str, Any], limit: int, position: Callable[[Item], Key]

@@ -16,20 +16,19 @@ from punctual.model import Run, RunState
 from punctual.port import RunChange
 
 
-def lease_request(worker_id: str, now: int, until: int, start: int | None = None) -> dict[str, Any]:
-    """The common lease: scheduled, or retrying past its backoff at ``now`` (rules.leased); the
-    attempt starts at ``start`` (a pre-lease: later than ``now``)."""
-    return leased_expression(worker_id, now, until, start).request(
+def lease_request(worker_id: str, now: int, until: int) -> dict[str, Any]:
+    """The common lease: scheduled, or retrying past its backoff at ``now`` (rules.leased)."""
+    return leased_expression(worker_id, now, until).request(
         c.LEASABLE,
         scheduled=s(RunState.SCHEDULED.value),
         retrying=s(RunState.RETRYING.value),
     )
 
 
-def takeover_request(seen: Run, worker_id: str, now: int, until: int, start: int | None = None) -> dict[str, Any]:
+def takeover_request(seen: Run, worker_id: str, now: int, until: int) -> dict[str, Any]:
     """Take over ``seen``'s expired lease, logging the lost attempt (rules.leased on a running run)."""
     assert seen.lease_expires_at is not None  # a running run whose lease expired has one
-    expr = leased_expression(worker_id, now, until, start)
+    expr = leased_expression(worker_id, now, until)
     expr.set(
         "attempts = list_append(if_not_exists(attempts, :no_attempts), :lost)",
         no_attempts={"L": []},
@@ -38,15 +37,13 @@ def takeover_request(seen: Run, worker_id: str, now: int, until: int, start: int
     return expr.request(c.TAKEOVER, seen_attempt=n(seen.attempt), seen_lease=n(seen.lease_expires_at))
 
 
-def leased_expression(worker_id: str, now: int, until: int, start: int | None = None) -> c.Expression:
-    """``:now`` also serves the conditions (a retry's backoff, an expired lease): a pre-lease's
-    later ``start`` gets its own value."""
+def leased_expression(worker_id: str, now: int, until: int) -> c.Expression:
+    """The lease's fields; ``:now`` also serves the guarding conditions (a retry's backoff, an expired lease)."""
     expr = c.Expression().set("#state = :running", running=s(RunState.RUNNING.value))
     expr.set("worker_id = :worker", worker=s(worker_id))
     expr.set("lease_expires_at = :until, deadline_at = :until", until=n(until))
     expr.set("attempt = attempt + :one", one=n(1))
-    expr.set("started_at = if_not_exists(started_at, :start)", start=n(max(now, start or now)))
-    expr.values[":now"] = n(now)  # read by the guarding conditions only
+    expr.set("started_at = if_not_exists(started_at, :now)", now=n(now))
     return expr.remove("next_attempt_at", "note")  # a waiting run's note goes with the wait (rules.leased)
 
 

@@ -14,9 +14,9 @@ from collections.abc import Collection, Iterator, Sequence
 from typing import Any
 
 from punctual.engines.embedded.db import Database
-from punctual.model import Job, JobStatus, RunState
+from punctual.model import Job, JobStatus
 from punctual.model.stored import StoredReader
-from punctual.port import Hold, JobMark
+from punctual.port import JobMark
 
 _CHUNK = 500  # ids per IN (...) list: far below SQLite's bound on variables
 _DOC_CHUNK = 250  # documents per one-step read (a job is ~0.5 KB, at most a few tens of KB)
@@ -90,7 +90,7 @@ def values(chunk: Sequence[Sequence[Any]], width: int, rows: int) -> tuple[str, 
 
 
 class BatchReads:
-    """:meth:`Store.get_jobs`, :meth:`Store.job_marks` and :meth:`Store.held_runs` for the
+    """:meth:`Store.get_jobs` and :meth:`Store.job_marks` for the
     embedded store: one query per few hundred ids, on the reader connection (no write lock)."""
 
     _db: Database
@@ -116,20 +116,3 @@ class BatchReads:
             text = one_step(conn, f"SELECT {aggregate} FROM jobs WHERE job_id IN ({marks})", chunk)
             if text is not None:
                 yield text
-
-    def held_runs(self, holds: Sequence[Hold]) -> list[bool]:
-        held: set[tuple[str, int, str, int]] = set()
-        conn = self._db.connection()
-        running = RunState.RUNNING.value
-        for chunk in chunks(holds):
-            keys = ", ".join("(?, ?)" for _ in chunk)
-            params = [value for hold in chunk for value in (hold.job_id, hold.scheduled_at)]
-            # a join, not "(job_id, scheduled_at) IN (VALUES ...)": SQLite plans that as a scan
-            query = (
-                f"WITH k(j, s) AS (VALUES {keys}) SELECT json_group_array(json_array(r.job_id, r.scheduled_at,"
-                " r.worker_id, r.attempt)) FROM k JOIN runs r ON r.job_id = k.j AND r.scheduled_at = k.s"
-                " WHERE r.state = ?"
-            )
-            for job_id, scheduled_at, worker_id, attempt in json_rows(one_step(conn, query, [*params, running])):
-                held.add((job_id, scheduled_at, worker_id, attempt))
-        return [(hold.job_id, hold.scheduled_at, hold.worker_id, hold.attempt) in held for hold in holds]

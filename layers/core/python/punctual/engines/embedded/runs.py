@@ -76,6 +76,11 @@ def _lease_by_rules(conn: sqlite3.Connection, request: LeaseRequest, worker_id: 
     outcome = rules.lease_outcome(run, now)
     if run is None or outcome is not LeaseOutcome.LEASED:
         return LeaseResult(outcome, run)
+    withdrawal = rules.withdrawn(run, request.withdrawn, now)
+    if withdrawal is not None:  # the job as read at the instant cancels the run: never called
+        cancelled = rules.apply_change(run, withdrawal)
+        save_run(conn, cancelled)
+        return LeaseResult(LeaseOutcome.SKIPPED, cancelled)
     if rules.overlap_applies(run, request.overlap):
         blockers = rules.overlap_blockers(request.overlap, earlier_runs(conn, run.job_id, run.scheduled_at))
         action = rules.overlap_action(request.overlap, blockers)
@@ -85,7 +90,7 @@ def _lease_by_rules(conn: sqlite3.Connection, request: LeaseRequest, worker_id: 
             return LeaseResult(LeaseOutcome.SKIPPED, skipped)
         for blocker in blockers:  # REPLACE (LEASE: none)
             save_run(conn, rules.apply_change(blocker, rules.overlap_replacement(run, now)))
-    leased = rules.leased(run, worker_id, now, request.lease_ms, request.starts_at)
+    leased = rules.leased(run, worker_id, now, request.lease_ms)
     save_run(conn, leased)
     return LeaseResult(LeaseOutcome.LEASED, leased)
 

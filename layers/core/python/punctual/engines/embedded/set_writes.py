@@ -89,15 +89,14 @@ _FINISHABLE = RUN_TRANSITIONS[RunState.RUNNING]
 def lease_scheduled(
     conn: sqlite3.Connection, requests: Sequence[LeaseRequest], worker_id: str, now: int
 ) -> dict[RunKey, Run]:
-    """Lease every still-scheduled run of the ``overlap=allow`` ``requests`` (the first request
-    for a run; a repeat is left to the per-run path, which finds it held). Returns the leased runs
-    by (job_id, scheduled_at), inside the caller's write transaction."""
+    """Lease every still-scheduled run of the ``overlap=allow`` ``requests`` that nothing withdraws
+    (the first request for a run; a repeat is left to the per-run path, which finds it held).
+    Returns the leased runs by (job_id, scheduled_at), inside the caller's write transaction."""
     rows: dict[RunKey, tuple[Any, ...]] = {}
     for request in requests:
         key = (request.job_id, request.scheduled_at)
-        if request.overlap is Overlap.ALLOW and key not in rows:
-            start = max(now, request.starts_at or now)
-            rows[key] = (request.job_id, request.scheduled_at, worker_id, start + request.lease_ms, start)
+        if request.overlap is Overlap.ALLOW and request.withdrawn is None and key not in rows:
+            rows[key] = (request.job_id, request.scheduled_at, worker_id, now + request.lease_ms, now)
     leased: dict[RunKey, Run] = {}
     for chunk in chunks(list(rows.values()), _CHUNK):
         if _all_applied(conn, _LEASE_SET, 5, chunk):  # the common case: read back in one step

@@ -12,11 +12,13 @@ last_run_at, updated_at, version) only in columns and the rest of the Job in ``d
 advance binds five small values and never parses or re-serializes JSON; a read merges the two.
 
 The run steps taken inside a transaction (lease, heartbeat, finish, the run row codec) are in
-:mod:`.runs`; shard leases (:mod:`.shards`), batched reads, dependencies and tenants are mixins.
+:mod:`.runs`; shard leases (:mod:`.shards`), batched reads, dependencies (and their decisions,
+:mod:`.edges`) and tenants are mixins.
 """
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -24,8 +26,8 @@ from punctual import ids, rules
 from punctual.clock import Clock
 from punctual.engines.embedded import bulk, stats
 from punctual.engines.embedded.db import Database
-from punctual.engines.embedded.dependencies import DependencyRows
-from punctual.engines.embedded.reads import SELECT_JOB, BatchReads, job_from_row
+from punctual.engines.embedded.edges import EdgeDecisions
+from punctual.engines.embedded.reads import SELECT_JOB, job_from_row
 from punctual.engines.embedded.runs import (
     extend_in,
     finish_all_in,
@@ -41,7 +43,7 @@ from punctual.engines.embedded.schema import DUE_COLUMNS, OPEN_RUN_SQL, RUN_EXPI
 from punctual.engines.embedded.shards import EmbeddedShards
 from punctual.engines.embedded.tenants import EmbeddedTenants
 from punctual.errors import ConcurrentModification, InvalidCursor, JobAlreadyExists, JobNotFound, RunNotFound
-from punctual.model import Catchup, Job, JobStatus, Overlap, Run
+from punctual.model import Catchup, Job, JobStatus, Overlap, Run, Withdrawal
 from punctual.port import (
     Advance,
     Alert,
@@ -116,7 +118,7 @@ _OVERLAP = {o.value: o for o in Overlap}
 _CATCHUP = {c.value: c for c in Catchup}
 
 
-class EmbeddedStore(EmbeddedShards, BatchReads, DependencyRows, EmbeddedTenants, Store):
+class EmbeddedStore(EmbeddedShards, EdgeDecisions, EmbeddedTenants, Store):
     """The Store port on one SQLite file (see the module docstring for the row layout)."""
 
     def __init__(self, db: Database, *, shards: int, clock: Clock) -> None:
@@ -129,10 +131,8 @@ class EmbeddedStore(EmbeddedShards, BatchReads, DependencyRows, EmbeddedTenants,
     # -- jobs --------------------------------------------------------------------------------
 
     def create_job(self, job: Job) -> None:
-        row = self._job_row(job)
         with self._db.write() as conn:
-            if conn.execute(_INSERT_JOB, row).rowcount == 0:
-                raise JobAlreadyExists(f"job {job.id} already exists", field="id")
+            self._insert_job(conn, job)
 
     def get_job(self, job_id: str) -> Job:
         row = self._db.connection().execute(f"{_SELECT_JOB} WHERE job_id = ?", (job_id,)).fetchone()
@@ -163,18 +163,8 @@ class EmbeddedStore(EmbeddedShards, BatchReads, DependencyRows, EmbeddedTenants,
         return Page(jobs, ids.encode_cursor("jobs", last))
 
     def update_job(self, job: Job, expected_version: int) -> Job:
-        stored = job.model_copy(update={"version": expected_version + 1})
-        row = self._job_row(stored)
         with self._db.write() as conn:
-            found = conn.execute("SELECT version FROM jobs WHERE job_id = ?", (job.id,)).fetchone()
-            if found is None:
-                raise JobNotFound(f"job {job.id} not found", field="job_id")
-            if found[0] != expected_version:
-                raise ConcurrentModification(
-                    f"job {job.id} is at version {found[0]}, not {expected_version}; read it again", field="version"
-                )
-            conn.execute(_REPLACE_JOB, (*row, job.id))
-        return stored
+            return self._replace_job(conn, job, expected_version)
 
     def bulk_load_jobs(self, jobs: Iterable[Job], batch: int = 200_000) -> int:
         """Insert many jobs fast (benchmarks, imports): ``batch`` jobs per transaction, indexes
@@ -265,9 +255,10 @@ class EmbeddedStore(EmbeddedShards, BatchReads, DependencyRows, EmbeddedTenants,
         lease_ms: int,
         *,
         overlap: Overlap = Overlap.ALLOW,
+        withdrawn: Withdrawal | None = None,
     ) -> LeaseResult:
         with self._db.write() as conn:
-            return lease_in(conn, LeaseRequest(job_id, scheduled_at, lease_ms, overlap), worker_id, now)
+            return lease_in(conn, LeaseRequest(job_id, scheduled_at, lease_ms, overlap, withdrawn), worker_id, now)
 
     def heartbeat_run(self, job_id: str, scheduled_at: int, worker_id: str, attempt: int, lease_expires_at: int) -> Run:
         with self._db.write() as conn:
@@ -342,6 +333,25 @@ class EmbeddedStore(EmbeddedShards, BatchReads, DependencyRows, EmbeddedTenants,
         return [Alert(*row) for row in rows]
 
     # -- helpers ------------------------------------------------------------------------------
+
+    def _insert_job(self, conn: sqlite3.Connection, job: Job) -> None:
+        """:meth:`create_job` inside the caller's write transaction."""
+        if conn.execute(_INSERT_JOB, self._job_row(job)).rowcount == 0:
+            raise JobAlreadyExists(f"job {job.id} already exists", field="id")
+
+    def _replace_job(self, conn: sqlite3.Connection, job: Job, expected_version: int) -> Job:
+        """:meth:`update_job` inside the caller's write transaction."""
+        stored = job.model_copy(update={"version": expected_version + 1})
+        row = self._job_row(stored)
+        found = conn.execute("SELECT version FROM jobs WHERE job_id = ?", (job.id,)).fetchone()
+        if found is None:
+            raise JobNotFound(f"job {job.id} not found", field="job_id")
+        if found[0] != expected_version:
+            raise ConcurrentModification(
+                f"job {job.id} is at version {found[0]}, not {expected_version}; read it again", field="version"
+            )
+        conn.execute(_REPLACE_JOB, (*row, job.id))
+        return stored
 
     def _page(self, sql: str, params: list[Any], limit: int) -> tuple[list[Any], bool]:
         """At most ``limit`` (bounded to 1..MAX_PAGE) rows of ``sql``, and whether more follow."""

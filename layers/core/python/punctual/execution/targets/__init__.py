@@ -20,6 +20,7 @@ from punctual.execution.targets.types import (
     failed,
     succeeded,
     timed_out,
+    unbuildable,
 )
 from punctual.model import HttpTarget, Job, Run
 from punctual.port import Keys
@@ -38,6 +39,7 @@ __all__ = [
     "failed",
     "succeeded",
     "timed_out",
+    "unbuildable",
 ]
 
 logger = logging.getLogger(__name__)
@@ -59,8 +61,9 @@ class Targets:
         self.keys = keys  # opens secret headers and signs HTTP requests (the engine's keys)
 
     def execute(self, job: Job, run: Run, attempt: int, deadline: float) -> TargetResult:
-        """Execute one attempt. Never raises: an unexpected error becomes a retryable failure
-        (so a bug shows up in the run's attempts and ends in ``dead`` + alert, not in a crash loop).
+        """Execute one attempt. Never raises: a request that cannot be built fails for good
+        (:func:`unbuildable`), any other unexpected error becomes a retryable failure (so a bug
+        shows up in the run's attempts and ends in ``dead`` + alert, not in a crash loop).
         """
         if deadline <= time.monotonic():
             return timed_out(0)
@@ -74,6 +77,10 @@ class Targets:
 
                 return http.send(job.target, invocation, self.policy, deadline)
             return self._aws_targets().send(job.target, invocation, deadline)
+        except TargetRefused as exc:
+            return unbuildable(exc.message)
+        except UnicodeError as exc:  # a value the request's encoding cannot carry: the same on every attempt
+            return unbuildable(f"{type(exc).__name__}: {exc}")
         except Exception as exc:  # see docstring: a target must never take the worker down
             logger.exception("target %s of job %s raised", job.target.type, job.id)
             return failed(f"{type(exc).__name__}: {exc}", retryable=True)

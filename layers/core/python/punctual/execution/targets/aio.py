@@ -13,21 +13,18 @@ place. Either way the connection goes to the address that was checked.
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import logging
 import time
 from collections.abc import Callable, Coroutine, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from functools import lru_cache, partial
 from typing import Any, Protocol, runtime_checkable
 
-import httpx
-
 from punctual.execution.targets import Targets, http, signing, wire
 from punctual.execution.targets.policy import TargetPolicy
+from punctual.execution.targets.request_rules import TargetRefused, TargetUrl, check_headers, target_url
 from punctual.execution.targets.resolutions import RESOLUTIONS, Resolutions
-from punctual.execution.targets.types import Invocation, TargetResult, failed, timed_out
+from punctual.execution.targets.types import Invocation, TargetResult, failed, timed_out, unbuildable
 from punctual.execution.targets.wire import Answer, Request, WireError, WirePool
 from punctual.model import HttpTarget, Job, Run
 from punctual.port import Keys
@@ -146,7 +143,7 @@ class AsyncTargets:
             if built is not None and built[0] == job.version:  # unchanged job: as built
                 return built[1]
         try:
-            url = _parse(target.url)
+            url = target_url(target.url)
             if url.literal:  # no DNS: the verdict on a literal address never changes, so it is kept
                 address, _ = _literal_verdict(url.host, url.port, self.policy)
             else:  # a name checked in the last few seconds; else it is resolved off the loop
@@ -161,7 +158,7 @@ class AsyncTargets:
         except Exception:  # _unready meets the same problem and answers it
             return None
 
-    def _build(self, job: Job, run: Run, attempt: int, url: _Url, address: str) -> Request:
+    def _build(self, job: Job, run: Run, attempt: int, url: TargetUrl, address: str) -> Request:
         """The request of an HTTP attempt to the checked ``address``; a job without headers of its
         own (most) is written from one template, without an :class:`Invocation` (the same bytes)."""
         target = job.target
@@ -194,7 +191,7 @@ class AsyncTargets:
             target = job.target
             if not isinstance(target, HttpTarget):
                 return await self._blocking_kind(job, run, attempt, timeout_s)
-            url = _parse(target.url)
+            url = target_url(target.url)
             if not url.literal:
                 return await self._resolved(target, invocation, url, timeout_s)
             address, refusal = _literal_verdict(url.host, url.port, self.policy)
@@ -221,7 +218,7 @@ class AsyncTargets:
         if not isinstance(target, HttpTarget):
             return
         try:
-            url = _parse(target.url)
+            url = target_url(target.url)
             if url.literal:
                 address, _ = _literal_verdict(url.host, url.port, self.policy)
             else:
@@ -263,7 +260,9 @@ class AsyncTargets:
         except TimeoutError:
             return timed_out(timeout_s)
 
-    async def _resolved(self, target: HttpTarget, invocation: Invocation, url: _Url, timeout_s: float) -> TargetResult:
+    async def _resolved(
+        self, target: HttpTarget, invocation: Invocation, url: TargetUrl, timeout_s: float
+    ) -> TargetResult:
         """An HTTP attempt to a name not checked recently: resolved and checked on the thread pool
         (and kept), then sent to the checked address within what is left of ``timeout_s``."""
         loop = asyncio.get_running_loop()
@@ -287,6 +286,8 @@ def _failure(exc: Exception, job: Job, timeout_s: float) -> TargetResult:
     """What an error of an attempt's call comes to (a target must never take the worker down)."""
     if isinstance(exc, TimeoutError):
         return timed_out(round(timeout_s, 3))
+    if isinstance(exc, TargetRefused | UnicodeError):  # no request can be built: retrying cannot fix it
+        return unbuildable(exc.message if isinstance(exc, TargetRefused) else f"{type(exc).__name__}: {exc}")
     if isinstance(exc, (WireError, OSError)):
         return failed(f"{type(exc).__name__}: {exc}", retryable=True)
     logger.error("target %s of job %s raised", job.target.type, job.id, exc_info=exc)
@@ -325,32 +326,15 @@ def _result(answer: Answer) -> TargetResult:
     )
 
 
-def _request(target: HttpTarget, invocation: Invocation, url: _Url, address: str) -> Request:
-    """The request of one attempt, encoded, to the checked ``address``."""
+def _request(target: HttpTarget, invocation: Invocation, url: TargetUrl, address: str) -> Request:
+    """The request of one attempt, encoded, to the checked ``address``. Raises :class:`TargetRefused`
+    for a header no request can carry (a job stored before ``request_rules`` refused it)."""
+    check_headers(target.headers)
+    check_headers(invocation.secret_headers, "target.secret_headers")
     method = target.method
     body = http.encode_payload(invocation.payload) if method in http.METHODS_WITH_BODY else None
     block = signing.header_block(target.headers, invocation, url.netloc, body, now_s=int(time.time()))
     return Request(method, (url.scheme, url.host, address, url.port), wire.encode(method, url.path, block, body))
-
-
-@dataclass(frozen=True, slots=True)
-class _Url:
-    scheme: str
-    host: str  # IDNA-encoded name or literal address (no brackets)
-    port: int
-    netloc: str  # the Host header
-    path: str  # path and query as sent
-    literal: bool
-
-
-@lru_cache(maxsize=4096)
-def _parse(url: str) -> _Url:
-    """A target URL's parts (parsing costs more than a no-op call: most jobs reuse a few URLs)."""
-    parsed = httpx.URL(url)
-    host = parsed.raw_host.decode("ascii")
-    port = parsed.port or (443 if parsed.scheme == "https" else 80)
-    netloc = parsed.netloc.decode("ascii")
-    return _Url(parsed.scheme, host, port, netloc, parsed.raw_path.decode("ascii"), _is_literal(host))
 
 
 @lru_cache(maxsize=4096)
@@ -360,11 +344,3 @@ def _literal_verdict(host: str, port: int, policy: TargetPolicy) -> tuple[str | 
         return http.resolve(host, port, policy), None
     except http.Refused as exc:
         return None, str(exc)
-
-
-def _is_literal(host: str) -> bool:
-    try:
-        ipaddress.ip_address(host)
-    except ValueError:
-        return False
-    return True

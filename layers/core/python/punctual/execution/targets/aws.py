@@ -16,7 +16,8 @@ and deduplicates as well as the service allows:
 
 Errors: throttling, service-side (5xx) and connection errors are retryable; every other client
 error (missing resource, access denied, invalid parameter) is a configuration problem that
-retrying cannot fix, so the run fails at once (``failed``, owner alerted).
+retrying cannot fix, so the run fails at once (``failed``, owner alerted). So does a request the
+SDK refuses to build (``ParamValidationError``).
 
 boto3 is imported here and nowhere else in the targets; clients are created on first use, once
 per service, from an injectable factory.
@@ -78,7 +79,13 @@ class AwsTargets:
 
     def send(self, target: object, invocation: Invocation, deadline: float) -> TargetResult:
         """Deliver one attempt; never raises for AWS errors (they become a :class:`TargetResult`)."""
-        from botocore.exceptions import BotoCoreError, ClientError, ConnectTimeoutError, ReadTimeoutError
+        from botocore.exceptions import (
+            BotoCoreError,
+            ClientError,
+            ConnectTimeoutError,
+            ParamValidationError,
+            ReadTimeoutError,
+        )
 
         if deadline <= time.monotonic():
             return timed_out(0)
@@ -88,6 +95,8 @@ class AwsTargets:
             return client_error_result(exc.response)
         except (ReadTimeoutError, ConnectTimeoutError) as exc:
             return TargetResult(ok=False, error=f"{type(exc).__name__}: {exc}", timed_out=True)
+        except ParamValidationError as exc:  # the SDK will not build this request: the same on every attempt
+            return failed(f"the request cannot be built: {exc}", retryable=False)
         except BotoCoreError as exc:  # connection errors and the like
             return failed(f"{type(exc).__name__}: {exc}", retryable=True)
 

@@ -32,8 +32,9 @@ import httpx
 
 from punctual.execution.targets import signing
 from punctual.execution.targets.policy import TargetPolicy, address_refusal, host_refusal
+from punctual.execution.targets.request_rules import TargetRefused, TargetUrl, check_headers, target_url
 from punctual.execution.targets.resolutions import RESOLUTIONS, Resolutions
-from punctual.execution.targets.types import Invocation, TargetResult, failed, succeeded, timed_out
+from punctual.execution.targets.types import Invocation, TargetResult, failed, succeeded, timed_out, unbuildable
 from punctual.model import MAX_EXCERPT_CHARS, HttpTarget, truncate
 from punctual.runs.retry import http_status_retryable
 
@@ -52,9 +53,14 @@ class Refused(Exception):
 
 def send(target: HttpTarget, invocation: Invocation, policy: TargetPolicy, deadline: float) -> TargetResult:
     """Deliver one attempt to ``target`` before ``deadline`` (a ``time.monotonic()`` instant). Never raises."""
-    url = httpx.URL(target.url)
+    try:  # the rules the create check applied (request_rules): a job stored before one existed fails here
+        url = target_url(target.url)
+        check_headers(target.headers)
+        check_headers(invocation.secret_headers, "target.secret_headers")
+    except TargetRefused as exc:
+        return unbuildable(exc.message)
     try:
-        address = resolve(url.host, url.port or (443 if url.scheme == "https" else 80), policy)
+        address = resolve(url.host, url.port, policy)
     except Refused as exc:
         return failed(f"refused by the target policy: {exc}", retryable=False)
     except OSError as exc:  # DNS failure: often transient
@@ -114,14 +120,14 @@ def request_headers(
 
 
 def _request(
-    target: HttpTarget, invocation: Invocation, url: httpx.URL, *, address: str, deadline: float, remaining: float
+    target: HttpTarget, invocation: Invocation, url: TargetUrl, *, address: str, deadline: float, remaining: float
 ) -> TargetResult:
     body = encode_payload(invocation.payload) if target.method in METHODS_WITH_BODY else None
-    headers = request_headers(target, invocation, url.netloc.decode("ascii"), body)
+    headers = request_headers(target, invocation, url.netloc, body)
     client = _client(url.scheme, url.host, address, url.port)
     with client.stream(
         target.method,
-        url.copy_with(host=address),
+        httpx.URL(scheme=url.scheme, host=address, port=url.port, raw_path=url.path.encode("ascii")),
         content=body,
         headers=headers,
         timeout=httpx.Timeout(remaining),

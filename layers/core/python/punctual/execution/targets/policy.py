@@ -19,11 +19,13 @@ A job's owner chooses the URL a worker connects to, from inside our network. Wit
   6to4 ``2002:aabb:ccdd::`` and Teredo ``2001::/32`` (server and client). Otherwise
   ``64:ff9b::a9fe:a9fe`` reaches 169.254.169.254 through a NAT64 gateway.
 
-Checks happen twice: when a job is created (:func:`check_target`, on the URL as written: a literal
-address or a well-known name, no DNS lookup, so the API stays fast and deterministic) and before
-every attempt on the *resolved* addresses, connecting to the address that was checked (so a DNS
-answer that changes between check and connect, "DNS rebinding", cannot slip through). See
-``punctual.execution.targets.http``.
+Checks happen twice: when a job is created or its target changed (:func:`check_target`, on the
+URL as written: a literal address or a well-known name, no DNS lookup, so the API stays fast and
+deterministic) and before every attempt on the *resolved* addresses, connecting to the address
+that was checked (so a DNS answer that changes between check and connect, "DNS rebinding", cannot
+slip through). See ``punctual.execution.targets.http``. Whether a request can be built from the
+target at all (URL syntax, headers) is decided by ``punctual.execution.targets.request_rules``,
+which the check and the request builders share.
 """
 
 from __future__ import annotations
@@ -32,11 +34,29 @@ import ipaddress
 import re
 import socket
 from dataclasses import dataclass
-from urllib.parse import urlsplit
 
 from punctual.config import Settings
-from punctual.errors import InvalidInput
+from punctual.execution.targets.request_rules import (
+    RESERVED_HEADER_PREFIX,
+    RESERVED_HEADERS,
+    TargetRefused,
+    check_headers,
+    header_refusals,
+    target_url,
+)
 from punctual.model import HttpTarget
+
+__all__ = [
+    "RESERVED_HEADERS",
+    "RESERVED_HEADER_PREFIX",
+    "TargetPolicy",
+    "TargetRefused",
+    "address_refusal",
+    "check_headers",
+    "check_target",
+    "check_url",
+    "host_refusal",
+]
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
@@ -56,13 +76,6 @@ ALWAYS_REFUSED_NETWORKS = tuple(
 METADATA_HOSTNAMES = frozenset(
     {"metadata", "metadata.google.internal", "instance-data", "instance-data.ec2.internal", "metadata.azure.internal"}
 )
-# Headers the worker sets itself; a job may not send its own version of them.
-RESERVED_HEADERS = frozenset(
-    {"host", "content-length", "transfer-encoding", "connection", "idempotency-key", "punctual-signature"}
-)
-RESERVED_HEADER_PREFIX = "x-punctual-"
-_HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")  # RFC 9110 token
-_BAD_HEADER_VALUE = re.compile(r"[\r\n\x00]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,38 +91,36 @@ class TargetPolicy:
         return cls(allow_loopback=settings.target_allow_loopback, allow_private=settings.target_allow_private)
 
 
-class TargetRefused(InvalidInput):
-    """A target the policy does not allow (at job creation: a 4xx; at execution: a failed run)."""
-
-    code = "target_refused"
-
-
 def check_target(target: object, policy: TargetPolicy) -> None:
-    """Refuse a target that can never be delivered under ``policy``. Raises :class:`TargetRefused`.
+    """Refuse a target that can never be delivered under ``policy``. Raises :class:`TargetRefused`
+    (one detail per problem, each naming its field: ``target.url``, ``target.headers.<name>``).
 
-    HTTP targets: scheme http/https, a host, a valid port, a host that is not refused (literal
-    addresses and well-known names; names are resolved and checked again before every attempt),
-    and headers that are valid and do not override the ones the worker sets. The AWS kinds are
-    fully validated by their models (ARN and URL patterns); nothing more to check here.
+    HTTP targets: a URL and headers a request can be built from (the rules the request builders
+    apply: ``punctual.execution.targets.request_rules``) and a host that is not refused (literal
+    addresses and well-known names; names are resolved and checked again before every attempt).
+    The AWS kinds are fully validated by their models (ARN and URL patterns); nothing more to check here.
     """
-    if isinstance(target, HttpTarget):
+    if not isinstance(target, HttpTarget):
+        return
+    problems: list[TargetRefused] = []
+    try:
         check_url(target.url, policy)
-        check_headers(target.headers)
-        check_headers(target.secret_headers)
+    except TargetRefused as exc:
+        problems.append(exc)
+    for field, headers in (("target.headers", target.headers), ("target.secret_headers", target.secret_headers)):
+        problems.extend(header_refusals(headers, field))
+    if len(problems) == 1:
+        raise problems[0]
+    if problems:
+        shown = "; ".join(p.message for p in problems[:3]) + (
+            f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
+        )
+        raise TargetRefused(shown, details=[{"field": p.field, "message": p.message} for p in problems])
 
 
 def check_url(url: str, policy: TargetPolicy) -> None:
-    """Refuse a URL whose scheme, port or (literal or well-known) host cannot be used."""
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https"):
-        raise TargetRefused("target.url must start with http:// or https://", field="target.url")
-    try:
-        parts.port  # noqa: B018 - evaluating it validates the port
-    except ValueError as exc:
-        raise TargetRefused(f"target.url has an invalid port: {exc}", field="target.url") from exc
-    host = (parts.hostname or "").rstrip(".").lower()
-    if not host:
-        raise TargetRefused("target.url has no host", field="target.url")
+    """Refuse a URL no request can be built from, or whose (literal or well-known) host the policy refuses."""
+    host = target_url(url).host.rstrip(".").lower()
     reason = host_refusal(host, policy)
     if reason is not None:
         raise TargetRefused(f"target.url points to {reason}, which targets may not reach", field="target.url")
@@ -213,15 +224,3 @@ def _single_refusal(address: IPAddress, policy: TargetPolicy) -> str | None:
     ):
         return None
     return None if policy.allow_private else f"a private or reserved address ({address})"
-
-
-def check_headers(headers: dict[str, str]) -> None:
-    """Refuse header names that are not HTTP tokens, values with line breaks, and reserved names."""
-    for name, value in headers.items():
-        if not _HEADER_NAME.match(name):
-            raise TargetRefused(f"header name {name!r} is not a valid HTTP token", field="target.headers")
-        if _BAD_HEADER_VALUE.search(value):
-            raise TargetRefused(f"header {name!r} contains a line break or NUL", field="target.headers")
-        lower = name.lower()
-        if lower in RESERVED_HEADERS or lower.startswith(RESERVED_HEADER_PREFIX):
-            raise TargetRefused(f"header {name!r} is set by Punctual and cannot be overridden", field="target.headers")

@@ -31,6 +31,7 @@ SIGNATURE_HEADER = "Punctual-Signature"
 SCHEME = "v1"
 DEFAULT_TOLERANCE_S = 300
 USER_AGENT = "punctual/0.1"
+JOB_MAY_SET = frozenset({"user-agent", "content-type"})  # of the headers below, the two a job may set itself
 
 
 class SignatureError(ValueError):
@@ -103,21 +104,22 @@ def request_headers(
     now_s: int,
 ) -> dict[str, str]:
     """Every header of one HTTP attempt: the job's headers and its (decrypted) secret headers,
-    then ours, which the job cannot override (``check_target`` refuses that), then the signature
-    when the invocation carries the owner's signing secret."""
+    then ours, which the job cannot override (``check_target`` refuses that) except
+    ``User-Agent`` and ``Content-Type``: a job that names one (in any case) sends its own, once;
+    then the signature when the invocation carries the owner's signing secret."""
     built = {**headers, **invocation.secret_headers}
-    built.update(
-        {
-            "Host": host_header,
-            "User-Agent": USER_AGENT,
-            "Content-Type": "application/json",
-            "Idempotency-Key": invocation.run_id,
-            "X-Punctual-Run-Id": invocation.run_id,
-            "X-Punctual-Attempt": str(invocation.attempt),
-            "X-Punctual-Scheduled-At": _iso(invocation.scheduled_at),
-            "X-Punctual-Job-Id": invocation.job_id,
-        }
-    )
+    ours = {
+        "Host": host_header,
+        "User-Agent": USER_AGENT,
+        "Content-Type": "application/json",
+        "Idempotency-Key": invocation.run_id,
+        "X-Punctual-Run-Id": invocation.run_id,
+        "X-Punctual-Attempt": str(invocation.attempt),
+        "X-Punctual-Scheduled-At": _iso(invocation.scheduled_at),
+        "X-Punctual-Job-Id": invocation.job_id,
+    }
+    named = {name.lower() for name in built} & JOB_MAY_SET
+    built.update({name: value for name, value in ours.items() if name.lower() not in named})
     if invocation.signing_secret:
         built[SIGNATURE_HEADER] = signature_header(invocation.signing_secret, now_s, invocation.run_id, body or b"")
     return built

@@ -39,6 +39,12 @@ def failed(error: str, *, retryable: bool, status_code: int | None = None, excer
     return TargetResult(ok=False, status_code=status_code, excerpt=excerpt, error=error, retryable=retryable)
 
 
+def unbuildable(reason: str) -> TargetResult:
+    """An attempt whose request cannot be built from the job (``request_rules`` refuses its URL or a
+    header, for a job stored before that rule existed): retrying cannot fix it, so not retryable."""
+    return failed(f"the request cannot be built: {reason}", retryable=False)
+
+
 def timed_out(timeout_s: float) -> TargetResult:
     return TargetResult(ok=False, error=f"target did not answer within {timeout_s:g} s", timed_out=True)
 

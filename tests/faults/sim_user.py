@@ -1,0 +1,261 @@
+"""The user in the simulation: what a client does through the API's services (``punctual.jobs``,
+``punctual.tenancy``), at random steps, interleaved with the faults.
+
+Actions: create (cron, one-time or dependent), PATCH (timeout, schedule, target, depends_on),
+pause, resume, delete, trigger, a change of the owner's limits, and two PATCHes of the
+dependency graph at once (the second request runs entirely while the first is about to write,
+as two API processes can interleave). Every action that succeeds is recorded in the ledger as a
+commit, with the job as stored right after it; refusals (a cycle, a transition the lifecycle
+refuses, a lost race) are answers a client gets, not faults.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC
+from typing import TYPE_CHECKING, Any
+
+from punctual.clock import to_datetime
+from punctual.errors import PunctualError
+from punctual.execution.targets.policy import TargetPolicy
+from punctual.jobs import runs as job_runs
+from punctual.jobs import service
+from punctual.model import Catchup, JobSpec, JobStatus, Overlap
+from punctual.tenancy.service import set_tenant
+
+if TYPE_CHECKING:
+    from tests.faults.chaos import Simulation
+
+SECOND = 1_000
+OPEN_POLICY = TargetPolicy(allow_private=True, allow_loopback=True)  # the targets are simulated
+SCHEDULES = ("* * * * *", "*/2 * * * *", "*/3 * * * *")
+# the store calls where a request writes (the second request of a concurrent pair runs before the first's)
+GRAPH_WRITES = frozenset({"update_job", "create_job", "link_dependent", "unlink_dependent", "decide_edges"})
+
+
+class User:
+    def __init__(self, sim: Simulation, owner: str) -> None:
+        self.sim, self.owner = sim, owner
+        self.urls = 0
+
+    # -- jobs -----------------------------------------------------------------------------------
+
+    def spec(self, kind: str, *, upstream: str | None = None) -> dict[str, Any]:
+        sim = self.sim
+        self.urls += 1
+        fields: dict[str, Any] = {
+            "name": f"{kind}-{self.urls}",
+            "target": {"type": "http", "url": f"http://192.0.2.{self.urls % 250 + 1}/hook"},
+            "timeout_s": sim.rng.choice((1, 5, 10, 30)),
+            "max_retries": sim.rng.randint(0, 3),
+            "retry": {"backoff_s": sim.rng.randint(1, 5), "max_backoff_s": 10},
+            "catchup": Catchup.BACKFILL.value,
+            "max_backfill": 50,
+            "overlap": sim.rng.choice((Overlap.ALLOW, Overlap.ALLOW, Overlap.FORBID, Overlap.REPLACE)).value,
+        }
+        if kind == "dependent" and upstream is not None:
+            fields["depends_on"] = {"jobs": [upstream], "when": "finished"}
+        elif kind == "once":
+            at = (sim.clock.now_ms() + sim.rng.randint(5, 90) * SECOND) // SECOND * SECOND
+            fields["run_at"] = to_datetime(at).astimezone(UTC).isoformat()
+        else:
+            fields["schedule"] = sim.rng.choice(SCHEDULES)
+        return fields
+
+    def create_backlog(self, count: int, at: int) -> None:
+        """``count`` one-time jobs due at ``at`` (true time), overlap allow, that succeed at once."""
+        for _ in range(count):
+            fields = {**self.spec("once"), "run_at": to_datetime(at).astimezone(UTC).isoformat(), "overlap": "allow"}
+            spec = JobSpec.model_validate(fields)
+            job = service.create_job(self.sim.store, self.owner, spec, self.sim.clock.now_ms(), policy=OPEN_POLICY).job  # type: ignore[arg-type]
+            self.sim.ledger.commit(self.sim.clock.now_ms(), "create", job)
+            self.sim.adopt(job.id, "once", 0)
+
+    def create(self, kind: str, *, fail_first: int = 0) -> str | None:
+        upstream = None
+        if kind == "dependent":
+            live = self._live_jobs()
+            if not live:
+                return None
+            upstream = self.sim.rng.choice(live)
+        spec = JobSpec.model_validate(self.spec(kind, upstream=upstream))
+        created = self._do("create", lambda now: service.create_job(
+            self.sim.store, self.owner, spec, now, policy=OPEN_POLICY  # type: ignore[arg-type]
+        ).job)  # fmt: skip
+        if created is None:
+            return None
+        self.sim.adopt(created.id, kind, fail_first)
+        return created.id
+
+    def act(self) -> None:
+        """One action at random, on one of the owner's jobs."""
+        rng = self.sim.rng
+        action = rng.choices(
+            ("create", "patch", "pause", "resume", "delete", "trigger", "limits", "graph_race"),
+            weights=(2, 6, 3, 3, 1, 2, 1, 2),
+        )[0]
+        if action == "create":
+            self.create(rng.choice(("cron", "once", "dependent")))
+            return
+        if action == "limits":
+            if self.sim.limited:  # a third of the scenarios have an owner with limits
+                self.limits()
+            return
+        if action == "graph_race":
+            self.graph_race()
+            return
+        live = self._live_jobs()
+        if not live:
+            return
+        held = [j for j in self.sim.held_jobs() if j in live]
+        job_id = rng.choice(held if held and rng.random() < 0.5 else live)  # edits land on runs about to start
+        if action == "patch":
+            self.patch(job_id)
+        elif action == "pause":
+            self._do("pause", lambda now: service.pause_job(self.sim.store, self.owner, job_id, now))  # type: ignore[arg-type]
+        elif action == "resume":
+            self._do("resume", lambda now: service.resume_job(self.sim.store, self.owner, job_id, now))  # type: ignore[arg-type]
+        elif action == "delete":
+            self._do(
+                "delete",
+                lambda now: service.delete_job(self.sim.store, self.owner, job_id, now, force=rng.random() < 0.5),  # type: ignore[arg-type]
+            )
+        elif action == "trigger":
+            self._trigger(job_id)
+
+    def around(self, job_ids: list[str], instant: int) -> None:
+        """Now and then, plan an action on one of ``job_ids`` for a random moment between now and
+        just after ``instant`` (true time): edits land where a run is held for its instant."""
+        sim = self.sim
+        if not sim.faults.enabled or sim.rng.random() >= 0.3:
+            return
+        job_id = sim.rng.choice(job_ids)
+        at = sim.rng.randint(sim.clock.now_ms(), instant + SECOND)
+        action = sim.rng.choice(("patch", "patch", "pause", "delete", "resume"))
+
+        def act() -> None:
+            sim.actor = ("user", sim.clock)
+            if action == "patch":
+                self.patch(job_id, timeout_first=True)
+            elif action == "pause":
+                self._do("pause", lambda now: service.pause_job(sim.store, self.owner, job_id, now))  # type: ignore[arg-type]
+            elif action == "resume":
+                self._do("resume", lambda now: service.resume_job(sim.store, self.owner, job_id, now))  # type: ignore[arg-type]
+            else:
+                self._do("delete", lambda now: service.delete_job(sim.store, self.owner, job_id, now, force=True))  # type: ignore[arg-type]
+
+        sim.schedule(at, act)
+
+    def patch(self, job_id: str, *, timeout_first: bool = False) -> None:
+        """A PATCH of one field; ``timeout_first``: half the time a much longer timeout (the
+        lease the job's next attempt needs changes under a held run)."""
+        rng = self.sim.rng
+        job = self.sim.engine.store.get_job(job_id)
+        if timeout_first and rng.random() < 0.5:
+            changes = {"timeout_s": rng.choice((60, 120, 300))}
+            self._do(
+                "patch",
+                lambda now: service.update_job(self.sim.store, self.owner, job_id, changes, now, policy=OPEN_POLICY),  # type: ignore[arg-type]
+                fields=frozenset(changes),
+            )
+            return
+        choices: list[dict[str, Any]] = [
+            {"timeout_s": rng.choice((1, 5, 10, 30, 60, 120, 300))},
+            {"target": {"type": "http", "url": f"http://198.51.100.{rng.randint(1, 250)}/hook"}},
+        ]
+        if job.schedule is not None:
+            choices.append({"schedule": rng.choice(SCHEDULES)})
+        if job.run_at is not None:
+            at = (self.sim.clock.now_ms() + rng.randint(2, 60) * SECOND) // SECOND * SECOND
+            choices.append({"run_at": to_datetime(at).astimezone(UTC).isoformat()})
+        if job.depends_on is not None:
+            others = [j for j in self._live_jobs() if j != job_id]
+            if others:
+                choices.append({"depends_on": {"jobs": [rng.choice(others)], "when": "finished"}})
+        changes = rng.choice(choices)
+        self._do(
+            "patch",
+            lambda now: service.update_job(self.sim.store, self.owner, job_id, changes, now, policy=OPEN_POLICY),  # type: ignore[arg-type]
+            fields=frozenset(changes),
+        )
+
+    def graph_race(self) -> None:
+        """Two dependent jobs made to depend on each other by two requests at once: at most one
+        may win (the graph stays acyclic)."""
+        dependents = [j for j in self._live_jobs() if self.sim.engine.store.get_job(j).depends_on is not None]
+        if len(dependents) < 2:
+            self.create("dependent")
+            return
+        a, b = self.sim.rng.sample(dependents, 2)
+
+        def second() -> None:
+            self._do(
+                "patch",
+                lambda now: service.update_job(
+                    self.sim.store,
+                    self.owner,
+                    b,
+                    {"depends_on": {"jobs": [a]}},
+                    now,
+                    policy=OPEN_POLICY,  # type: ignore[arg-type]
+                ),
+                fields=frozenset({"depends_on"}),
+            )
+
+        self.sim.store.before_write_once(GRAPH_WRITES, second)
+        self._do(
+            "patch",
+            lambda now: service.update_job(
+                self.sim.store,
+                self.owner,
+                a,
+                {"depends_on": {"jobs": [b]}},
+                now,
+                policy=OPEN_POLICY,  # type: ignore[arg-type]
+            ),
+            fields=frozenset({"depends_on"}),
+        )
+        self.sim.store.before_write_once(frozenset(), None)
+        self.sim.faults.count("graph_race", "user")
+
+    def limits(self, concurrency: int | None = None, rate: int | None = None) -> None:
+        """Set the owner's limits (at random unless given)."""
+        rng = self.sim.rng
+        if concurrency is None and rate is None:
+            concurrency = rng.choice((None, None, 1, 2, 4))
+            rate = rng.choice((None, None, 4, 6, 12))
+        now = self.sim.clock.now_ms()
+        set_tenant(
+            self.sim.engine.store, self.owner, {"max_concurrency": concurrency, "max_runs_per_minute": rate}, now
+        )
+        self.sim.ledger.set_limits(now, concurrency, rate)
+
+    def _trigger(self, job_id: str) -> None:
+        sim = self.sim
+        try:
+            job_runs.trigger_job(sim.engine.store, sim.engine.queue, self.owner, job_id, sim.clock.now_ms())
+        except PunctualError:
+            return
+        sim.ledger.commit(sim.clock.now_ms(), "trigger", sim.engine.store.get_job(job_id))
+
+    # -- helpers --------------------------------------------------------------------------------
+
+    def _live_jobs(self) -> list[str]:
+        store = self.sim.engine.store
+        return [j for j in self.sim.job_ids if store.get_job(j).status is not JobStatus.DELETED]
+
+    def _do(self, kind: str, action: Callable[[int], Any], *, fields: frozenset[str] = frozenset()) -> Any:
+        """Run ``action`` (a request) at the current instant; record its commit if it succeeded."""
+        sim = self.sim
+        now = sim.clock.now_ms()
+        paused = sim.faults.paused
+        sim.faults.paused = 1  # a request is not a fault point: the API's crashes are the client's retry
+        try:
+            job = action(now)
+        except PunctualError:
+            return None
+        finally:
+            sim.faults.paused = paused
+        sim.ledger.commit(now, kind, sim.engine.store.get_job(job.id), fields)
+        sim.faults.count(f"user_{kind}", "user")
+        return job

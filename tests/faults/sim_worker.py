@@ -1,0 +1,220 @@
+"""The deployed worker in the simulation: the async worker's steps (``punctual.execution.batch``) on
+events of simulated time, as ``punctual.execution.worker.Worker`` runs them on its event loop.
+
+A worker receives a batch, hides the far-too-early, and for each group of runs sharing an instant
+either pre-leases them (their instant is still ahead: ``prelease``) and comes back at the instant,
+or leases them now. A leased run's call begins at once; its target answers at once, or (a
+``long`` call) after a while within its timeout, heartbeating meanwhile, or (a ``stall``) the
+worker process stalls: no heartbeat until the call ends long after its lease. The batch steps
+and the heartbeats go through the faulty store and queue, so a ``Crash`` can come at any of
+them: the process dies with everything it held (pending events, calls in flight), and comes
+back as a new process with a new worker id.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from punctual import ids
+from punctual.errors import PunctualError
+from punctual.execution import batch
+from punctual.execution.targets.types import TargetResult, timed_out
+from punctual.port import Delivery
+from punctual.runs.alerts import LogAlerter
+from tests.faults.injection import Crash, SkewedClock
+from tests.faults.promises import Call
+
+if TYPE_CHECKING:
+    from tests.faults.chaos import Simulation
+
+SECOND = 1_000
+
+
+@dataclass
+class InFlight:
+    leased: batch.Leased
+    call: Call
+    started: int  # worker clock
+    stalled: bool
+
+
+class SimWorker:
+    """Worker ``index``: its clock, its process incarnation, what it holds."""
+
+    def __init__(self, sim: Simulation, index: int, clock: SkewedClock, *, prelease: bool) -> None:
+        self.sim, self.index, self.clock, self.prelease = sim, index, clock, prelease
+        self.incarnation = 0
+        self.in_flight: list[InFlight] = []
+        self.held: dict[str, int] = {}  # job id -> instant, of runs held for their instant
+
+    def holding(self) -> list[str]:
+        now = self.clock.now_ms()
+        return [job_id for job_id, at in self.held.items() if at > now]
+
+    @property
+    def worker_id(self) -> str:
+        return f"worker-{self.index}.{self.incarnation}"
+
+    def port(self) -> batch.Port:
+        return batch.Port(
+            store=self.sim.store,  # type: ignore[arg-type]
+            queue=self.sim.queue,  # type: ignore[arg-type]
+            complete=self.sim.finish_and_ack,
+            clock=self.clock,
+            worker_id=self.worker_id,
+            options=self.sim.options,
+            alerter=LogAlerter(),
+            gate=self.sim.gate(self.clock),
+        )
+
+    # -- process life ---------------------------------------------------------------------------
+
+    def guarded(self, step: Callable[[], None]) -> Callable[[], None]:
+        """``step`` as an event of this process: skipped if the process died since it was planned;
+        a Crash inside kills the process, a failed port call abandons the step (its messages come
+        back after their visibility timeout)."""
+        incarnation = self.incarnation
+
+        def event() -> None:
+            if self.incarnation != incarnation:
+                return
+            self.sim.actor = (self.worker_id, self.clock)
+            try:
+                step()
+            except Crash:
+                self.die()
+            except PunctualError:
+                pass
+
+        return event
+
+    def die(self) -> None:
+        """kill -9: calls in flight end (their connections reset), pending events are forgotten."""
+        now = self.sim.clock.now_ms()
+        for flight in self.in_flight:
+            self.sim.ledger.end(flight.call, now)
+        self.in_flight = []
+        self.held = {}
+        self.incarnation += 1
+        self.sim.faults.count("kill", "worker")
+
+    def at(self, worker_ms: int, step: Callable[[], None]) -> None:
+        """Plan ``step`` for when this worker's clock reads ``worker_ms``."""
+        self.sim.schedule(worker_ms - self.clock.offset_ms, self.guarded(step))
+
+    # -- receive --------------------------------------------------------------------------------
+
+    def turn(self) -> None:
+        self.guarded(self._receive)()
+
+    def _receive(self) -> None:
+        port = self.port()
+        deliveries = self.sim.queue.receive(5, visibility_s=self.sim.options.visibility_s)
+        now = self.clock.now_ms()
+        drops, hides = [], []
+        groups: defaultdict[int, list[Delivery]] = defaultdict(list)
+        for delivery in deliveries:
+            if not ids.is_run_id(delivery.run_id):
+                drops.append(delivery.receipt)
+            elif delivery.not_before - now > self.sim.options.max_early_ms:
+                hides.append((delivery.receipt, delivery.not_before))
+            else:
+                groups[delivery.not_before].append(delivery)
+        if drops or hides:
+            batch.drop_or_hide(port, drops, hides)
+        for not_before, group in groups.items():
+            if not_before <= now:
+                self._lease_now(port, group)
+            elif self.prelease:
+                self._prelease(port, not_before, group)
+            else:  # the worker sleeps until the instant, then leases
+                self.at(not_before, lambda group=group: self._lease_now(self.port(), group))
+
+    def _prelease(self, port: batch.Port, not_before: int, group: list[Delivery]) -> None:
+        holding = batch.hold(port, group)
+        self.held.update((job_id, not_before) for job_id in holding.jobs)
+        if holding.jobs:
+            self.sim.user.around(sorted(holding.jobs), not_before - self.clock.offset_ms)
+        self.at(not_before, lambda: self._at_instant(holding))
+
+    def _at_instant(self, holding: batch.Holding) -> None:
+        port = self.port()
+        prepared = batch.prepare(port, holding.deliveries, known=holding.jobs)
+        self._begin_all(port, prepared.leased)
+
+    def _lease_now(self, port: batch.Port, group: list[Delivery]) -> None:
+        prepared = batch.prepare(port, group)
+        self._begin_all(port, prepared.leased)
+
+    # -- calls ----------------------------------------------------------------------------------
+
+    def _begin_all(self, port: batch.Port, leased: Sequence[batch.Leased]) -> None:
+        for one in leased:
+            self._begin(port, one)
+
+    def _begin(self, port: batch.Port, leased: batch.Leased) -> None:
+        now = self.clock.now_ms()
+        if not leased.may_execute:
+            batch.settle(port, [batch.Done(leased, None, now, now)])
+            return
+        run, job = leased.run, leased.job
+        call = Call(
+            run.run_id, job.id, job.owner, run.scheduled_at, run.trigger, run.attempt, self.worker_id,
+            self.sim.clock.now_ms(), now + leased.lease_ms, job.version,
+        )  # fmt: skip
+        self.sim.ledger.begin(call, now)
+        kind = self.sim.faults.roll("target", ("stall",))
+        if kind is not None:
+            self.sim.faults.count(kind, "target")
+        elif self.sim.rng.random() < 0.3:  # a call that takes a while (within its timeout): heartbeats
+            kind = "long"
+        timeout_ms = job.timeout_s * SECOND
+        if kind == "long":
+            duration = self.sim.rng.randint(1, timeout_ms // SECOND) * SECOND
+        elif kind == "stall":
+            duration = leased.lease_ms + self.sim.rng.randint(5, 90) * SECOND
+        else:
+            duration = 0
+        flight = InFlight(leased, call, now, stalled=kind == "stall")
+        self.in_flight.append(flight)
+        if duration == 0:
+            self._end(flight, duration, timeout_ms)
+            return
+        if not flight.stalled:
+            self._plan_beat(flight)
+        self.at(now + duration, lambda: self._end(flight, duration, timeout_ms))
+
+    def _plan_beat(self, flight: InFlight) -> None:
+        interval = max(flight.leased.lease_ms // 3, int(self.sim.options.min_heartbeat_s * SECOND))
+        self.at(self.clock.now_ms() + interval, lambda: self._beat(flight))
+
+    def _beat(self, flight: InFlight) -> None:
+        if flight not in self.in_flight:
+            return
+        alive = batch.beat(self.port(), [flight.leased])[0]
+        if not alive:  # the lease is lost: the call is cut, its attempt abandoned
+            self.in_flight.remove(flight)
+            self.sim.ledger.end(flight.call, self.sim.clock.now_ms())
+            return
+        flight.call.lease_end = self.clock.now_ms() + flight.leased.lease_ms
+        self._plan_beat(flight)
+
+    def _end(self, flight: InFlight, duration: int, timeout_ms: int) -> None:
+        if flight not in self.in_flight:
+            return
+        self.in_flight.remove(flight)
+        self.sim.ledger.end(flight.call, self.sim.clock.now_ms())
+        leased = flight.leased
+        result = self.sim.target_result(leased, duration >= timeout_ms)
+        if duration >= timeout_ms:
+            result = timed_out(timeout_ms / SECOND)
+        batch.settle(self.port(), [batch.Done(leased, result, flight.started, self.clock.now_ms())])
+
+
+def scripted(fail: bool) -> TargetResult:
+    if fail:
+        return TargetResult(ok=False, status_code=503, error="HTTP 503 (scripted)", retryable=True)
+    return TargetResult(ok=True, status_code=200)
