@@ -24,6 +24,7 @@ from punctual.port import Delivery, Engine, LeaseOutcome, SlotOutcome, Tenant
 from punctual.reaping.reaper import reap_once
 from punctual.runs.alerts import LogAlerter
 from punctual.runs.retry import Jitter
+from punctual.tenancy import rates
 from punctual.tenancy.admission import Gate, repair_slots
 from punctual.tenancy.limits import UNLIMITED, LimitCache
 from tests.contract.factories import SECOND
@@ -102,22 +103,52 @@ def test_owners_without_limits_take_no_slot(engine, engine_kind, clock):
     assert engine.store.slot_owners() == []
 
 
-def test_max_runs_per_minute_spreads_starts_over_the_minute(engine, engine_kind, clock):
-    # Given 60 starts per minute: one per second
-    limit(engine, max_runs_per_minute=60)
+def test_max_runs_per_minute_gives_waiting_runs_their_turns(engine, engine_kind, clock, elapse):
+    # Given 30 starts per minute (one per ~2 s) and three runs due at once
+    limit(engine, max_runs_per_minute=30)
     the_gate = gate(engine, clock)
-    runs = [schedule_run(engine, clock, create_job(engine, clock)) for _ in range(2)]
-    deliveries = [receive_one(engine, engine_kind), receive_one(engine, engine_kind)]
+    runs = [schedule_run(engine, clock, create_job(engine, clock)) for _ in range(3)]
+    deliveries = [receive_one(engine, engine_kind) for _ in range(3)]
+    now = clock.now_ms()
     outcomes = [process(engine, clock, d, FakeTargets(OK), the_gate) for d in deliveries]
-    # Then one starts this second and the other waits for the next one
-    assert sorted(outcomes) == sorted([Outcome.SUCCEEDED, Outcome.THROTTLED])
-    waiting = next(r for r in runs if stored(engine, r).state is RunState.SCHEDULED)
-    assert stored(engine, waiting).note == "waiting: max_runs_per_minute 60"
-    admission = the_gate.admit(OWNER, waiting.run_id, clock.now_ms())
-    assert not admission.admitted and admission.retry_at is not None
-    assert clock.now_ms() // 1000 * 1000 + SECOND <= admission.retry_at <= clock.now_ms() + 3 * SECOND
-    clock.advance(SECOND)
-    assert the_gate.admit(OWNER, waiting.run_id, clock.now_ms()).admitted
+    # Then one starts now and the others wait, each for its own turn one interval apart
+    assert sorted(outcomes) == sorted([Outcome.SUCCEEDED, Outcome.THROTTLED, Outcome.THROTTLED])
+    step = rates.interval_ms(30)
+    state = engine.store.get_rate_state(OWNER)
+    assert state is not None and state.next_at == now + step
+    assert state.queue_end == now + 3 * step - rates.SLACK_MS  # two turns handed out
+    waiting = [stored(engine, r) for r in runs if stored(engine, r).state is RunState.SCHEDULED]
+    assert [r.note for r in waiting] == ["waiting: max_runs_per_minute 30"] * 2
+    assert all(r.attempt == 0 and r.deadline_at > now + step for r in waiting)
+    # When the first turn comes (its message was resent for that instant)
+    elapse(1)  # the first turn: now + step - SLACK_MS, a few ms away
+    again = receive_one(engine, engine_kind)
+    assert process(engine, clock, again, FakeTargets(OK), the_gate) is Outcome.SUCCEEDED
+    # Then that run started: its note is gone, and its attempt's log entry keeps why it waited
+    started = next(stored(engine, r) for r in waiting if stored(engine, r).state is RunState.SUCCEEDED)
+    assert started.note is None and started.attempts[0].waited == "max_runs_per_minute 30"
+    # and the last one still waits (it comes back at its own turn)
+    assert engine.queue.receive(10, 60) == []
+    last = [stored(engine, r).note for r in waiting if r.run_id != started.run_id]
+    assert last == ["waiting: max_runs_per_minute 30"]
+
+
+def test_a_run_the_rate_refuses_takes_no_slot_and_a_start_not_leased_is_given_back(engine, engine_kind, clock):
+    # Given an owner with both limits, and a run that started
+    limit(engine, max_concurrency=5, max_runs_per_minute=2)
+    the_gate = gate(engine, clock)
+    first, second = (schedule_run(engine, clock, create_job(engine, clock), send=False) for _ in range(2))
+    started = the_gate.admit(OWNER, first.run_id, clock.now_ms())
+    assert started.admitted and started.slot is SlotOutcome.TAKEN
+    # When the next one comes within the minute: it waits for its turn, holding no slot
+    refused = the_gate.admit(OWNER, second.run_id, clock.now_ms())
+    assert not refused.admitted and refused.reason == "max_runs_per_minute 2"
+    assert refused.retry_at == clock.now_ms() + rates.interval_ms(2) - rates.SLACK_MS
+    assert list(engine.store.slot_holders(OWNER)) == [first.run_id]
+    # And when the first one's lease finds it finished (a duplicate), its slot and its start go back
+    the_gate.settle(started, LeaseOutcome.FINISHED)
+    assert engine.store.slot_holders(OWNER) == {}
+    assert the_gate.admit(OWNER, second.run_id, clock.now_ms()).admitted
 
 
 def test_a_slot_taken_for_a_run_held_elsewhere_is_given_back(engine, engine_kind, clock):

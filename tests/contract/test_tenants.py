@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 
 import pytest
 
 from punctual import ids
 from punctual.clock import ManualClock
 from punctual.model import JobStatus
-from punctual.port import Dispatch, Engine, SlotOutcome, Store, Tenant
+from punctual.port import Dispatch, Engine, RateState, SlotOutcome, Store, Tenant
+from punctual.tenancy import rates
 from tests.contract.factories import drain, make_job
 
 pytestmark = pytest.mark.contract
@@ -79,15 +81,33 @@ def test_racing_takers_never_exceed_the_limit(store: Store, clock: ManualClock) 
     assert len(store.slot_holders("alice")) == 3
 
 
-def test_rate_windows_count_up_to_their_quota(store: Store, clock: ManualClock) -> None:
+def test_a_rate_record_is_written_by_compare_and_set(store: Store, clock: ManualClock) -> None:
     now = clock.now_ms()
-    window = now // 1000
-    assert [store.take_rate("alice", window, 2, now + 60_000) for _ in range(3)] == [True, True, False]
-    assert store.rate_used("alice", window) == 2
-    assert store.take_rate("alice", window + 1, 2, now + 61_000) is True  # a new window starts from zero
-    assert store.rate_used("alice", window + 1) == 1
-    assert store.take_rate("bob", window, 1, now + 60_000) is True  # per owner
-    assert store.rate_used("nobody", window) == 0
+    assert store.get_rate_state("alice") is None
+    first = RateState("alice", limit=6, next_at=now + 10_334, queue_end=now, recent={now // 1000: 1}, version=1)
+    assert store.put_rate_state(first) is True
+    assert store.put_rate_state(first) is False  # a second first write loses
+    assert store.get_rate_state("alice") == first
+    second = replace(first, next_at=now + 20_668, recent={now // 1000: 2}, version=2)
+    assert store.put_rate_state(second) is True
+    assert store.put_rate_state(replace(first, queue_end=now + 5, version=2)) is False  # computed from a stale read
+    assert store.get_rate_state("alice") == second
+    assert store.get_rate_state("bob") is None  # per owner
+
+
+def test_racing_rate_writers_count_every_start_once(store: Store, clock: ManualClock) -> None:
+    # 12 starts of one owner at once under 60 per minute (2 s of slack: two may start at once)
+    now = clock.now_ms()
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        waits = list(pool.map(lambda _: rates.take(store, "alice", 60, now), range(12)))
+    assert waits.count(None) == 2
+    state = store.get_rate_state("alice")
+    assert state is not None and state.recent == {now // 1000: 2}
+    assert state.next_at == now + 2 * rates.interval_ms(60)
+    # the ten that wait got distinct turns, one interval apart, from when the next start may come
+    step = rates.interval_ms(60)
+    turns = sorted(w for w in waits if w is not None)
+    assert turns == [now + 2 * step - rates.SLACK_MS + k * step for k in range(10)]
 
 
 def test_messages_carry_their_group_and_every_message_is_delivered(engine: Engine, clock: ManualClock) -> None:

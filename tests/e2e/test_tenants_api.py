@@ -1,11 +1,22 @@
 """Tenant limits over HTTP on both engines: GET /limits, the admin routes (403 for owners),
-max_jobs (409) and api_requests_per_second (429 with Retry-After). Every response is checked
+max_jobs (409), api_requests_per_second (429 with Retry-After), and a run waiting for
+max_runs_per_minute, which says so wherever it is listed. Every response is checked
 against the OpenAPI document (see conftest)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
+from punctual.cli import main
+from punctual.execution.delivery import process_delivery
+from punctual.execution.options import Outcome
+from punctual.execution.targets import TargetResult
+from punctual.model import Run, RunState
+from punctual.port import Delivery, Dispatch
+from punctual.tenancy.admission import Gate
+from punctual.tenancy.limits import UNLIMITED, LimitCache
 from tests.e2e.conftest import ADMIN_OWNER, ApiClient, Stack, cron_spec, error_of
 
 pytestmark = pytest.mark.e2e
@@ -111,3 +122,53 @@ def test_api_requests_per_second_answers_429_with_retry_after(stack: Stack) -> N
     assert int(refused.headers["Retry-After"]) >= 1
     other = stack.client()  # another owner is not affected
     assert all(other.get("/jobs").status_code == 200 for _ in range(6))
+
+
+class _Ok:
+    """A target that answers 200 at once (``process_delivery``'s targets)."""
+
+    def execute(self, job: object, run: object, attempt: int, deadline: float) -> TargetResult:
+        return TargetResult(ok=True, status_code=200)
+
+
+def test_a_waiting_run_says_why_wherever_it_is_listed(stack: Stack, capsys: pytest.CaptureFixture[str]) -> None:
+    # Given an owner with max_runs_per_minute 1 and two runs of its job due now
+    owner, admin = stack.client(), stack.client(ADMIN_OWNER)
+    _set(admin, owner.owner, max_runs_per_minute=1)
+    job_id = owner.create(schedule="0 0 1 1 *")["id"]
+    store, now = stack.engine.store, stack.clock.now_ms()
+    runs = [Run(job_id=job_id, scheduled_at=now + i, owner=owner.owner, deadline_at=now + 600_000, created_at=now)
+            for i in range(2)]  # fmt: skip
+    store.insert_runs(runs)
+    stack.engine.queue.send([Dispatch(r.run_id, r.scheduled_at) for r in runs])
+    gate = Gate(store, LimitCache(store, UNLIMITED, stack.clock, ttl_ms=0), stack.clock)
+    deliveries = [d for _ in range(20) for d in stack.engine.queue.receive(10, 60, 0.2)][:2]
+    assert len(deliveries) == 2
+
+    def deliver(delivery: Delivery) -> Outcome:
+        return process_delivery(
+            delivery, store=store, queue=stack.engine.queue, targets=_Ok(), clock=stack.clock,  # type: ignore[arg-type]
+            worker_id="w", gate=gate,
+        )  # fmt: skip
+
+    # When a worker takes both: one starts, the other must wait for the next minute
+    assert sorted(deliver(d) for d in deliveries) == [Outcome.SUCCEEDED, Outcome.THROTTLED]
+    waiting = next(r for r in runs if store.get_run(job_id, r.scheduled_at).state is RunState.SCHEDULED)
+    reason = "waiting: max_runs_per_minute 1"
+    # Then the wait is in the run's note: in GET /jobs/{id}/runs, GET /runs/{id} and `punctual runs`
+    listed = {r["run_id"]: r for r in owner.get(f"/jobs/{job_id}/runs").json()["items"]}
+    assert listed[waiting.run_id]["note"] == reason and listed[waiting.run_id]["state"] == "scheduled"
+    assert owner.get(f"/runs/{waiting.run_id}").json()["note"] == reason
+    cli = ["--api-url", stack.url, "--api-key", owner.key or ""]
+    assert main(["runs", job_id, *cli]) == 0
+    assert reason in capsys.readouterr().out
+    # When the limit is raised and the run's message comes back
+    _set(admin, owner.owner, max_runs_per_minute=60)
+    again = next(d for d in deliveries if d.run_id == waiting.run_id)
+    assert deliver(replace(again, receive_count=2)) is Outcome.SUCCEEDED
+    # Then it started: the note is gone, and its attempt's log entry says what it waited for
+    shown = owner.get(f"/runs/{waiting.run_id}").json()
+    assert shown["note"] is None and shown["state"] == "succeeded"
+    assert shown["attempts"][0]["waited"] == "max_runs_per_minute 1"
+    assert main(["run", waiting.run_id, *cli]) == 0
+    assert "max_runs_per_minute 1" in capsys.readouterr().out

@@ -2,8 +2,9 @@
 WriteMeter of test_aws_engine (request count, units from DynamoDB's published rules).
 
 Owners without limits: 0. With max_concurrency: take + release of a slot, 1 unit each while the
-owner's slot item is under 1 KB. With max_runs_per_minute: 1 unit per start (the window count).
-A refused try (the run waits) costs a failed conditional write.
+owner's slot item is under 1 KB. With max_runs_per_minute: 1 unit per start (the owner's rate
+record, read then replaced by compare-and-set). A refused try (the run waits) writes the run's turn
+into the same record: 1 unit (plus the run's note, once per wait).
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Tenancy rules without a store: round-robin hand-out, rate windows, effective limits, the API bucket."""
+"""Tenancy rules without a store: round-robin hand-out, effective limits, the API bucket (the rate rule:
+test_tenant_rates.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,6 @@ from punctual.config import Settings
 from punctual.engines.embedded import EmbeddedEngine
 from punctual.errors import TooManyRequests
 from punctual.port import Dispatch, Tenant
-from punctual.tenancy import rates
 from punctual.tenancy.api_rate import ApiRateLimiter
 from punctual.tenancy.fairness import RoundRobin
 from punctual.tenancy.limits import LimitCache, Limits, defaults_from, effective
@@ -86,15 +86,6 @@ def test_the_embedded_queue_hands_out_round_robin_across_owners(tmp_path) -> Non
         assert sorted(batch) == sorted(["a", "a", "a", "c", "a", "a", "a", "c"])
     finally:
         engine.close()
-
-
-def test_rate_quotas_add_up_to_the_limit_and_spread_evenly() -> None:
-    for limit in (1, 6, 59, 60, 61, 90, 300, 6000):
-        quotas = [rates.quota(limit, w) for w in range(1_800_000_000, 1_800_000_060)]
-        assert sum(quotas) == limit
-        assert max(quotas) - min(quotas) <= 1
-    assert rates.next_window(6, 1_800_000_000) == 1_800_000_009  # second 9 is the first with a start
-    assert rates.next_window(60, 1_800_000_000) == 1_800_000_001
 
 
 def test_effective_limits_take_the_record_over_the_defaults() -> None:

@@ -95,6 +95,7 @@ def leased(run: Run, worker_id: str, now: int, lease_ms: int) -> Run:
             "deadline_at": until,
             "started_at": run.started_at if run.started_at is not None else now,
             "next_attempt_at": None,
+            "note": None,  # a waiting run's reason ends with the wait (the attempt keeps it: Attempt.waited)
             "attempts": bounded(attempts),
         }
     )

@@ -223,6 +223,7 @@ class AttemptResponse(BaseModel):
     status_code: int | None
     error: str | None
     response_excerpt: str | None
+    waited: str | None = Field(description="the owner's limit this attempt's start waited for, if any")
 
     @classmethod
     def from_attempt(cls, attempt: Attempt) -> AttemptResponse:
@@ -235,6 +236,7 @@ class AttemptResponse(BaseModel):
             status_code=attempt.status_code,
             error=attempt.error,
             response_excerpt=attempt.response_excerpt,
+            waited=attempt.waited,
         )
 
 
@@ -252,7 +254,10 @@ class RunResponse(BaseModel):
     started_at: IsoTime | None
     finished_at: IsoTime | None
     next_attempt_at: IsoTime | None = Field(description="when a retrying run is attempted again")
-    note: str | None = Field(description="why the run was skipped, cancelled or dead")
+    note: str | None = Field(
+        description="why the run waits (e.g. 'waiting: max_runs_per_minute 6': an owner's limit; cleared when it"
+        " starts, and kept as its attempt's 'waited'), or why it was skipped, cancelled or dead"
+    )
     released_by: list[str] | None = Field(
         default=None, description="trigger dependency: the upstream runs that released it"
     )

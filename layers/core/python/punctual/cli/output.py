@@ -24,6 +24,7 @@ RUN_COLUMNS: list[tuple[str, Callable[[dict[str, Any]], Any]]] = [
     ("TRIGGER", lambda r: r["trigger"]),
     ("ATTEMPT", lambda r: r["attempt"]),
     ("FINISHED", lambda r: r.get("finished_at") or "-"),
+    ("NOTE", lambda r: (r.get("note") or "-")[:60]),  # why a run waits ("waiting: max_runs_per_minute 6")
 ]
 _ATTEMPT_COLUMNS: list[tuple[str, Callable[[dict[str, Any]], Any]]] = [
     ("#", lambda a: a["number"]),
@@ -32,6 +33,7 @@ _ATTEMPT_COLUMNS: list[tuple[str, Callable[[dict[str, Any]], Any]]] = [
     ("FINISHED", lambda a: a.get("finished_at") or "-"),
     ("HTTP", lambda a: a.get("status_code") or "-"),
     ("WORKER", lambda a: a.get("worker_id") or "-"),
+    ("WAITED FOR", lambda a: a.get("waited") or "-"),
     ("ERROR", lambda a: (a.get("error") or "-")[:60]),
 ]
 

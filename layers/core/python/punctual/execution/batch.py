@@ -41,6 +41,7 @@ from punctual.execution.delivery import (
     lease_length_ms,
     visibility_short,
     wait_for_limits,
+    waited_before,
     withdrawal_of,
 )
 from punctual.execution.options import ExecutionOptions, Outcome
@@ -69,6 +70,7 @@ class Leased:
     job: Job
     run: Run
     lease_ms: int
+    waited: str | None = None  # the tenant limit its start waited for (its attempt's log entry keeps it)
 
     @property
     def hold(self) -> Hold:
@@ -180,7 +182,7 @@ def prepare(
     parsed = [ids.parse_run_id(delivery.run_id) for delivery in deliveries]
     jobs = _jobs_now(port, [job_id for job_id, _ in parsed], known)
     requests: list[LeaseRequest] = []
-    waiting: list[tuple[Delivery, Job]] = []
+    waiting: list[tuple[Delivery, Job, str | None]] = []  # with the limit each one waited for
     admissions: list[Admission | None] = []  # one per request: the gate's, for owners it limits
     drops: list[str] = []
     limited = _limited_owners(port, jobs.values())
@@ -194,7 +196,9 @@ def prepare(
             continue
         withdrawn = withdrawal_of(job, scheduled_at)
         admission = None
-        if port.gate is not None and job.owner in limited and withdrawn is None:
+        # A withdrawn run passes the gate too: the lease withdraws only a run's first lease, so a
+        # retry of a paused job's run still starts (its slot and start go back if it does not).
+        if port.gate is not None and job.owner in limited:
             admission = port.gate.admit(job.owner, delivery.run_id, now, tries=delivery.receive_count)
             if not admission.admitted:
                 outcome = wait_for_limits(port.store, port.queue, port.clock, delivery, admission, options=port.options)
@@ -203,7 +207,8 @@ def prepare(
         admissions.append(admission)
         lease_ms = lease_length_ms(job, port.options)
         requests.append(LeaseRequest(job_id, scheduled_at, lease_ms, job.overlap, withdrawn))
-        waiting.append((delivery, job))
+        gated = admission is not None and admission.limited
+        waiting.append((delivery, job, waited_before(port.store, delivery, scheduled_at) if gated else None))
 
     hides: defaultdict[int, list[str]] = defaultdict(list)
     results = port.store.lease_runs(requests, port.worker_id, now) if requests else []
@@ -211,9 +216,9 @@ def prepare(
         for admission, lease in zip(admissions, results, strict=True):
             if admission is not None:
                 port.gate.settle(admission, lease.outcome)
-    for (delivery, job), request, lease in zip(waiting, requests, results, strict=True):
+    for (delivery, job, waited), request, lease in zip(waiting, requests, results, strict=True):
         if lease.outcome is LeaseOutcome.LEASED and lease.run is not None:
-            prepared.leased.append(Leased(delivery, job, lease.run, request.lease_ms))
+            prepared.leased.append(Leased(delivery, job, lease.run, request.lease_ms, waited))
             if not defer_cover and visibility_short(request.lease_ms, port.options):  # hidden as long as the lease
                 hides[retry.visibility_s(request.lease_ms)].append(delivery.receipt)
         elif lease.outcome in (LeaseOutcome.HELD, LeaseOutcome.NOT_READY):
@@ -274,7 +279,7 @@ def provisional_run(delivery: Delivery, job: Job) -> Run:
 
 
 def _limited_owners(port: Port, jobs: Iterable[Job | None]) -> frozenset[str]:
-    """The owners of ``jobs`` whose runs wait for a slot or a rate window when they start (the
+    """The owners of ``jobs`` whose runs wait for a slot or their turn when they start (the
     gate's cached limits, read once per owner per batch rather than once per run)."""
     gate = port.gate
     if gate is None:
@@ -302,7 +307,9 @@ def settle(port: Port, done: Sequence[Done]) -> list[Outcome]:
             verdict = retry.verdict(
                 ok=result.ok, retryable=result.retryable, attempt=leased.run.attempt, max_retries=leased.job.max_retries
             )
-            record = attempt_record(result, leased.run.attempt, port.worker_id, item.started_at, item.finished_at)
+            record = attempt_record(
+                result, leased.run.attempt, port.worker_id, item.started_at, item.finished_at, leased.waited
+            )
             change = attempt_change(leased.job, leased.run, verdict, record, now, options=port.options)
         ack_now = (
             change.state in (RunState.SUCCEEDED, RunState.CANCELLED)

@@ -60,8 +60,11 @@ def alerts_owner(state: RunState, options: ExecutionOptions) -> bool:
     return _alerts(state, options)
 
 
-def attempt_record(result: TargetResult, number: int, worker_id: str, started_at: int, finished_at: int) -> Attempt:
-    """The log entry of one executed attempt (error and excerpt bounded)."""
+def attempt_record(  # noqa: PLR0917 - the fields of the record, in its order
+    result: TargetResult, number: int, worker_id: str, started_at: int, finished_at: int, waited: str | None = None
+) -> Attempt:
+    """The log entry of one executed attempt (error and excerpt bounded); ``waited``: the tenant limit
+    its start waited for (see ``punctual.execution.delivery.waited_before``)."""
     if result.ok:
         outcome = AttemptOutcome.SUCCEEDED
     else:
@@ -75,6 +78,7 @@ def attempt_record(result: TargetResult, number: int, worker_id: str, started_at
         status_code=result.status_code,
         error=truncate(result.error, MAX_ERROR_CHARS),
         response_excerpt=truncate(result.excerpt, MAX_EXCERPT_CHARS),
+        waited=truncate(waited, MAX_ERROR_CHARS),
     )
 
 

@@ -63,7 +63,7 @@ from punctual.runs import retry
 from punctual.runs.alerts import Alerter, LogAlerter, alert_once
 from punctual.runs.cancel import cancel_open_run, live_job
 from punctual.scheduling.instants import still_planned
-from punctual.tenancy.admission import Admission, Gate
+from punctual.tenancy.admission import Admission, Gate, waited_for, waiting_note
 
 logger = logging.getLogger(__name__)
 
@@ -122,6 +122,7 @@ def process_delivery(
         admission = gate.admit(job.owner, delivery.run_id, now, tries=delivery.receive_count)
         if not admission.admitted:
             return wait_for_limits(store, queue, clock, delivery, admission, options=ctx.options)
+    waited = waited_before(store, delivery, scheduled_at) if admission is not None and admission.limited else None
     lease_ms = lease_length_ms(job, ctx.options)
     withdrawn = withdrawal_of(job, scheduled_at)
     lease = store.lease_run(job_id, scheduled_at, worker_id, now, lease_ms, overlap=job.overlap, withdrawn=withdrawn)
@@ -131,7 +132,23 @@ def process_delivery(
         return _not_leased(ctx, job, lease)
     if metrics is not None and lease.run.attempt == 1:  # a retry starts at its backoff, not its instant
         metrics.observe(m.START_LATENESS_MS, max(0, now - scheduled_at))
-    return _LeasedAttempt(ctx, job, lease.run, lease_ms).execute(targets)
+    return _LeasedAttempt(ctx, job, lease.run, lease_ms, waited).execute(targets)
+
+
+def waited_before(store: Store, delivery: Delivery, scheduled_at: int) -> str | None:
+    """The limit a run of a limited owner waited for before this lease (its note: the lease clears
+    it, the attempt's log entry keeps it as ``Attempt.waited``), or None.
+
+    Read only when the message shows a wait (received before, or resent for a later instant):
+    one read per start of a run that waited, none for owners without limits.
+    """
+    if delivery.receive_count <= 1 and delivery.not_before <= scheduled_at:
+        return None
+    try:
+        job_id, _ = ids.parse_run_id(delivery.run_id)
+        return waited_for(store.get_run(job_id, scheduled_at).note)
+    except (InvalidId, RunNotFound):
+        return None
 
 
 def lease_length_ms(job: Job, options: ExecutionOptions) -> int:
@@ -214,14 +231,20 @@ def wait_for_limits(
 
     The wait is written on the run (its note, and a deadline past the next try so the reaper does
     not resend it) when the note is new or the deadline would pass first: one write when a run
-    starts waiting, then about one per ``throttle_grace_ms`` of waiting. A message received
-    ``requeue_after_receives`` times is resent fresh instead of hidden: the dead-letter redrive
-    counts receives, and waiting must never dead-letter a run.
+    starts waiting, then about one per ``throttle_grace_ms`` of waiting.
+
+    A run waiting for its turn of ``max_runs_per_minute`` (``admission.turn``) is resent with its
+    turn as ``not_before``, due a second early at most (whole-second delays), and the worker that
+    receives it holds it until that instant by its own clock, as it does any run's instant: a
+    hidden message would come back up to a second late, and be judged by another worker's clock.
+    Any other wait hides the message, unless it was received ``requeue_after_receives`` times: it is
+    then resent fresh too, since the dead-letter redrive counts receives and waiting must never
+    dead-letter a run.
     """
     job_id, scheduled_at = ids.parse_run_id(delivery.run_id)
     now = clock.now_ms()
     retry_at = admission.retry_at or now + 1000
-    note = bounded_note(f"waiting: {admission.reason}")
+    note = bounded_note(waiting_note(admission.reason))
     with contextlib.suppress(RunNotFound, ConcurrentModification):
         run = store.get_run(job_id, scheduled_at)
         if run.state in (RunState.SCHEDULED, RunState.RETRYING) and (
@@ -229,8 +252,8 @@ def wait_for_limits(
         ):
             deadline = max(run.deadline_at, retry_at + options.throttle_grace_ms)
             store.transition_run(run, RunChange(run.state, now, deadline, note=note, clear_lease=False))
-    if delivery.receive_count >= options.requeue_after_receives:
-        delay_s = min(retry.visibility_s(retry_at - now), MAX_DELAY_S)
+    if admission.turn or delivery.receive_count >= options.requeue_after_receives:
+        delay_s = min(max(0, (retry_at - now) // 1000), MAX_DELAY_S)  # never late: the worker waits the rest
         not_before = max(delivery.not_before, retry_at)
         queue.send([Dispatch(delivery.run_id, not_before, delay_s, group=admission.owner)])
         queue.delete(delivery.receipt)
@@ -270,8 +293,8 @@ def hidden_until(lease: LeaseResult, now: int, options: ExecutionOptions) -> int
 class _LeasedAttempt:
     """One leased attempt: wait for its instant, run the target under a deadline with heartbeats, finish."""
 
-    def __init__(self, ctx: _Context, job: Job, run: Run, lease_ms: int) -> None:
-        self.ctx, self.job, self.run, self.lease_ms = ctx, job, run, lease_ms
+    def __init__(self, ctx: _Context, job: Job, run: Run, lease_ms: int, waited: str | None = None) -> None:
+        self.ctx, self.job, self.run, self.lease_ms, self.waited = ctx, job, run, lease_ms, waited
 
     def execute(self, targets: TargetExecutor) -> Outcome:
         if not rules.attempt_allowed(self.run.attempt, self.job.max_retries):
@@ -339,7 +362,7 @@ class _LeasedAttempt:
         verdict = retry.verdict(
             ok=result.ok, retryable=result.retryable, attempt=self.run.attempt, max_retries=self.job.max_retries
         )
-        record = attempt_record(result, self.run.attempt, self.ctx.worker_id, started_at, now)
+        record = attempt_record(result, self.run.attempt, self.ctx.worker_id, started_at, now, self.waited)
         change = attempt_change(self.job, self.run, verdict, record, now, options=self.ctx.options)
         try:
             finished = self._finish_held(change)

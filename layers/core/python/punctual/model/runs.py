@@ -23,6 +23,8 @@ class Attempt(BaseModel):
     status_code: int | None = None
     error: Annotated[str, Field(max_length=MAX_ERROR_CHARS)] | None = None
     response_excerpt: Annotated[str, Field(max_length=MAX_EXCERPT_CHARS)] | None = None
+    # the tenant limit this attempt's start waited for (the run's note while it waited), if any
+    waited: Annotated[str, Field(max_length=MAX_ERROR_CHARS)] | None = None
 
 
 class Run(BaseModel):
@@ -43,7 +45,9 @@ class Run(BaseModel):
     deadline_at: int  # when the reaper should look if the run is still open (see port docs)
     created_at: int
     expires_at: int | None = None  # retention, epoch SECONDS (the DynamoDB TTL format)
-    note: str | None = None  # why it was skipped/cancelled/dead, for history
+    # why it waits (a tenant limit: cleared by its lease, kept as the attempt's ``waited``), or why it
+    # was skipped, cancelled or ended dead, for history
+    note: str | None = None
     released_by: list[str] | None = None  # trigger dependency: the upstream run ids that released it
     attempts: list[Attempt] = Field(default_factory=list)
 

@@ -3,7 +3,7 @@ alerts and release records (frozen dataclasses; the domain models are ``punctual
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Generic, TypeVar
 
@@ -178,6 +178,27 @@ class Tenant:
     api_requests_per_second: int | None = None
     weight: int = 1
     updated_at: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class RateState:
+    """An owner's ``max_runs_per_minute`` record (``punctual.tenancy.rates`` decides; the store keeps it).
+
+    ``next_at``: the theoretical instant of the next start (starts are spaced ``rates.interval_ms``
+    apart); ``queue_end``: the turn handed to the last run told to wait; ``recent``: starts per
+    epoch second over the last minute (for ``GET /limits`` and a limit change); ``limit``: the
+    limit they were computed for; ``guard_until``: after a change of the limit, until when the
+    starts of the last minute are also counted. ``version`` counts the writes: a write applies iff
+    the stored record is still the one read (compare-and-set, see :meth:`Store.put_rate_state`).
+    """
+
+    owner: str
+    limit: int
+    next_at: int
+    queue_end: int
+    recent: dict[int, int] = field(default_factory=dict)
+    guard_until: int = 0
+    version: int = 0
 
 
 class SlotOutcome(StrEnum):

@@ -19,6 +19,7 @@ from punctual.port.records import (
     LeaseRequest,
     LeaseResult,
     Page,
+    RateState,
     ReleaseSlot,
     ReleaseState,
     RunChange,
@@ -346,11 +347,14 @@ class Store(ABC):
         """Every owner with at least one slot held (the reaper checks their holders)."""
 
     @abstractmethod
-    def take_rate(self, owner: str, window: int, quota: int, expires_at: int) -> bool:
-        """Count one start in the owner's rate window ``window`` (an opaque number, e.g. epoch
-        seconds) iff fewer than ``quota`` starts were counted in it. False (nothing written) when
-        the window is full. The window's count may be forgotten after ``expires_at`` (epoch ms)."""
+    def get_rate_state(self, owner: str) -> RateState | None:
+        """The owner's ``max_runs_per_minute`` record, or None if none was written (or it was forgotten
+        after it stopped mattering; see :meth:`put_rate_state`)."""
 
     @abstractmethod
-    def rate_used(self, owner: str, window: int) -> int:
-        """How many starts the owner's window ``window`` counted (0 if none)."""
+    def put_rate_state(self, state: RateState) -> bool:
+        """Write ``state`` iff the stored record is the one it was computed from: stored version
+        ``state.version - 1``, or no record when ``state.version`` is 1 (compare-and-set). False,
+        nothing written, otherwise. The record may be forgotten a minute after both of its instants
+        (``next_at``, ``queue_end``) have passed: it then decides nothing a missing record would not.
+        """

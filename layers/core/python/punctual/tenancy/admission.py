@@ -6,17 +6,26 @@ Every worker (the thread worker, a batched worker, the Lambda adapter) calls, pe
     ├─ not admitted: hide the message until admission.retry_at; the run is untouched
     │  (except its note and deadline, so the wait is visible and the reaper leaves it alone)
     └─ admitted ──> store.lease_run(...) ──> gate.settle(admission, lease outcome)
+                                              ├─ not leased: the slot and the counted start go back
                                               └─ leased: the run keeps its slot until
                                                  gate.release(owner, run_id) after its finish
 
-Order of the checks: the concurrency slot first (it can be given back), then the rate window (a
-start counted cannot be). A slot the run already held (a takeover after its worker died, or a
-redelivery) is reused, never counted twice.
+Order of the checks: whether the rate allows a start now (``rates.turn``: if not, the run gets
+its turn), then the concurrency slot (it can be given back), then the start is counted
+(``rates.take``). A run the rate
+refuses never takes a slot, and a run refused a slot never uses a start. A slot the run already
+held (a takeover after its worker died, or a redelivery) is reused, never counted twice.
+
+When to come back: a rate-refused run gets its turn from the owner's rate record (at most a
+minute ahead; see ``rates``), and its message is resent for that instant (``Admission.turn``). A
+slot-refused run's message is hidden for a short jittered backoff (``SLOT_BACKOFF_MS``, growing
+slowly with the receive count), since nothing says when a slot frees.
 
 Leaks: a crash between taking a slot and leasing, or between finishing and releasing, leaves a
 slot held by a run that does not run. :func:`repair_slots` (run by the reaper) frees every slot
 whose run is not running under a live lease; a worker killed mid-run keeps its slot only until its
-run is taken over (the new attempt reuses that slot) or reaped.
+run is taken over (the new attempt reuses that slot) or reaped. A crash between counting a start
+and leasing leaves the start counted (the safe side of the ceiling).
 
 Owners without ``max_concurrency`` and ``max_runs_per_minute`` pass with no store access beyond
 the cached read of their limits.
@@ -39,9 +48,8 @@ from punctual.tenancy.limits import LimitCache, defaults_from
 
 logger = logging.getLogger(__name__)
 
-SLOT_BACKOFF_MS = 1_000  # first wait of a run refused a slot; doubles per refusal (receive count)
-MAX_SLOT_BACKOFF_MS = 16_000
-RATE_SPREAD_MS = 2_000  # rate-refused runs come back spread over this much past the next window
+SLOT_BACKOFF_MS = 1_000  # first wait of a run refused a slot; grows by half per receive, up to the max
+MAX_SLOT_BACKOFF_MS = 5_000
 _RUN_OVER = frozenset({LeaseOutcome.FINISHED, LeaseOutcome.NOT_FOUND, LeaseOutcome.SKIPPED})  # it never runs again
 
 
@@ -53,6 +61,14 @@ class Admission:
     slot: SlotOutcome | None = None  # the slot taken (None: the owner has no max_concurrency)
     retry_at: int | None = None  # not admitted: when to try again (epoch ms)
     reason: str = ""  # not admitted: which limit, for the run's note and the logs
+    counted: int | None = None  # admitted under max_runs_per_minute: the limit the start was counted under
+    at: int = 0  # when it was decided (epoch ms)
+    turn: bool = False  # not admitted: retry_at is the run's turn of the rate, to come back at that very instant
+
+    @property
+    def limited(self) -> bool:
+        """The run passed a limit of its owner (a slot, or a counted start): it may have waited."""
+        return self.slot is not None or self.counted is not None
 
 
 class Gate:
@@ -63,41 +79,55 @@ class Gate:
         self._rng = rng or random.Random()
 
     def admit(self, owner: str, run_id: str, now: int, *, tries: int = 1) -> Admission:
-        """May ``run_id`` of ``owner`` be leased now? ``tries`` is how often it was refused before
-        (the message's receive count), which lengthens the wait after a refused slot."""
+        """May ``run_id`` of ``owner`` be leased now? ``tries`` is how often its message was received
+        (it lengthens the wait after a refused slot a little)."""
         limits = self.limits.get(owner)
         if not limits.limits_starts:
             return Admission(owner, run_id, admitted=True)
+        rate = limits.max_runs_per_minute
+        if rate is not None and limits.max_concurrency is not None:  # no slot taken for a run that must wait
+            turn = rates.turn(self.store, owner, rate, now)
+            if turn is not None:
+                return _rate_refusal(owner, run_id, rate, turn)
         slot = None
         if limits.max_concurrency is not None:
             slot = self.store.take_slot(owner, run_id, limits.max_concurrency, now)
             if slot is SlotOutcome.FULL:
-                wait = min(SLOT_BACKOFF_MS * 2 ** max(0, tries - 1), MAX_SLOT_BACKOFF_MS)
-                at = now + int(wait * self._rng.uniform(0.5, 1.5))
+                wait = min(SLOT_BACKOFF_MS * 1.5 ** max(0, tries - 1), MAX_SLOT_BACKOFF_MS)
+                at = now + int(wait * self._rng.uniform(0.5, 1.0))
                 return Admission(owner, run_id, False, slot, at, f"max_concurrency {limits.max_concurrency} reached")
-        if limits.max_runs_per_minute is not None:
-            window_at = rates.take(self.store, owner, limits.max_runs_per_minute, now)
-            if window_at is not None:
+        if rate is not None:
+            refused = self._count_start(owner, run_id, rate, now)
+            if not refused.admitted:
                 if slot is SlotOutcome.TAKEN:
                     self.store.release_slot(owner, run_id)
-                at = window_at + int(self._rng.uniform(0, RATE_SPREAD_MS))
-                return Admission(owner, run_id, False, None, at, f"max_runs_per_minute {limits.max_runs_per_minute}")
-        return Admission(owner, run_id, True, slot)
+                return refused
+        return Admission(owner, run_id, True, slot, counted=rate, at=now)
+
+    def _count_start(self, owner: str, run_id: str, rate: int, now: int) -> Admission:
+        """Count a start if the rate allows one now (admitted), else the run's turn (refused)."""
+        retry_at = rates.take(self.store, owner, rate, now)
+        if retry_at is None:
+            return Admission(owner, run_id, True, counted=rate, at=now)
+        return _rate_refusal(owner, run_id, rate, retry_at)
 
     def limits_starts(self, owner: str) -> bool:
-        """Whether ``owner``'s runs wait for a slot or a rate window when they start (cached limits)."""
+        """Whether ``owner``'s runs wait for a slot or their turn when they start (cached limits)."""
         return self.limits.get(owner).limits_starts
 
     def settle(self, admission: Admission, outcome: LeaseOutcome) -> None:
-        """After the lease: give back a slot the run does not use.
+        """After the lease: give back what a run that does not start now took.
 
-        Leased: the run keeps it. Finished, skipped (overlap) or gone: the slot goes (also one left
-        by a worker that died after its finish). Held by another worker or not ready: the slot goes only if this
+        Leased: the run keeps its slot and its counted start. Otherwise the start goes back
+        (``rates.give_back``), and so does the slot if the run is over (finished, skipped by its
+        overlap policy, or gone: also one left by a worker that died after its finish) or if this
         admission took it (a slot the run already held belongs to the worker holding the run).
         """
-        if admission.slot is None or outcome is LeaseOutcome.LEASED:
+        if outcome is LeaseOutcome.LEASED:
             return
-        if outcome in _RUN_OVER or admission.slot is SlotOutcome.TAKEN:
+        if admission.counted is not None:
+            rates.give_back(self.store, admission.owner, admission.counted, admission.at)
+        if admission.slot is not None and (outcome in _RUN_OVER or admission.slot is SlotOutcome.TAKEN):
             self.store.release_slot(admission.owner, admission.run_id)
 
     def holds_slots(self, owner: str) -> bool:
@@ -112,6 +142,23 @@ class Gate:
         """
         if self.holds_slots(owner):
             self.store.release_slot(owner, run_id)
+
+
+def _rate_refusal(owner: str, run_id: str, rate: int, retry_at: int) -> Admission:
+    return Admission(owner, run_id, False, None, retry_at, f"max_runs_per_minute {rate}", turn=True)
+
+
+WAITING = "waiting: "  # a waiting run's note: "waiting: max_runs_per_minute 6"
+
+
+def waiting_note(reason: str) -> str:
+    """The note of a run that waits for ``reason`` (an :attr:`Admission.reason`)."""
+    return f"{WAITING}{reason}"
+
+
+def waited_for(note: str | None) -> str | None:
+    """The reason a run's note says it waits for, or None if the note is not a wait's."""
+    return note[len(WAITING) :] if note is not None and note.startswith(WAITING) else None
 
 
 def gate_for(store: Store, settings: Settings, clock: Clock) -> Gate:

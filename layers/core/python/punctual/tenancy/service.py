@@ -72,7 +72,7 @@ def usage(store: Store, owner: str, limits: Limits, now: int) -> Usage:
     running = None if limits.max_concurrency is None else len(store.slot_holders(owner))
     started = None
     if limits.max_runs_per_minute is not None:
-        started = rates.started_this_minute(store, owner, limits.max_runs_per_minute, now)
+        started = rates.started_in_last_minute(store, owner, now)
     return Usage(live_jobs=store.count_live_jobs(owner, bound), running=running, runs_this_minute=started)
 
 

@@ -1,4 +1,4 @@
-"""The ``aws`` engine's tenant records: limits, concurrency slots and rate windows in the leases table.
+"""The ``aws`` engine's tenant records: limits, concurrency slots and rate records in the leases table.
 
 A mixin of :class:`~punctual.engines.aws.store.DynamoStore` (the ``tenants`` part of the port).
 Items (all in the ``leases`` table, partition ``pk`` / sort ``sk``):
@@ -9,8 +9,11 @@ Items (all in the ``leases`` table, partition ``pk`` / sort ``sk``):
   (``size(holders) < :limit``), releasing one another: the count can never exceed the limit, and a
   run id can hold at most one slot. ``bucket`` = crc32(owner) mod ``SLOT_BUCKETS`` spreads owners
   over partitions yet lets the reaper list them with a few Queries.
-- ``rate#<owner>`` / ``<window>``: starts counted in one rate window (``ADD used 1`` while
-  ``used < :quota``), expired by TTL.
+- ``rate#<owner>`` / ``starts``: the owner's ``max_runs_per_minute`` record (``punctual.tenancy.rates``:
+  ``limit``, ``next_at``, ``queue_end``, ``recent`` starts per second, ``guard_until``, ``version``), replaced by a
+  PutItem conditioned on the version read (``RATE_UNCHANGED``, or ``RATE_ABSENT`` for the first),
+  expired by TTL a minute after it stops mattering. ~100 bytes plus ~15 per second with starts in
+  the last minute: 1 write unit per start or wait.
 
 Owners without ``max_concurrency`` or ``max_runs_per_minute`` never touch these items.
 Item size, hence write units: a slot item is ~60 bytes per holder, so taking or releasing a slot
@@ -26,7 +29,7 @@ from botocore.exceptions import ClientError
 
 from punctual.engines.aws.items import Item, n, s
 from punctual.engines.aws.tables import Tables
-from punctual.port import SlotOutcome, Tenant
+from punctual.port import RateState, SlotOutcome, Tenant
 
 SLOT_BUCKETS = 16
 TENANT_PK = "tenant"
@@ -37,7 +40,8 @@ _CONDITION_FAILED = "ConditionalCheckFailedException"
 SLOT_FREE = "attribute_exists(holders) AND attribute_not_exists(holders.#run) AND size(holders) < :limit"
 SLOT_ITEM_ABSENT = "attribute_not_exists(pk)"
 SLOT_HELD = "attribute_exists(holders.#run)"
-RATE_LEFT = "attribute_not_exists(used) OR used < :quota"
+RATE_ABSENT = "attribute_not_exists(pk)"
+RATE_UNCHANGED = "version = :read"
 LIVE_JOB = "#status IN (:active, :paused)"
 
 
@@ -45,8 +49,8 @@ def slot_key(owner: str) -> dict[str, Any]:
     return {"pk": s(f"slots#{zlib.crc32(owner.encode()) % SLOT_BUCKETS}"), "sk": s(owner)}
 
 
-def rate_key(owner: str, window: int) -> dict[str, Any]:
-    return {"pk": s(f"rate#{owner}"), "sk": s(str(window))}
+def rate_key(owner: str) -> dict[str, Any]:
+    return {"pk": s(f"rate#{owner}"), "sk": s("starts")}
 
 
 class DynamoTenants:
@@ -165,25 +169,38 @@ class DynamoTenants:
             owners += [item["sk"]["S"] for item in self._pages(request)]
         return sorted(owners)
 
-    def take_rate(self, owner: str, window: int, quota: int, expires_at: int) -> bool:
+    def get_rate_state(self, owner: str) -> RateState | None:
+        item = self._client.get_item(TableName=self.leases_table, Key=rate_key(owner), ConsistentRead=True).get("Item")
+        return None if item is None else _rate_state(owner, item)
+
+    def put_rate_state(self, state: RateState) -> bool:
+        forget_at = max(state.next_at, state.queue_end) + 60_000  # it decides nothing after this
+        item: Item = {
+            **rate_key(state.owner),
+            "limit": n(state.limit),
+            "next_at": n(state.next_at),
+            "queue_end": n(state.queue_end),
+            "recent": {"M": {str(second): n(count) for second, count in state.recent.items()}},
+            "guard_until": n(state.guard_until),
+            "version": n(state.version),
+            "expires_ttl": n(-(-forget_at // 1000)),
+        }
+        first = state.version == 1
+        condition = (
+            {"ConditionExpression": RATE_ABSENT}
+            if first
+            else {
+                "ConditionExpression": RATE_UNCHANGED,
+                "ExpressionAttributeValues": {":read": n(state.version - 1)},
+            }
+        )
         try:
-            self._client.update_item(
-                TableName=self.leases_table,
-                Key=rate_key(owner, window),
-                UpdateExpression="ADD used :one SET expires_ttl = :ttl",
-                ConditionExpression=RATE_LEFT,
-                ExpressionAttributeValues={":one": n(1), ":quota": n(quota), ":ttl": n(-(-expires_at // 1000))},
-            )
+            self._client.put_item(TableName=self.leases_table, Item=item, **condition)
         except ClientError as exc:
             if exc.response.get("Error", {}).get("Code") != _CONDITION_FAILED:
                 raise
             return False
         return True
-
-    def rate_used(self, owner: str, window: int) -> int:
-        key = rate_key(owner, window)
-        item = self._client.get_item(TableName=self.leases_table, Key=key, ConsistentRead=True).get("Item")
-        return 0 if item is None else int(item.get("used", {"N": "0"})["N"])
 
     # -- helpers -----------------------------------------------------------------------------------
 
@@ -212,4 +229,17 @@ def _tenant(item: Item) -> Tenant:
         weight=int(item.get("weight", {"N": "1"})["N"]),
         updated_at=int(item.get("updated_at", {"N": "0"})["N"]),
         **limits,
+    )
+
+
+def _rate_state(owner: str, item: Item) -> RateState:
+    recent = {int(second): int(count["N"]) for second, count in item.get("recent", {}).get("M", {}).items()}
+    return RateState(
+        owner=owner,
+        limit=int(item["limit"]["N"]),
+        next_at=int(item["next_at"]["N"]),
+        queue_end=int(item["queue_end"]["N"]),
+        recent=recent,
+        guard_until=int(item.get("guard_until", {"N": "0"})["N"]),
+        version=int(item["version"]["N"]),
     )

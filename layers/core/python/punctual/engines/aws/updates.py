@@ -44,7 +44,7 @@ def leased_expression(worker_id: str, now: int, until: int) -> c.Expression:
     expr.set("lease_expires_at = :until, deadline_at = :until", until=n(until))
     expr.set("attempt = attempt + :one", one=n(1))
     expr.set("started_at = if_not_exists(started_at, :now)", now=n(now))
-    return expr.remove("next_attempt_at")
+    return expr.remove("next_attempt_at", "note")  # a waiting run's note goes with the wait (rules.leased)
 
 
 def change_expression(change: RunChange, *, retention_days: int) -> c.Expression:

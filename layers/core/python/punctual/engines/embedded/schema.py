@@ -14,8 +14,8 @@ Tables mirror DESIGN.md §2:
 - ``queue``: the dispatch queue and its dead-letter queue (column ``queue``), with per-message
   ``visible_at`` (delay and visibility timeout), ``receive_count`` and the current ``receipt``.
 - ``dependents``, ``releases``: job dependencies (reverse edges and release records; v5).
-- ``tenants``, ``tenant_slots``, ``tenant_rates``: per-owner limits, the concurrency slots held by
-  running runs of limited owners, and per-owner start counts per rate window (``punctual.tenancy``).
+- ``tenants``, ``tenant_slots``, ``tenant_starts``: per-owner limits, the concurrency slots held by
+  running runs of limited owners, and each rate-limited owner's record of starts (``punctual.tenancy``).
 - ``meta``: facts fixed when the file was created (the number of due shards).
 
 Migrations: ``PRAGMA user_version`` is the schema version; :func:`migrate` applies the steps a
@@ -243,8 +243,22 @@ _V9 = (
     f"CREATE INDEX runs_stats ON runs(owner, {RUN_COUNTED_AT_SQL}, state, {RUN_LATENESS_SQL}) WHERE {TERMINAL_RUN_SQL}",
 )
 
+# v10: max_runs_per_minute is one record per owner (punctual.tenancy.rates: the owner's next start
+# on an even spacing, the turn of its last waiting run, the starts of the last minute), written by
+# compare-and-set on its version; the per-second windows of v6 go.
+_V10 = (
+    """
+    CREATE TABLE tenant_starts (
+        owner   TEXT PRIMARY KEY,
+        version INTEGER NOT NULL,
+        doc     TEXT NOT NULL
+    ) WITHOUT ROWID
+    """,
+    "DROP TABLE tenant_rates",
+)
+
 # MIGRATIONS[n] takes a file from version n to n + 1
-MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9)
+MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9, _V10)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 SYNCHRONOUS_MODES = frozenset({"NORMAL", "FULL", "EXTRA"})

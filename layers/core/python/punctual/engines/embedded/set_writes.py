@@ -38,14 +38,15 @@ RunKey = tuple[str, int]
 
 # rules.leased for a scheduled run: the same fields in the columns and in the document, guarded by
 # the state. started_at is kept once set (a run leased again after its worker vanished): the column
-# holds the document's value (schema v9), so the document is not parsed to find it.
+# holds the document's value (schema v9), so the document is not parsed to find it. A waiting run's
+# note goes with the wait.
 _LEASE_SET = (
     "WITH k(j, s, w, u, st) AS (VALUES {rows})"
     " UPDATE runs SET state = 'running', attempt = runs.attempt + 1, worker_id = k.w, lease_expires_at = k.u,"
     " deadline_at = k.u, next_attempt_at = NULL, started_at = coalesce(runs.started_at, k.st),"
     " doc = json_set(runs.doc, '$.state', 'running', '$.attempt', runs.attempt + 1, '$.worker_id', k.w,"
     " '$.lease_expires_at', k.u, '$.deadline_at', k.u, '$.started_at', coalesce(runs.started_at, k.st),"
-    " '$.next_attempt_at', NULL)"
+    " '$.next_attempt_at', NULL, '$.note', NULL)"
     " FROM k WHERE runs.job_id = k.j AND runs.scheduled_at = k.s AND runs.state = 'scheduled'"
 )
 # The documents of the rows a chunk of _LEASE_SET leased (all of them), as one JSON array.

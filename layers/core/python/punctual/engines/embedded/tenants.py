@@ -1,8 +1,8 @@
-"""The embedded engine's tenant records: limits, concurrency slots and rate windows in SQLite.
+"""The embedded engine's tenant records: limits, concurrency slots and rate records in SQLite.
 
 A mixin of :class:`~punctual.engines.embedded.store.EmbeddedStore` (the ``tenants`` part of the
-port). Each conditional method is one ``BEGIN IMMEDIATE`` transaction, so a slot or a rate window
-is counted and taken with no other writer in between.
+port). Each conditional method is one ``BEGIN IMMEDIATE`` transaction, so a slot is counted and
+taken, or a rate record compared and set, with no other writer in between.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import json
 from typing import Any
 
 from punctual.engines.embedded.db import Database
-from punctual.port import SlotOutcome, Tenant
+from punctual.port import RateState, SlotOutcome, Tenant
 
 _TENANT_FIELDS = ("max_jobs", "max_runs_per_minute", "max_concurrency", "api_requests_per_second")
 _COUNT_LIVE = (
@@ -74,34 +74,43 @@ class EmbeddedTenants:
         rows = self._db.connection().execute("SELECT DISTINCT owner FROM tenant_slots ORDER BY owner")
         return [row[0] for row in rows]
 
-    def take_rate(self, owner: str, window: int, quota: int, expires_at: int) -> bool:
+    def get_rate_state(self, owner: str) -> RateState | None:
+        read = "SELECT version, doc FROM tenant_starts WHERE owner = ?"
+        row = self._db.connection().execute(read, (owner,)).fetchone()
+        return None if row is None else _rate_state(owner, row[0], row[1])
+
+    def put_rate_state(self, state: RateState) -> bool:
+        doc = json.dumps(
+            {
+                "limit": state.limit,
+                "next_at": state.next_at,
+                "queue_end": state.queue_end,
+                "recent": state.recent,
+                "guard_until": state.guard_until,
+            },
+            separators=(",", ":"),
+        )
         with self._db.write() as conn:
-            row = conn.execute(
-                "SELECT used, expires_at FROM tenant_rates WHERE owner = ? AND window = ?", (owner, window)
-            ).fetchone()
-            if row is not None and row[0] >= quota:
-                return False
-            if row is None:
-                # Forget the owner's windows that ended (their counts are never read again).
-                conn.execute("DELETE FROM tenant_rates WHERE owner = ? AND window < ?", (owner, window))
-                conn.execute(
-                    "INSERT INTO tenant_rates (owner, window, used, expires_at) VALUES (?, ?, 1, ?)",
-                    (owner, window, expires_at),
+            if state.version == 1:
+                written = conn.execute(
+                    "INSERT INTO tenant_starts (owner, version, doc) VALUES (?, 1, ?) ON CONFLICT (owner) DO NOTHING",
+                    (state.owner, doc),
                 )
             else:
-                conn.execute("UPDATE tenant_rates SET used = used + 1 WHERE owner = ? AND window = ?", (owner, window))
-        return True
-
-    def rate_used(self, owner: str, window: int) -> int:
-        row = (
-            self._db.connection()
-            .execute("SELECT used FROM tenant_rates WHERE owner = ? AND window = ?", (owner, window))
-            .fetchone()
-        )
-        return 0 if row is None else int(row[0])
+                written = conn.execute(
+                    "UPDATE tenant_starts SET version = ?, doc = ? WHERE owner = ? AND version = ?",
+                    (state.version, doc, state.owner, state.version - 1),
+                )
+            return written.rowcount == 1
 
 
 def _tenant(row: Any) -> Tenant:
     owner, weight, updated_at, doc = row
     limits = json.loads(doc)
     return Tenant(owner=owner, weight=weight, updated_at=updated_at, **{k: limits.get(k) for k in _TENANT_FIELDS})
+
+
+def _rate_state(owner: str, version: int, doc: str) -> RateState:
+    data = json.loads(doc)
+    recent = {int(second): int(count) for second, count in data["recent"].items()}
+    return RateState(owner, data["limit"], data["next_at"], data["queue_end"], recent, data["guard_until"], version)

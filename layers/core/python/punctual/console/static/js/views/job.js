@@ -92,9 +92,10 @@ function targetText(target) {
 function runsTable(runs) {
   if (!runs.length) return h("p", { class: "muted" }, "No runs yet.");
   return h("table", { id: "runs" },
-    h("thead", {}, h("tr", {}, ["Scheduled", "State", "Trigger", "Attempts", "Started", "Finished"].map((t) => h("th", {}, t)))),
+    h("thead", {}, h("tr", {}, ["Scheduled", "State", "Trigger", "Attempts", "Started", "Finished", "Note"].map((t) => h("th", {}, t)))),
     h("tbody", {}, runs.map((run) => h("tr", { "data-run-id": run.run_id },
       h("td", {}, link(`/console/runs/${encodeURIComponent(run.run_id)}`, when(run.scheduled_at))),
       h("td", {}, state(run.state)), h("td", {}, run.trigger), h("td", {}, String(run.attempts.length)),
-      h("td", {}, when(run.started_at)), h("td", {}, when(run.finished_at))))));
+      h("td", {}, when(run.started_at)), h("td", {}, when(run.finished_at)),
+      h("td", { class: "muted" }, run.note || "")))));
 }

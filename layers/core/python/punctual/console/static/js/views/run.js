@@ -35,6 +35,7 @@ function attemptItem(attempt) {
     h("div", {}, h("strong", {}, `Attempt ${attempt.number}`), " ", state(attempt.outcome),
       attempt.status_code ? ` · HTTP ${attempt.status_code}` : "", ` · ${duration(took)}`),
     h("div", { class: "muted" }, `worker ${attempt.worker_id || "—"} · ${when(attempt.started_at)} → ${when(attempt.finished_at)}`),
+    attempt.waited ? h("div", { class: "muted", "data-testid": "attempt-waited" }, `started after waiting for ${attempt.waited}`) : null,
     attempt.error ? h("div", { class: "error", "data-testid": "attempt-error" }, attempt.error) : null,
     attempt.response_excerpt ? h("pre", { class: "excerpt", "data-testid": "excerpt" }, attempt.response_excerpt) : null);
 }
