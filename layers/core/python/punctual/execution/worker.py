@@ -40,19 +40,17 @@ from punctual import ids
 from punctual import metrics as m
 from punctual.clock import Clock
 from punctual.execution import batch
+from punctual.execution.holding import Holding
 from punctual.execution.loop import (
-    FIRST_ATTEMPT,
-    Instant,
     LoopState,
     Running,
     Settled,
     Tuning,
     beat_loop,
-    prebuild_all,
     runner,
 )
 from punctual.execution.options import RUN_METRICS, ExecutionOptions, Outcome
-from punctual.execution.targets.aio import AsyncTargetExecutor, AsyncTargets, Prebuilding, Warming
+from punctual.execution.targets.aio import AsyncTargetExecutor, AsyncTargets
 from punctual.execution.targets.policy import TargetPolicy
 from punctual.execution.targets.types import TargetResult
 from punctual.metrics import Metrics
@@ -72,7 +70,7 @@ def default_worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-class Worker:
+class Worker(Holding):
     """Executes runs from ``queue`` (default: ``engine.queue``) until stopped; see the module docstring.
 
     ``complete`` finishes and acknowledges a batch: by default ``engine.finish_and_ack`` (one step
@@ -266,75 +264,6 @@ class Worker:
                 await self._blocking(batch.cover, self.port, leased)
             except Exception:  # a redelivery meanwhile finds the run held and hides itself again
                 logger.warning("could not hide the messages of %d runs for their lease", len(leased), exc_info=True)
-
-    async def _held_until(
-        self, not_before: int, futures: dict[str, asyncio.Future[Settled]], deliveries: list[Delivery]
-    ) -> list[batch.Leased]:
-        """A pre-lease: read the jobs and build the requests now, lease at ``not_before``."""
-        try:
-            holding = await self._blocking(batch.hold, self.port, deliveries)
-        except Exception as exc:
-            logger.exception("could not read the jobs of %d runs held for their instant", len(deliveries))
-            for delivery in deliveries:
-                self._resolve(futures[delivery.receipt], exc)
-            return []
-        for delivery, outcome in holding.settled:
-            self._resolve(futures[delivery.receipt], outcome)
-        if not holding.deliveries:
-            return []
-        targets = self._require_state().targets
-        if isinstance(targets, Prebuilding):  # the requests, before the instant
-            await self._blocking(prebuild_all, targets, holding)
-            if isinstance(targets, Warming):  # and their connections (TCP, TLS handshakes)
-                targets.warm([(delivery.run_id, FIRST_ATTEMPT) for delivery in holding.deliveries])
-        verdicts = await self._lease_at(not_before, holding)
-        leased: list[batch.Leased] = []
-        for delivery in holding.deliveries:
-            verdict = verdicts[delivery.receipt]
-            if isinstance(verdict, batch.Leased):
-                leased.append(verdict)
-            else:
-                self._resolve(futures[delivery.receipt], verdict)
-            if isinstance(targets, Prebuilding) and not (
-                isinstance(verdict, batch.Leased) and verdict.run.attempt == FIRST_ATTEMPT
-            ):
-                job = holding.jobs[ids.parse_run_id(delivery.run_id)[0]]
-                targets.forget(batch.provisional_run(delivery, job), FIRST_ATTEMPT)
-        return leased
-
-    async def _lease_at(self, not_before: int, holding: batch.Holding) -> dict[str, batch.Leased | Settled]:
-        """At ``not_before``, :func:`batch.prepare` of every run held for that instant, in one call
-        for all the receives they came in (one batch of leases before any target call, instead of
-        one per receive interleaved with them). Maps each receipt to its run, or to how it settled."""
-        state = self._require_state()
-        instant = state.instants.get(not_before)
-        if instant is None or instant.closed:
-            instant = state.instants[not_before] = Instant(state.loop.create_future())
-            task = asyncio.create_task(self._lease_instant(not_before, instant))
-            state.tasks.add(task)
-            task.add_done_callback(state.tasks.discard)
-        instant.deliveries.extend(holding.deliveries)
-        instant.jobs.update(holding.jobs)
-        return await asyncio.shield(instant.done)
-
-    async def _lease_instant(self, not_before: int, instant: Instant) -> None:
-        state = self._require_state()
-        verdicts: dict[str, batch.Leased | Settled] = {}
-        try:
-            await self._until(not_before)
-        finally:
-            instant.closed = True  # later arrivals for this instant get their own lease
-            if state.instants.get(not_before) is instant:
-                del state.instants[not_before]
-        try:
-            lease = partial(batch.prepare, known=instant.jobs, defer_cover=True)
-            prepared = await self._blocking(lease, self.port, instant.deliveries, urgent=True)
-            verdicts.update((leased.delivery.receipt, leased) for leased in prepared.leased)
-            verdicts.update((delivery.receipt, outcome) for delivery, outcome in prepared.settled)
-        except Exception as exc:  # nothing leased: the messages come back after their visibility
-            logger.exception("could not lease %d runs at their instant", len(instant.deliveries))
-            verdicts = dict.fromkeys((delivery.receipt for delivery in instant.deliveries), exc)
-        instant.done.set_result(verdicts)
 
     async def _prepare(
         self, futures: dict[str, asyncio.Future[Settled]], deliveries: list[Delivery], *, urgent: bool = False
