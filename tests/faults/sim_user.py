@@ -127,7 +127,7 @@ class User:
         """Now and then, plan an action on one of ``job_ids`` for a random moment between now and
         just after ``instant`` (true time): edits land where a run is held for its instant."""
         sim = self.sim
-        if not sim.faults.enabled or sim.rng.random() >= 0.3:
+        if not sim.faults.enabled or not sim.user_rate or sim.rng.random() >= 0.3:
             return
         job_id = sim.rng.choice(job_ids)
         at = sim.rng.randint(sim.clock.now_ms(), instant + SECOND)

@@ -171,7 +171,7 @@ class SimWorker:
         kind = self.sim.faults.roll("target", ("stall",))
         if kind is not None:
             self.sim.faults.count(kind, "target")
-        elif self.sim.rng.random() < 0.3:  # a call that takes a while (within its timeout): heartbeats
+        elif self.sim.slow_calls and self.sim.rng.random() < 0.3:  # a call that takes a while: heartbeats
             kind = "long"
         timeout_ms = job.timeout_s * SECOND
         if kind == "long":

@@ -39,6 +39,7 @@ from punctual.execution.changes import alerts_owner, attempt_change, attempt_rec
 from punctual.execution.delivery import (
     hidden_until,
     lease_length_ms,
+    may_have_waited,
     visibility_short,
     wait_for_limits,
     waited_before,
@@ -199,7 +200,10 @@ def prepare(
         # A withdrawn run passes the gate too: the lease withdraws only a run's first lease, so a
         # retry of a paused job's run still starts (its slot and start go back if it does not).
         if port.gate is not None and job.owner in limited:
-            admission = port.gate.admit(job.owner, delivery.run_id, now, tries=delivery.receive_count)
+            returning = may_have_waited(delivery, scheduled_at)
+            admission = port.gate.admit(
+                job.owner, delivery.run_id, now, tries=delivery.receive_count, returning=returning
+            )
             if not admission.admitted:
                 outcome = wait_for_limits(port.store, port.queue, port.clock, delivery, admission, options=port.options)
                 prepared.settled.append((delivery, outcome))

@@ -135,6 +135,12 @@ def process_delivery(
     return _LeasedAttempt(ctx, job, lease.run, lease_ms, waited).execute(targets)
 
 
+def may_have_waited(delivery: Delivery, scheduled_at: int) -> bool:
+    """The message shows that its run may have waited for a limit: received before, or resent for
+    an instant after the run's (its turn). A fresh message of a jittered run looks the same."""
+    return delivery.receive_count > 1 or delivery.not_before > scheduled_at
+
+
 def waited_before(store: Store, delivery: Delivery, scheduled_at: int) -> str | None:
     """The limit a run of a limited owner waited for before this lease (its note: the lease clears
     it, the attempt's log entry keeps it as ``Attempt.waited``), or None.
@@ -142,7 +148,7 @@ def waited_before(store: Store, delivery: Delivery, scheduled_at: int) -> str | 
     Read only when the message shows a wait (received before, or resent for a later instant):
     one read per start of a run that waited, none for owners without limits.
     """
-    if delivery.receive_count <= 1 and delivery.not_before <= scheduled_at:
+    if not may_have_waited(delivery, scheduled_at):
         return None
     try:
         job_id, _ = ids.parse_run_id(delivery.run_id)

@@ -78,15 +78,16 @@ class Gate:
         self.store, self.limits, self.clock = store, limits, clock
         self._rng = rng or random.Random()
 
-    def admit(self, owner: str, run_id: str, now: int, *, tries: int = 1) -> Admission:
+    def admit(self, owner: str, run_id: str, now: int, *, tries: int = 1, returning: bool = False) -> Admission:
         """May ``run_id`` of ``owner`` be leased now? ``tries`` is how often its message was received
-        (it lengthens the wait after a refused slot a little)."""
+        (it lengthens the wait after a refused slot a little); ``returning``: the run waited before
+        (back for its turn: a near miss keeps its place, ``rates.decide``)."""
         limits = self.limits.get(owner)
         if not limits.limits_starts:
             return Admission(owner, run_id, admitted=True)
         rate = limits.max_runs_per_minute
         if rate is not None and limits.max_concurrency is not None:  # no slot taken for a run that must wait
-            turn = rates.turn(self.store, owner, rate, now)
+            turn = rates.turn(self.store, owner, rate, now, returning=returning)
             if turn is not None:
                 return _rate_refusal(owner, run_id, rate, turn)
         slot = None
@@ -97,16 +98,16 @@ class Gate:
                 at = now + int(wait * self._rng.uniform(0.5, 1.0))
                 return Admission(owner, run_id, False, slot, at, f"max_concurrency {limits.max_concurrency} reached")
         if rate is not None:
-            refused = self._count_start(owner, run_id, rate, now)
+            refused = self._count_start(owner, run_id, rate, now, returning)
             if not refused.admitted:
                 if slot is SlotOutcome.TAKEN:
                     self.store.release_slot(owner, run_id)
                 return refused
         return Admission(owner, run_id, True, slot, counted=rate, at=now)
 
-    def _count_start(self, owner: str, run_id: str, rate: int, now: int) -> Admission:
+    def _count_start(self, owner: str, run_id: str, rate: int, now: int, returning: bool) -> Admission:
         """Count a start if the rate allows one now (admitted), else the run's turn (refused)."""
-        retry_at = rates.take(self.store, owner, rate, now)
+        retry_at = rates.take(self.store, owner, rate, now, returning=returning)
         if retry_at is None:
             return Admission(owner, run_id, True, counted=rate, at=now)
         return _rate_refusal(owner, run_id, rate, retry_at)

@@ -51,7 +51,9 @@ def interval_ms(limit: int) -> int:
     return -(-(WINDOW_MS + SLACK_MS + MARGIN_MS) // limit)
 
 
-def decide(read: RateState | None, owner: str, limit: int, now: int) -> tuple[bool, RateState | None, int | None]:
+def decide(
+    read: RateState | None, owner: str, limit: int, now: int, *, returning: bool = False
+) -> tuple[bool, RateState | None, int | None]:
     """May one start of ``owner`` happen at ``now`` under ``limit`` per minute? Pure.
 
     Returns (admitted, the record to write or None if nothing changes, when to come back if not
@@ -65,6 +67,12 @@ def decide(read: RateState | None, owner: str, limit: int, now: int) -> tuple[bo
         recent = pruned(state.recent, now)
         recent[now // 1000] = recent.get(now // 1000, 0) + 1
         return True, replace(state, next_at=max(state.next_at, now) + step, recent=recent), None
+    if returning and opens - now <= SLACK_MS:
+        # A near miss: a run back for its turn a little before the start opens (a run before it
+        # started late and pushed the spacing, or its worker's clock is a little behind). It comes
+        # back when the start opens, keeping its place, instead of going to the end of the line
+        # (which would leave an interval unused). Fresh arrivals still get turns, one interval apart.
+        return False, (None if state == read else state), opens
     turn = max(state.queue_end, opens)
     if turn - now > HORIZON_MS:  # far back in the line: no turn yet, look again later
         return False, (None if state == read else state), now + HORIZON_MS
@@ -106,23 +114,24 @@ def pruned(recent: dict[int, int], now: int, *, seconds: int = WINDOW_MS // 1000
     return {second: count for second, count in recent.items() if second >= first}
 
 
-def take(store: Store, owner: str, limit: int, now: int) -> int | None:
+def take(store: Store, owner: str, limit: int, now: int, *, returning: bool = False) -> int | None:
     """Count one start of ``owner`` at ``now`` if the limit allows it: None if counted, else the
-    instant (epoch ms) the run should come back (its turn, written to the record)."""
+    instant (epoch ms) the run should come back (its turn, written to the record). ``returning``:
+    the run waited before (see :func:`decide`'s near miss)."""
     for _ in range(CAS_TRIES):
         read = store.get_rate_state(owner)
-        admitted, state, retry_at = decide(read, owner, limit, now)
+        admitted, state, retry_at = decide(read, owner, limit, now, returning=returning)
         if state is None or store.put_rate_state(_next_version(state, read)):
             return None if admitted else retry_at
     return now + RACE_WAIT_MS
 
 
-def turn(store: Store, owner: str, limit: int, now: int) -> int | None:
+def turn(store: Store, owner: str, limit: int, now: int, *, returning: bool = False) -> int | None:
     """None if a start of ``owner`` may be counted now (nothing is written: :func:`take` counts it),
     else the run's turn (written to the record), as :func:`take` would refuse it."""
     for _ in range(CAS_TRIES):
         read = store.get_rate_state(owner)
-        admitted, state, retry_at = decide(read, owner, limit, now)
+        admitted, state, retry_at = decide(read, owner, limit, now, returning=returning)
         if admitted:
             return None
         if state is None or store.put_rate_state(_next_version(state, read)):
