@@ -253,7 +253,7 @@ class Simulation:
         """One slice of simulated time: the events due in it, then each component's turn, in a random order."""
         longest = self.max_step_s if self.faults.enabled else 2 * self.max_step_s  # settling: bigger steps
         self._run_events_until(self.clock.now_ms() + self.rng.randint(1, longest) * SECOND)
-        if self.faults.enabled and self.rng.random() < 0.05:  # a scheduler's clock jumps (or is corrected again)
+        if self.faults.enabled and self.faults.rate and self.rng.random() < 0.05:  # a scheduler's clock jumps
             bound = MAX_SKEW_MS if self.rng.random() < 0.3 else MAX_RESIDUAL_MS
             self.rng.choice(self.scheduler_clocks).offset_ms = self._skew(bound)
             self.faults.count("skew", "clock")
@@ -338,8 +338,7 @@ def limit_scenario(engine: Engine, clock: ManualClock, seed: int) -> list[str]:
     rate = sim.rng.choice((4, 6, 10, 12))
     concurrency = sim.rng.choice((None, 1))
     sim.user.limits(concurrency, rate)
-    # due after the schedulers have settled their shards (a fresh fleet rebalances within 30 s)
-    first_due = (clock.now_ms() + 60 * SECOND) // SECOND * SECOND
+    first_due = (clock.now_ms() + 20 * SECOND) // SECOND * SECOND
     backlog = sim.rng.randint(2 * rate, 3 * rate)
     sim.user.create_backlog(backlog, first_due)
     horizon = first_due + (backlog // rate + 2) * MINUTE
