@@ -5,7 +5,7 @@ Run: ``.venv/bin/python bench/worker_stages.py [--runs 20000] [--prelease-s 0] [
 ``--runs`` one-time jobs are loaded into a fresh embedded file, a real scheduler dispatches them
 (all due at one instant), and one :class:`~punctual.execution.worker.Worker` in this process executes
 them against the no-op target (``punctual.bench.target``, another process). Each blocking batch step
-(``receive``, ``prepare``, ``recheck``, ``settle``, ``drop_or_hide``) and ``prebuild_all`` is wrapped
+(``receive``, ``hold``, ``prepare``, ``settle``, ``drop_or_hide``) and ``prebuild_all`` is wrapped
 to add up its thread CPU time; ``loop+rest`` is the rest of the process's CPU (the event loop, the
 HTTP calls, the glue, the collector). Printed in microseconds per run, with the collector's share
 (its runs per generation): a cycle per run shows up there first.
@@ -47,7 +47,7 @@ from punctual.clock import SystemClock
 from punctual.config import Settings
 from punctual.engines.embedded import EmbeddedEngine
 from punctual.execution import batch, loop
-from punctual.execution import worker as worker_module
+from punctual.execution import holding as holding_module
 from punctual.execution.loop import Tuning
 from punctual.execution.options import ExecutionOptions
 from punctual.execution.targets.policy import TargetPolicy
@@ -199,7 +199,7 @@ def run(count: int, prelease_s: int, profile_dir: Path | None) -> None:
         for step in STEPS:
             stages.wrap(batch, step)
         stages.wrap(loop, "prebuild_all")
-        stages.wrap(worker_module, "prebuild_all")  # the worker imported it by name
+        stages.wrap(holding_module, "prebuild_all")  # the holding half imported it by name
         stages.wrap(engine.queue, "receive")
         stop = threading.Event()
         cpu_before, wall_before = time.process_time(), time.perf_counter()

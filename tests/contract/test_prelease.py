@@ -145,3 +145,36 @@ def test_held_runs_are_untouched_and_leased_at_their_instant_as_the_user_left_th
         assert store.get_run(run.job_id, at).attempt == 0
     # and their messages are gone: four stay, with their runs executing
     assert engine.queue.depth() == 4
+
+
+def test_a_lease_of_runs_read_before_is_what_rules_leased_gives_and_never_stale(engine, clock):
+    from punctual import rules
+    from punctual.port import RunChange
+
+    # Given four scheduled runs read by a worker before their instant (Store.get_runs)
+    store = engine.store
+    job = make_job(OWNER, clock, shards=store.shards)
+    store.create_job(job)
+    now = clock.now_ms()
+    runs = [make_run(job, now - i * SECOND, clock) for i in range(4)]
+    assert store.insert_runs(runs) == [True] * 4
+    keys = [(r.job_id, r.scheduled_at) for r in runs]
+    read = store.get_runs([*keys, (job.id, now - 9 * SECOND)])  # and one that does not exist
+    assert read == {key: store.get_run(*key) for key in keys}
+    # When, before the lease, one of them waits (its note and deadline change), one is leased by
+    # another worker, and one is cancelled
+    waiting = read[keys[1]]
+    store.transition_run(waiting, RunChange(waiting.state, now, now + MINUTE, note="waiting: max_concurrency 1"))
+    [other] = store.lease_runs([LeaseRequest(*keys[2], LEASE)], "w2", now)
+    assert other.outcome is LeaseOutcome.LEASED
+    gone = read[keys[3]]
+    store.transition_run(gone, RunChange(RunState.CANCELLED, now, now, finished_at=now, note="cancelled"))
+    # and the worker leases all four, saying how it read them
+    results = store.lease_runs([LeaseRequest(*key, LEASE, seen=read[key]) for key in keys], "w1", now)
+    # Then each outcome and run is the one a lease without the copy gives, as stored
+    assert [r.outcome for r in results] == [
+        LeaseOutcome.LEASED, LeaseOutcome.LEASED, LeaseOutcome.HELD, LeaseOutcome.FINISHED,
+    ]  # fmt: skip
+    assert results[0].run == rules.leased(read[keys[0]], "w1", now, LEASE) == store.get_run(*keys[0])
+    assert results[1].run == store.get_run(*keys[1]) and results[1].run.note is None
+    assert results[1].run.lease_expires_at == now + LEASE and results[1].run.worker_id == "w1"

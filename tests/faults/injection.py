@@ -31,7 +31,9 @@ STORE_WRITES = frozenset(
         "record_alert",
     }
 )
-STORE_READS = frozenset({"get_job", "get_run", "due_jobs", "past_deadline_runs", "shard_leases"})
+STORE_READS = frozenset(
+    {"get_job", "get_run", "get_jobs", "get_runs", "job_marks", "due_jobs", "past_deadline_runs", "shard_leases"}
+)
 WRITE_FAULTS = ("crash_before", "crash_after", "throttle")
 INTERLEAVE_WAIT_S = 0.01  # how long a decision waits for the request interleaved with it (then both race)
 

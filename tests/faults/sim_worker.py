@@ -142,7 +142,7 @@ class SimWorker:
 
     def _at_instant(self, holding: batch.Holding) -> None:
         port = self.port()
-        prepared = batch.prepare(port, holding.deliveries, known=holding.jobs, defer_cover=True)
+        prepared = batch.prepare(port, holding.deliveries, known=holding.jobs, seen=holding.runs, defer_cover=True)
         self._begin_all(port, prepared.leased)
 
     def _lease_now(self, port: batch.Port, group: list[Delivery]) -> None:

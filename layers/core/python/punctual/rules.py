@@ -86,8 +86,9 @@ def leased(run: Run, worker_id: str, now: int, lease_ms: int) -> Run:
     """``run`` after a successful lease by ``worker_id`` at ``now``: its attempt begins now."""
     attempts = [*run.attempts, takeover_record(run)] if is_takeover(run) else run.attempts
     until = now + lease_ms
-    return run.model_copy(
-        update={
+    return copy_run(
+        run,
+        {
             "state": RunState.RUNNING,
             "attempt": run.attempt + 1,
             "worker_id": worker_id,
@@ -97,7 +98,7 @@ def leased(run: Run, worker_id: str, now: int, lease_ms: int) -> Run:
             "next_attempt_at": None,
             "note": None,  # a waiting run's reason ends with the wait (the attempt keeps it: Attempt.waited)
             "attempts": bounded(attempts),
-        }
+        },
     )
 
 

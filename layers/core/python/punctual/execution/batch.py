@@ -106,6 +106,7 @@ class Holding:
 
     deliveries: list[Delivery] = field(default_factory=list)
     jobs: dict[str, Job] = field(default_factory=dict)
+    runs: dict[tuple[str, int], Run] = field(default_factory=dict)  # as read (LeaseRequest.seen)
     settled: list[tuple[Delivery, Outcome]] = field(default_factory=list)
 
 
@@ -136,9 +137,11 @@ class Port:
 
 def hold(port: Port, deliveries: Sequence[Delivery]) -> Holding:
     """Before the runs' instant (a pre-lease): read their jobs once, so that their requests can be
-    built and their connections opened ahead. The runs of deleted jobs are cancelled and their
-    messages dropped; nothing else is written, and no attempt is counted: a worker that dies
-    holding runs gives them back untouched (their messages come back after their visibility).
+    built and their connections opened ahead, and the runs themselves, so that the lease at the
+    instant need not read them back (``LeaseRequest.seen``). The runs of deleted jobs are
+    cancelled and their messages dropped; nothing else is written, and no attempt is counted: a
+    worker that dies holding runs gives them back untouched (their messages come back after their
+    visibility).
     """
     now = port.clock.now_ms()
     holding = Holding()
@@ -157,11 +160,18 @@ def hold(port: Port, deliveries: Sequence[Delivery]) -> Holding:
         holding.jobs[job_id] = job
     if drops:
         port.queue.delete_many(drops)
+    if holding.deliveries:
+        holding.runs = port.store.get_runs([ids.parse_run_id(d.run_id) for d in holding.deliveries])
     return holding
 
 
 def prepare(
-    port: Port, deliveries: Sequence[Delivery], *, known: Mapping[str, Job] | None = None, defer_cover: bool = False
+    port: Port,
+    deliveries: Sequence[Delivery],
+    *,
+    known: Mapping[str, Job] | None = None,
+    seen: Mapping[tuple[str, int], Run] | None = None,
+    defer_cover: bool = False,
 ) -> Prepared:
     """Lease the runs of ``deliveries`` (already parsed and due: see the async worker) in one batch,
     at their instant: each attempt begins with its lease.
@@ -173,6 +183,7 @@ def prepare(
     lease, never called); the rest are admitted through the owners' tenant limits and leased for
     the lease their job asks now, with their messages hidden as long where needed.
 
+    ``seen``: the runs as :func:`hold` read them (leased without being read back where unchanged).
     ``defer_cover``: the caller hides the leased runs' messages for their lease itself (:func:`cover`),
     once their calls are written: at the instant, the calls go first.
 
@@ -210,7 +221,8 @@ def prepare(
                 continue
         admissions.append(admission)
         lease_ms = lease_length_ms(job, port.options)
-        requests.append(LeaseRequest(job_id, scheduled_at, lease_ms, job.overlap, withdrawn))
+        read = None if seen is None else seen.get((job_id, scheduled_at))
+        requests.append(LeaseRequest(job_id, scheduled_at, lease_ms, job.overlap, withdrawn, read))
         gated = admission is not None and admission.limited
         waiting.append((delivery, job, waited_before(port.store, delivery, scheduled_at) if gated else None))
 

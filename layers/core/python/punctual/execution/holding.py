@@ -91,6 +91,7 @@ class Holding:
             task.add_done_callback(state.tasks.discard)
         instant.deliveries.extend(holding.deliveries)
         instant.jobs.update(holding.jobs)
+        instant.runs.update(holding.runs)
         return await asyncio.shield(instant.done)
 
     async def _lease_instant(self, not_before: int, instant: Instant) -> None:
@@ -103,7 +104,7 @@ class Holding:
             if state.instants.get(not_before) is instant:
                 del state.instants[not_before]
         try:
-            lease = partial(batch.prepare, known=instant.jobs, defer_cover=True)
+            lease = partial(batch.prepare, known=instant.jobs, seen=instant.runs, defer_cover=True)
             prepared = await self._blocking(lease, self.port, instant.deliveries, urgent=True)
             verdicts.update((leased.delivery.receipt, leased) for leased in prepared.leased)
             verdicts.update((delivery.receipt, outcome) for delivery, outcome in prepared.settled)

@@ -87,6 +87,7 @@ class Instant:
     done: asyncio.Future[dict[str, batch.Leased | Settled]]
     deliveries: list[Delivery] = field(default_factory=list)
     jobs: dict[str, Job] = field(default_factory=dict)
+    runs: dict[tuple[str, int], Run] = field(default_factory=dict)
     closed: bool = False
 
 

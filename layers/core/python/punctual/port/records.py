@@ -110,6 +110,10 @@ class LeaseRequest:
     # The job as the worker read it at the instant withdraws the run (paused, or its schedule lost
     # this instant): a first lease cancels the run instead (``rules.withdrawn``), never calls it.
     withdrawn: Withdrawal | None = None
+    # The run as the caller read it earlier (a worker holding it for its instant). Where the stored
+    # run is still scheduled at the same attempt, the engine may lease it without reading it back:
+    # the result is ``rules.leased(seen, ...)``, which overwrites every field that may have changed.
+    seen: Run | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Collection, Sequence
 
-from punctual.errors import JobNotFound
+from punctual.errors import JobNotFound, RunNotFound
 from punctual.model import Job, JobStatus, Overlap, Run, Withdrawal
 from punctual.port.edges import EdgeChange, EdgeReads
 from punctual.port.records import (
@@ -62,6 +62,17 @@ class Store(ABC):
             try:
                 found[job_id] = self.get_job(job_id)
             except JobNotFound:
+                continue
+        return found
+
+    def get_runs(self, keys: Collection[tuple[str, int]]) -> dict[tuple[str, int], Run]:
+        """The runs of ``keys`` (job_id, scheduled_at) that exist, by key, read strongly consistent:
+        one step where the engine can (embedded: one query per few hundred keys; aws: BatchGetItem)."""
+        found: dict[tuple[str, int], Run] = {}
+        for job_id, scheduled_at in dict.fromkeys(keys):
+            try:
+                found[(job_id, scheduled_at)] = self.get_run(job_id, scheduled_at)
+            except RunNotFound:
                 continue
         return found
 

@@ -20,7 +20,7 @@ and punctual.capacity.counts): advance the job (table 1, ``due`` key move 2), in
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from punctual import ids, rules
@@ -150,6 +150,11 @@ class DynamoStore(DynamoEdges, DeadlineReads, DynamoShards, DynamoTenants, Store
         if item is None:
             raise RunNotFound(f"run {ids.run_id_for(job_id, scheduled_at)} not found", field="run_id")
         return it.item_to_run(item)
+
+    def get_runs(self, keys: Collection[tuple[str, int]]) -> dict[tuple[str, int], Run]:
+        wanted = [it.run_key(*key) for key in dict.fromkeys(keys)]
+        runs = (it.item_to_run(item) for item in self._tables.batch_get(self.runs_table, wanted, complete=True))
+        return {(run.job_id, run.scheduled_at): run for run in runs}
 
     def list_runs(self, job_id: str, query: RunQuery) -> Page[Run]:
         if query.since is not None and query.until is not None and query.since > query.until:

@@ -14,11 +14,12 @@ from collections.abc import Collection, Iterator, Sequence
 from typing import Any
 
 from punctual.engines.embedded.db import Database
-from punctual.model import Job, JobStatus
+from punctual.model import Job, JobStatus, Run
 from punctual.model.stored import StoredReader
 from punctual.port import JobMark
 
 _CHUNK = 500  # ids per IN (...) list: far below SQLite's bound on variables
+_RUNS = StoredReader(Run)
 _DOC_CHUNK = 250  # documents per one-step read (a job is ~0.5 KB, at most a few tens of KB)
 
 
@@ -100,6 +101,21 @@ class BatchReads:
         for text in self._jobs_by_id(f"'[' || group_concat({JOB_DOC}, ',') || ']'", job_ids, _DOC_CHUNK):
             jobs.update((job.id, job) for job in _JOBS.json_list(text))
         return jobs
+
+    def get_runs(self, keys: Collection[tuple[str, int]]) -> dict[tuple[str, int], Run]:
+        runs: dict[tuple[str, int], Run] = {}
+        conn = self._db.connection()
+        for chunk in chunks(list(dict.fromkeys(keys)), _DOC_CHUNK):
+            rows, params = values(chunk, 2, len(chunk))
+            # a join, not "(job_id, scheduled_at) IN (VALUES ...)": SQLite plans that as a scan
+            query = (
+                f"WITH k(j, s) AS (VALUES {rows}) SELECT '[' || group_concat(r.doc, ',') || ']'"
+                " FROM k JOIN runs r ON r.job_id = k.j AND r.scheduled_at = k.s"
+            )
+            text = one_step(conn, query, params)
+            if text is not None:
+                runs.update(((run.job_id, run.scheduled_at), run) for run in _RUNS.json_list(text))
+        return runs
 
     def job_marks(self, job_ids: Collection[str]) -> dict[str, JobMark]:
         marks: dict[str, JobMark] = {}

@@ -49,6 +49,13 @@ _LEASE_SET = (
     " '$.next_attempt_at', NULL, '$.note', NULL)"
     " FROM k WHERE runs.job_id = k.j AND runs.scheduled_at = k.s AND runs.state = 'scheduled'"
 )
+# _LEASE_SET for runs the caller read while scheduled at attempt k.a (LeaseRequest.seen): leased
+# only if still so, and then the result is rules.leased of that copy, not read back.
+_LEASE_SEEN_SET = (
+    "WITH k(j, s, w, u, st, a) AS (VALUES {rows})"
+    + _LEASE_SET.split("AS (VALUES {rows})", 1)[1]
+    + " AND runs.attempt = k.a"
+)
 # The documents of the rows a chunk of _LEASE_SET leased (all of them), as one JSON array.
 _LEASED_DOCS = (
     "WITH k(j, s) AS (VALUES {rows})"
@@ -93,11 +100,21 @@ def lease_scheduled(
     (the first request for a run; a repeat is left to the per-run path, which finds it held).
     Returns the leased runs by (job_id, scheduled_at), inside the caller's write transaction."""
     rows: dict[RunKey, tuple[Any, ...]] = {}
+    seen: dict[RunKey, tuple[Run, int]] = {}  # read by the caller while scheduled: (the run, its lease)
     for request in requests:
         key = (request.job_id, request.scheduled_at)
-        if request.overlap is Overlap.ALLOW and request.withdrawn is None and key not in rows:
-            rows[key] = (request.job_id, request.scheduled_at, worker_id, now + request.lease_ms, now)
+        if request.overlap is Overlap.ALLOW and request.withdrawn is None and key not in rows and key not in seen:
+            if request.seen is not None and request.seen.state is RunState.SCHEDULED:
+                seen[key] = (request.seen, request.lease_ms)
+            else:
+                rows[key] = (request.job_id, request.scheduled_at, worker_id, now + request.lease_ms, now)
     leased: dict[RunKey, Run] = {}
+    for chunk in chunks(list(seen.items()), _CHUNK):  # no read back: rules.leased of the copy read
+        params = [(*key, worker_id, now + lease_ms, now, run.attempt) for key, (run, lease_ms) in chunk]
+        if _all_applied(conn, _LEASE_SEEN_SET, 6, params):
+            leased.update((key, rules.leased(run, worker_id, now, lease_ms)) for key, (run, lease_ms) in chunk)
+        else:  # some moved on since they were read: leased (or not) as if unseen
+            rows.update((key, (*key, worker_id, now + lease_ms, now)) for key, (_, lease_ms) in chunk)
     for chunk in chunks(list(rows.values()), _CHUNK):
         if _all_applied(conn, _LEASE_SET, 5, chunk):  # the common case: read back in one step
             keys, params = values([row[:2] for row in chunk], 2, shape(len(chunk), _CHUNK))
