@@ -62,20 +62,25 @@ def engine(tmp_path: Path, clock: ManualClock) -> Iterator[EmbeddedEngine]:
     engine.close()
 
 
+@pytest.mark.parametrize("defer_cover", [False, True])
 @pytest.mark.parametrize("failing", [["extend_many"], ["delete_many"], ["extend_many", "delete_many"]])
 def test_leased_runs_are_called_even_if_the_queue_fails_after_their_leases(
-    engine: EmbeddedEngine, clock: ManualClock, failing: list[str]
+    engine: EmbeddedEngine, clock: ManualClock, failing: list[str], defer_cover: bool
 ) -> None:
     # Given, due now, a run whose lease (300 s + margin) outlasts its message's visibility (60 s),
-    # so the lease extends the message, and a run of a deleted job, whose message the batch deletes
+    # so the lease extends the message (unless the caller covers it after the calls), a run of a
+    # deleted job, whose message the batch deletes, and a run another worker holds, whose message
+    # the batch hides until that lease ends
     store = engine.store
     at = clock.now_ms()
     long_job = make_job(OWNER, clock, shards=1, timeout_s=300, max_retries=0)
     gone_job = make_job(OWNER, clock, shards=1, status=JobStatus.DELETED)
-    for job in (long_job, gone_job):
+    held_job = make_job(OWNER, clock, shards=1)
+    for job in (long_job, gone_job, held_job):
         store.create_job(job)
-    runs = [make_run(job, at, clock) for job in (long_job, gone_job)]
+    runs = [make_run(job, at, clock) for job in (long_job, gone_job, held_job)]
     store.insert_runs(runs)
+    store.lease_run(held_job.id, at, "w0", at, 60 * SECOND)
     engine.queue.send([Dispatch(run.run_id, at) for run in runs])
     deliveries = drain(engine.queue)
     queue = FailingQueue(engine.queue, failing)
@@ -83,14 +88,15 @@ def test_leased_runs_are_called_even_if_the_queue_fails_after_their_leases(
     port = batch.Port(store, queue, engine.finish_and_ack, clock, "w1", options, LogAlerter())  # type: ignore[arg-type]
 
     # When the batch is leased at the instant, and the queue fails after the lease
-    prepared = batch.prepare(port, deliveries)
+    prepared = batch.prepare(port, deliveries, defer_cover=defer_cover)
 
     # Then the leased run is handed to the worker to call (its attempt has begun), the deleted
     # job's run is cancelled, and the queue's failure only cost a message left as it was
     assert queue.failed, "the injected failure was reached"
     assert [leased.run.run_id for leased in prepared.leased] == [runs[0].run_id]
     assert store.get_run(long_job.id, at).state is RunState.RUNNING
-    assert dict((d.run_id, o) for d, o in prepared.settled) == {runs[1].run_id: Outcome.CANCELLED}
+    settled = {d.run_id: o for d, o in prepared.settled}
+    assert settled == {runs[1].run_id: Outcome.CANCELLED, runs[2].run_id: Outcome.HELD}
     assert store.get_run(gone_job.id, at).state is RunState.CANCELLED
     # and a message the queue failed to delete comes back later, and is dropped then
     clock.advance(301 * SECOND)  # past the visibility it was received with (drain: 300 s)
