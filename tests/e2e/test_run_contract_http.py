@@ -15,9 +15,9 @@ the instant (the queue row is received and hidden), nothing is written yet.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -184,7 +184,7 @@ def test_bad_input_is_refused_and_changes_nothing(api: ApiClient) -> None:
 
 EDITED = (
     *("deleted", "deleted-held", "moved", "moved-held", "url", "url-held"),
-    *("both-held", "control", "waits", "waits-held"),
+    *("both-held", "method-held", "control", "waits", "waits-held"),
 )
 
 
@@ -216,27 +216,33 @@ def test_deletes_and_edits_committed_before_the_instant_decide_it(live: System, 
     held = [run_ids[n] for n in jobs if n.endswith("-held")]
     wait_held(live, held, at)
     sleep_until(live, at - HELD_MS)
-    committed(live, at, api.delete(f"/jobs/{jobs['deleted-held']['id']}"), "delete (held)")
-    committed(live, at, api.patch(f"/jobs/{jobs['moved-held']['id']}", json={"run_at": iso(later)}), "run_at (held)")
+    # all at once (the API serves requests concurrently), so a slow machine still commits them early;
+    # two of them are PATCHes of one job at once: both land, and the call is made with both
     url = {"target": {"type": "http", "url": target.url("/url-held-new")}}
-    committed(live, at, api.patch(f"/jobs/{jobs['url-held']['id']}", json=url), "url (held)")
-    committed(live, at, api.patch(f"/jobs/{jobs['waits-held']['id']}", json=waits), "run_at -> depends_on (held)")
-    committed(live, at, api.patch(f"/jobs/{jobs['longer-held']['id']}", json={"timeout_s": 5}), "timeout up (held)")
-    committed(live, at, api.patch(f"/jobs/{jobs['shorter-held']['id']}", json={"timeout_s": 1}), "timeout down (held)")
-    # two PATCHes of one held job at once: both land, and the call is made with both
-    both = jobs["both-held"]["id"]
-    answers: list[Any] = []
+    method = {"target": {"type": "http", "url": target.url("/method-held"), "method": "PUT"}}
+    both = {"target": {"type": "http", "url": target.url("/both-new"), "headers": {"X-Edit": "yes"}}}
     edits = [
-        {"target": {"type": "http", "url": target.url("/both-new"), "headers": {"X-Edit": "yes"}}},
-        {"payload": {"edited": True}},
+        ("delete (held)", "DELETE", "deleted-held", None),
+        ("run_at (held)", "PATCH", "moved-held", {"run_at": iso(later)}),
+        ("url (held)", "PATCH", "url-held", url),
+        ("run_at -> depends_on (held)", "PATCH", "waits-held", waits),
+        ("method (held)", "PATCH", "method-held", method),
+        ("timeout up (held)", "PATCH", "longer-held", {"timeout_s": 5}),
+        ("timeout down (held)", "PATCH", "shorter-held", {"timeout_s": 1}),
+        ("two PATCHes at once (held): target", "PATCH", "both-held", both),
+        ("two PATCHes at once (held): payload", "PATCH", "both-held", {"payload": {"edited": True}}),
     ]
-    threads = [threading.Thread(target=lambda e=e: answers.append(api.patch(f"/jobs/{both}", json=e))) for e in edits]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(10)
-    for answer in answers:
-        committed(live, at, answer, "two PATCHes at once (held)")
+    with ThreadPoolExecutor(len(edits)) as pool:
+        answers = list(
+            pool.map(
+                lambda edit: api.request(
+                    edit[1], f"/jobs/{jobs[edit[2]]['id']}", **({"json": edit[3]} if edit[3] else {})
+                ),
+                edits,
+            )
+        )
+    for (label, *_), answer in zip(edits, answers, strict=True):
+        committed(live, at, answer, label)
     assert all(is_held(live, r) for r in held), "the runs were held by a worker while they were edited"
 
     # Then: no call for the deleted jobs' or the moved jobs' instant; calls for the rest as edited
@@ -260,12 +266,13 @@ def test_deletes_and_edits_committed_before_the_instant_decide_it(live: System, 
     [call] = calls["both-held"]
     assert call["path"] == "/both-new" and call["headers"].get("X-Edit") == "yes" and '"edited"' in call["body"]
     assert [c["path"] for c in calls["control"]] == ["/control"]
+    assert [c["method"] for c in calls["method-held"]] == ["PUT"]
     # the timeout the call is cut at is the one the job has at the instant
     longer = ended(api, jobs["longer-held"]["id"], at)
     assert longer is not None and longer["state"] == "succeeded", longer
     shorter = ended(api, jobs["shorter-held"]["id"], at)
     assert shorter is not None and [a["outcome"] for a in shorter["attempts"]] == ["timeout"], shorter
-    for name in ("url", "url-held", "both-held", "control", "longer-held", "shorter-held"):
+    for name in ("url", "url-held", "both-held", "method-held", "control", "longer-held", "shorter-held"):
         [call] = calls[name]
         assert call["attempt"] == "1" and 0 <= call["at"] - at < 1_000, (name, call["at"] - at)
     print({name: [c["at"] - at for c in found] for name, found in calls.items()})
@@ -432,11 +439,13 @@ def test_case1_a_cron_job_paused_before_a_claimed_instant_is_not_called_and_runs
         target = stack.target
         assert target is not None
         minute = (stack.now_ms() // 60_000 + 1) * 60_000
-        assert minute - stack.now_ms() > 10_000, "the stack took too long to start"
+        if minute - stack.now_ms() < 11_000:  # the stack took long to start (a busy machine): the next one
+            minute += 60_000
         # a schedule without M's minute, with the next one (M + 1 min)
         odd = (minute // 60_000) % 2 == 0
         lacking = "1-59/2 * * * *" if odd else "*/2 * * * *"
         names = ("control", "paused", "paused-held", "bounced", "bounced-late", "rescheduled", "rescheduled-held")
+        names += ("paused-early",)
         jobs = {
             name: api.create(
                 name=name,
@@ -450,7 +459,10 @@ def test_case1_a_cron_job_paused_before_a_claimed_instant_is_not_called_and_runs
         }
         assert {job["next_run_at"] for job in jobs.values()} == {iso(minute)}
         run_ids = {name: ids.run_id_for(job["id"], minute) for name, job in jobs.items()}
-        wait_for(lambda: all(run_at(api, j["id"], minute) for j in jobs.values()), 12, "M claimed")
+        # one paused before the scheduler could claim M (it claims 5 s ahead)
+        committed(stack, minute - 6_000, api.post(f"/jobs/{jobs['paused-early']['id']}/pause"), "early pause")
+        claimed = [j["id"] for n, j in jobs.items() if n != "paused-early"]
+        wait_for(lambda: all(run_at(api, j, minute) for j in claimed), 12, "M claimed")
 
         # When, 3 s before M (claimed, not yet held): pause, pause then resume, a schedule without M
         sleep_until(stack, minute - CLAIMED_MS)
@@ -470,7 +482,7 @@ def test_case1_a_cron_job_paused_before_a_claimed_instant_is_not_called_and_runs
         api.post(f"/jobs/{jobs['bounced-late']['id']}/resume")
 
         # Then at M: no call for the paused or rescheduled jobs, their runs cancelled with a reason
-        for name in names:
+        for name in names[:-1]:
             wait_for(lambda name=name: ended(api, jobs[name]["id"], minute), 15, f"{name} at M")
         calls = {name: target.calls(run_id=run_id) for name, run_id in run_ids.items()}
         print({name: [c["at"] - minute for c in found] for name, found in calls.items()})
@@ -487,6 +499,7 @@ def test_case1_a_cron_job_paused_before_a_claimed_instant_is_not_called_and_runs
         for name in ("control", "bounced"):
             assert [c["attempt"] for c in calls[name]] == ["1"], name
             assert 0 <= calls[name][0]["at"] - minute < 1_000
+        assert calls["paused-early"] == [] and run_at(api, jobs["paused-early"]["id"], minute) is None
         late = run_at(api, jobs["bounced-late"]["id"], minute)
         assert late is not None
         assert len(calls["bounced-late"]) == (1 if late["state"] == "succeeded" else 0), late
@@ -496,14 +509,25 @@ def test_case1_a_cron_job_paused_before_a_claimed_instant_is_not_called_and_runs
         for name in ("paused", "paused-held"):
             resumed = api.post(f"/jobs/{jobs[name]['id']}/resume").json()
             assert (resumed["status"], resumed["next_run_at"]) == ("active", iso(minute + 60_000)), resumed
+        # A job paused before M was claimed has M as a time missed while paused: its catch-up policy
+        # ("latest" by default) runs M after the resume, late (docs/api.md), while the jobs paused
+        # after the claim never run M. Whichever it is, never a call before the resume.
+        resumed_at = stack.now_ms()
+        resumed = api.post(f"/jobs/{jobs['paused-early']['id']}/resume").json()
+        caught_up = wait_for(lambda: ended(api, jobs["paused-early"]["id"], minute), 10, "paused-early caught up")
+        early_calls = target.calls(run_id=run_ids["paused-early"])
+        print(f"paused-early: resumed with next_run_at {resumed['next_run_at']} (M {iso(minute)}); M ended")
+        print(f"  {caught_up['state']} ({caught_up['trigger']}), calls {[c['at'] - minute for c in early_calls]}")
+        assert len(early_calls) <= 1 and all(c["at"] >= resumed_at for c in early_calls)
         for name in ("rescheduled", "rescheduled-held"):
             assert api.get(f"/jobs/{jobs[name]['id']}").json()["next_run_at"] == iso(minute + 60_000)
     finally:
         context.__exit__(None, None, None)
 
-    # Then at M + 1 min (the stack restarted on a clock 45 s later: the data dir keeps everything),
-    # every job runs, the resumed and rescheduled ones included
-    context, stack = started(tmp_path, offset + 45_000, target.port)
+    # Then at M + 1 min (the stack restarted on a clock moved on to 14 s before it; the data dir keeps
+    # everything), every job runs, the resumed and rescheduled ones included
+    real_now = time.time_ns() // 1_000_000
+    context, stack = started(tmp_path, max(offset, minute + 60_000 - 14_000 - real_now), target.port)
     try:
         api = stack.client()
         target = stack.target
@@ -517,3 +541,32 @@ def test_case1_a_cron_job_paused_before_a_claimed_instant_is_not_called_and_runs
             assert 0 <= call["at"] - following < 1_000, (name, call["at"] - following)
     finally:
         context.__exit__(None, None, None)
+
+
+# -- findings left open ---------------------------------------------------------------------------
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "a one-time job becomes 'completed' when the scheduler claims its run (5 s ahead), and a "
+        "completed job cannot be paused (409 invalid_transition): the user cannot pause it in the "
+        "last seconds, and its target is called. Needs a decision on what pausing a claimed one-time "
+        "job means and what its resume does (the run id is the instant, which a withdrawal cancels)."
+    ),
+)
+def test_a_one_time_job_paused_after_its_run_was_claimed_is_not_called(live: System, api: ApiClient) -> None:
+    target = live.target
+    assert target is not None
+    # Given a one-time job whose run the scheduler claimed (it claims 5 s ahead)
+    at = next_instant(live)
+    job = create_once(api, target, "/once-paused", at)
+    wait_for(lambda: run_at(api, job["id"], at), (at - live.now_ms()) / 1000, "the claim")
+    # When it is paused 3 s before its instant
+    sleep_until(live, at - CLAIMED_MS)
+    paused = api.post(f"/jobs/{job['id']}/pause")
+    # Then the pause is accepted, and the instant is not called: its run is cancelled with a reason
+    committed(live, at, paused, "pause of a claimed one-time job")
+    run = wait_for(lambda: ended(api, job["id"], at), 10, "the run ended")
+    assert target.calls(run_id=run["run_id"]) == []
+    assert run["state"] == "cancelled" and "paused" in (run["note"] or ""), run
