@@ -281,5 +281,5 @@ def _fires_at(job: Job, instant: int) -> bool:
     if job.run_at is not None:
         return int(job.run_at.timestamp() * 1000) == instant
     if job.schedule is None:
-        return True
+        return False  # now waits for other jobs (depends_on): no times at all
     return cron.next_fire(job.schedule, job.timezone, instant - 1) == instant

@@ -228,10 +228,13 @@ def prepare(
 
     hides: defaultdict[int, list[str]] = defaultdict(list)
     results = port.store.lease_runs(requests, port.worker_id, now) if requests else []
+    # From here on the leased runs' attempts have begun: nothing below may keep them from their calls
+    # (a failure only leaves a slot, a message or a debt to be dealt with later: _after_leases).
     if port.gate is not None:  # a slot taken for a run that was not leased goes back
+        gate = port.gate
         for admission, lease in zip(admissions, results, strict=True):
             if admission is not None:
-                port.gate.settle(admission, lease.outcome)
+                _after_leases("give back a concurrency slot", gate.settle, admission, lease.outcome)
     for (delivery, job, waited), request, lease in zip(waiting, requests, results, strict=True):
         if lease.outcome is LeaseOutcome.LEASED and lease.run is not None:
             prepared.leased.append(Leased(delivery, job, lease.run, request.lease_ms, waited))
@@ -245,14 +248,15 @@ def prepare(
             drops.append(delivery.receipt)
             prepared.settled.append((delivery, Outcome.SKIPPED))
         else:
-            if lease.run is not None:  # a worker crashed between its finish and its release or alert
-                port.owed(job, lease.run, now)
-            drops.append(delivery.receipt)
+            # a worker crashed between its finish and its release or alert: owed now, and the
+            # message stays until that is done (it comes back after its visibility otherwise)
+            if lease.run is None or _after_leases("settle what a finished run owes", port.owed, job, lease.run, now):
+                drops.append(delivery.receipt)
             prepared.settled.append((delivery, Outcome.DUPLICATE))
     for visibility, receipts in hides.items():
-        port.queue.extend_many(receipts, visibility)
+        _after_leases("extend or hide messages", port.queue.extend_many, receipts, visibility)
     if drops:
-        port.queue.delete_many(drops)
+        _after_leases("delete messages", port.queue.delete_many, drops)
     return prepared
 
 
@@ -265,6 +269,23 @@ def cover(port: Port, leased: Sequence[Leased]) -> None:
             hides[retry.visibility_s(one.lease_ms)].append(one.delivery.receipt)
     for visibility, receipts in hides.items():
         port.queue.extend_many(receipts, visibility)
+
+
+def _after_leases(what: str, step: Callable[..., object], *args: object) -> bool:
+    """Run a step of :func:`prepare` that comes after the leases; False (logged) if it failed.
+
+    Every such step is safe to leave undone: a message not extended comes back while its run is
+    leased (another worker finds it held), a message not hidden or deleted comes back and is judged
+    again, a slot not given back is repaired (``tenancy.admission.repair_slots``), a debt not paid
+    is paid when the message comes back. Raising instead would leave the batch's leased runs
+    without their calls: attempts counted for calls that never began.
+    """
+    try:
+        step(*args)
+    except Exception:
+        logger.warning("after leasing a batch, could not %s; left for later", what, exc_info=True)
+        return False
+    return True
 
 
 def _jobs_now(port: Port, job_ids: list[str], known: Mapping[str, Job] | None) -> dict[str, Job | None]:

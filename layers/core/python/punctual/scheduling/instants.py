@@ -26,8 +26,10 @@ CLAIM_HORIZON_MS = 120_000
 
 def still_planned(job: Job, scheduled_at: int) -> bool:
     """``scheduled_at`` is one of ``job``'s times as the job is now, or the job's schedule has not
-    changed since the instant could have been claimed. Jobs without a schedule or ``run_at``
-    (dependent jobs) have no such times: always True."""
+    changed since the instant could have been claimed. A job changed meanwhile to have neither a
+    schedule nor a ``run_at`` (it now waits for other jobs: ``depends_on``) has no times at all:
+    False. Its dependency runs are not concerned (``rules.withdrawn`` withdraws only schedule and
+    catch-up runs for a schedule change)."""
     changed = job.rescheduled_at
     if changed is None or changed < scheduled_at - CLAIM_HORIZON_MS:
         return True
@@ -35,7 +37,7 @@ def still_planned(job: Job, scheduled_at: int) -> bool:
         return from_datetime(job.run_at) == scheduled_at
     if job.schedule is not None:
         return _fires_at(job.schedule, job.timezone, scheduled_at)
-    return True
+    return False
 
 
 @lru_cache(maxsize=4_096)

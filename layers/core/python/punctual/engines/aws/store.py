@@ -20,6 +20,7 @@ and punctual.capacity.counts): advance the job (table 1, ``due`` key move 2), in
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Collection, Sequence
 from typing import Any
 
@@ -56,6 +57,8 @@ from punctual.port import (
     Store,
 )
 from punctual.runs.stats import RunStats
+
+logger = logging.getLogger(__name__)
 
 _MAX_ALERT_PAGES = 10
 _LEASE_ROUNDS = 4  # fresh lease / takeover attempts before conceding that others keep winning
@@ -280,12 +283,26 @@ class DynamoStore(DynamoEdges, DeadlineReads, DynamoShards, DynamoTenants, Store
     # fail the whole batch on one lost race); each item is decided exactly as a single call.
 
     def lease_runs(self, requests: Sequence[LeaseRequest], worker_id: str, now: int) -> list[LeaseResult]:
-        def one(r: LeaseRequest) -> LeaseResult:
-            return self.lease_run(
-                r.job_id, r.scheduled_at, worker_id, now, r.lease_ms, overlap=r.overlap, withdrawn=r.withdrawn
-            )
+        """Each lease its own conditional write, so one can fail (a throttle) while others commit.
+        Those that committed began their attempts and must reach their calls: a failed one is
+        reported HELD without a run (its message is hidden for the visibility, then leased again),
+        and the batch raises only if every lease failed (nothing was written)."""
 
-        return self._tables.each(one, requests)
+        def one(r: LeaseRequest) -> LeaseResult | Exception:
+            try:
+                return self.lease_run(
+                    r.job_id, r.scheduled_at, worker_id, now, r.lease_ms, overlap=r.overlap, withdrawn=r.withdrawn
+                )
+            except Exception as exc:
+                return exc
+
+        results = self._tables.each(one, requests)
+        failed = [result for result in results if isinstance(result, Exception)]
+        if failed and len(failed) == len(results):
+            raise failed[0]
+        if failed:
+            logger.warning("%d of %d leases failed; the others stand", len(failed), len(results), exc_info=failed[0])
+        return [LeaseResult(LeaseOutcome.HELD, None) if isinstance(r, Exception) else r for r in results]
 
     def heartbeat_runs(self, beats: Sequence[Beat]) -> list[bool]:
         def one(beat: Beat) -> bool:
