@@ -546,15 +546,6 @@ def test_case1_a_cron_job_paused_before_a_claimed_instant_is_not_called_and_runs
 # -- findings left open ---------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "a one-time job becomes 'completed' when the scheduler claims its run (5 s ahead), and a "
-        "completed job cannot be paused (409 invalid_transition): the user cannot pause it in the "
-        "last seconds, and its target is called. Needs a decision on what pausing a claimed one-time "
-        "job means and what its resume does (the run id is the instant, which a withdrawal cancels)."
-    ),
-)
 def test_a_one_time_job_paused_after_its_run_was_claimed_is_not_called(live: System, api: ApiClient) -> None:
     target = live.target
     assert target is not None
@@ -570,3 +561,14 @@ def test_a_one_time_job_paused_after_its_run_was_claimed_is_not_called(live: Sys
     run = wait_for(lambda: ended(api, job["id"], at), 10, "the run ended")
     assert target.calls(run_id=run["run_id"]) == []
     assert run["state"] == "cancelled" and "paused" in (run["note"] or ""), run
+    # And when it is resumed, the job gets its run then (once), and is completed again
+    resumed = api.post(f"/jobs/{job['id']}/resume")
+    assert resumed.status_code == 200, resumed.text
+    wait_for(lambda: target.calls(path="/once-paused") or None, 15, "the resumed job's call")
+    done = wait_for(lambda: _completed(api, job["id"]), 10, "the job completed")
+    assert done["status"] == "completed" and len(target.calls(path="/once-paused")) == 1
+
+
+def _completed(api: ApiClient, job_id: str) -> dict[str, Any] | None:
+    job = api.get(f"/jobs/{job_id}").json()
+    return job if job["status"] == "completed" else None

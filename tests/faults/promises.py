@@ -149,7 +149,9 @@ class Ledger:
         if call.trigger in (Trigger.SCHEDULE, Trigger.CATCHUP):
             edits = [c for c in before if c.kind == "patch" and c.fields & {"schedule", "run_at", "timezone"}]
             edited_later = any(c.kind == "patch" and c.fields & {"schedule", "run_at", "timezone"} for c in later)
-            if edits and not edited_later and not _fires_at(last.job, call.scheduled_at):
+            # a one-time job paused after its run was claimed, then resumed, gets its run at the resume
+            resumed_at = any(c.kind == "resume" and c.at == call.scheduled_at for c in commits)
+            if edits and not edited_later and not resumed_at and not _fires_at(last.job, call.scheduled_at):
                 self.violations.append(f"(c) {where}: the schedule committed at t={edits[-1].at} has no such instant")
         patches = [c for c in before if c.kind == "patch"]
         if patches and not any(c.kind == "patch" for c in later) and call.job_version < patches[-1].job.version:

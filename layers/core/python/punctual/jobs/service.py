@@ -43,10 +43,11 @@ from punctual.errors import (
     JobAlreadyExists,
     JobNotFound,
     LimitExceeded,
+    RunNotFound,
 )
 from punctual.execution.targets.policy import TargetPolicy, check_target
 from punctual.jobs import checks, secrets, validation
-from punctual.model import JOB_TRANSITIONS, MAX_TIMEOUT_S, Job, JobSpec, JobStatus
+from punctual.model import JOB_TRANSITIONS, MAX_TIMEOUT_S, Job, JobSpec, JobStatus, RunState
 from punctual.port import EdgeChange, EdgeReads, Keys, Page, Store
 from punctual.scheduling import cron as schedule
 
@@ -209,8 +210,19 @@ def update_job(
 
 
 def pause_job(store: Store, owner: str, job_id: str, now: int) -> Job:
-    """Take an active job out of the due index (paused → no-op). Other states: InvalidTransition."""
-    return _write(store, owner, job_id, lambda job: _moved(job, JobStatus.PAUSED, now, next_run_at=None))
+    """Take an active job out of the due index (paused → no-op). Other states: InvalidTransition.
+
+    A one-time job reads completed from the moment the scheduler claims its run (up to the
+    lookahead before its instant): while that run has not begun, it can still be paused, and the
+    run is then withdrawn at its instant, never called (docs/execution.md, the run contract).
+    """
+
+    def paused(job: Job) -> Job | None:
+        if job.status is JobStatus.COMPLETED and _claimed_run_pending(store, job):
+            return job.model_copy(update={"status": JobStatus.PAUSED, "next_run_at": None, "updated_at": now})
+        return _moved(job, JobStatus.PAUSED, now, next_run_at=None)
+
+    return _write(store, owner, job_id, paused)
 
 
 def resume_job(store: Store, owner: str, job_id: str, now: int) -> Job:
@@ -226,9 +238,41 @@ def resume_job(store: Store, owner: str, job_id: str, now: int) -> Job:
             raise InvalidTransition(
                 f"job {job.id} is completed; give it a new run_at (PATCH) to run it again", field="status"
             )
+        if job.status is JobStatus.PAUSED and job.run_at is not None and job.last_run_at is not None:
+            return _resumed_after_claim(store, job, now)
         return _moved(job, JobStatus.ACTIVE, now, _resume_at(job))
 
     return _write(store, owner, job_id, resumed)
+
+
+def _claimed_run_pending(store: Store, job: Job) -> bool:
+    """A one-time job's run was claimed (``last_run_at``) and has not begun: scheduled, never leased."""
+    if job.run_at is None or job.last_run_at is None:
+        return False
+    try:
+        run = store.get_run(job.id, job.last_run_at)
+    except RunNotFound:
+        return False
+    return run.state is RunState.SCHEDULED and run.attempt == 0
+
+
+def _resumed_after_claim(store: Store, job: Job, now: int) -> Job:
+    """A one-time job paused after its run was claimed, resumed: if that run is still to come, the
+    job is completed again and the run goes ahead at its instant; if the pause withdrew it (cancelled,
+    never called), the job gets its run now; if it began meanwhile, the job is completed."""
+    completed = job.model_copy(update={"status": JobStatus.COMPLETED, "next_run_at": None, "updated_at": now})
+    if _claimed_run_pending(store, job):
+        return completed
+    assert job.last_run_at is not None
+    try:
+        run = store.get_run(job.id, job.last_run_at)
+    except RunNotFound:
+        run = None
+    if run is not None and run.state is RunState.CANCELLED and run.attempt == 0:  # withdrawn: run it now
+        # (its only run is settled, so no earlier schedule is left for the instant check to judge)
+        update = {"status": JobStatus.ACTIVE, "next_run_at": now, "updated_at": now, "rescheduled_at": None}
+        return job.model_copy(update=update)
+    return completed
 
 
 def delete_job(store: Store, owner: str, job_id: str, now: int, *, force: bool = False) -> Job:
