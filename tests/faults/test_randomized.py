@@ -45,9 +45,11 @@ def _campaign(request: pytest.FixtureRequest, kind: str, count: int) -> None:
     assert not result.problems, f"{len(result.problems)} violations of the run contract, first: {result.problems[0]}"
 
 
+@pytest.mark.timeout(1_200)  # ~4 min on a quiet 2-core machine; the default 300 s is for one test
 def test_randomized_embedded(request: pytest.FixtureRequest) -> None:
     _campaign(request, "embedded", EMBEDDED_SCENARIOS)
 
 
+@pytest.mark.timeout(1_200)
 def test_randomized_aws(request: pytest.FixtureRequest) -> None:
     _campaign(request, "aws", AWS_SCENARIOS)
