@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import itertools
 import threading
-import time
-from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -22,6 +20,7 @@ from punctual.execution.targets import TargetResult
 from punctual.execution.worker import Worker
 from punctual.model import Job, Run
 from tests.e2e.conftest import ApiClient, Stack, error_of
+from tests.e2e.contract_http import wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -40,16 +39,6 @@ class Instant:
 
     def close(self) -> None:
         pass
-
-
-def wait_for(check: Callable[[], Any], timeout_s: float) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"not within {timeout_s} s")
 
 
 def after(client: ApiClient, name: str, upstreams: list[str], when: str | None = None) -> dict[str, Any]:

@@ -8,8 +8,7 @@ created: a ``* * * * *`` job fires within the test without waiting for the real 
 from __future__ import annotations
 
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -30,6 +29,7 @@ from punctual.local.server import LocalServer
 from punctual.metrics import InMemoryMetrics
 from punctual.reaping.reaper import Reaper
 from punctual.scheduling.scheduler import Scheduler, SchedulerOptions
+from tests.e2e.contract_http import wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -128,16 +128,6 @@ def create(client: httpx.Client, target: Any, path: str, **fields: Any) -> dict[
     assert response.status_code == 201, response.text
     job: dict[str, Any] = response.json()
     return job
-
-
-def wait_for(check: Callable[[], Any], timeout_s: float) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"not within {timeout_s} s")
 
 
 def terminal_runs(client: httpx.Client, job_id: str) -> list[dict[str, Any]] | None:

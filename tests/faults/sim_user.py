@@ -188,35 +188,19 @@ class User:
             return
         a, b = self.sim.rng.sample(dependents, 2)
 
-        def second() -> None:
-            self._do(
-                "patch",
-                lambda now: service.update_job(
-                    self.sim.store,
-                    self.owner,
-                    b,
-                    {"depends_on": {"jobs": [a]}},
-                    now,
-                    policy=OPEN_POLICY,  # type: ignore[arg-type]
-                ),
-                fields=frozenset({"depends_on"}),
-            )
-
-        self.sim.store.before_write_once(GRAPH_WRITES, second)
-        self._do(
-            "patch",
-            lambda now: service.update_job(
-                self.sim.store,
-                self.owner,
-                a,
-                {"depends_on": {"jobs": [b]}},
-                now,
-                policy=OPEN_POLICY,  # type: ignore[arg-type]
-            ),
-            fields=frozenset({"depends_on"}),
-        )
+        self.sim.store.before_write_once(GRAPH_WRITES, lambda: self._depend(b, on=a))
+        self._depend(a, on=b)
         self.sim.store.before_write_once(frozenset(), None)
         self.sim.faults.count("graph_race", "user")
+
+    def _depend(self, job_id: str, *, on: str) -> None:
+        """PATCH ``job_id`` to depend on ``on`` (a request of the graph race)."""
+        changes = {"depends_on": {"jobs": [on]}}
+        self._do(
+            "patch",
+            lambda now: service.update_job(self.sim.store, self.owner, job_id, changes, now, policy=OPEN_POLICY),  # type: ignore[arg-type]
+            fields=frozenset(changes),
+        )
 
     def limits(self, concurrency: int | None = None, rate: int | None = None) -> None:
         """Set the owner's limits (at random unless given)."""
