@@ -6,7 +6,8 @@ Run as a module from the project root, never as ``python infra/app.py``: that wo
 Context: cdk.json's ``context`` (CDK feature flags, optional parameters), then the ``-c name=value``
 flags the CLI passes (tests pass ``build_app(context=...)`` instead). Parameters and defaults:
 ``infra.config.InfraConfig`` and docs/deploy.md. An invalid parameter exits with status 2 and one
-message naming it.
+message naming it. Synthesis without sizing parameters, or without an alarm subscriber, prints a
+notice on stderr (``infra.sizing``) and goes on.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Any
 import aws_cdk as cdk
 from cdk_nag import AwsSolutionsChecks
 
-from infra import constants
+from infra import constants, sizing
 from infra.config import InfraConfig, InfraConfigError
 from infra.stack import PunctualStack
 
@@ -53,6 +54,9 @@ def main() -> int:
     except InfraConfigError as exc:
         print(f"punctual infra: {exc}", file=sys.stderr)
         return 2
+    given = dict(app.node.get_all_context() or {})
+    for notice in sizing.notices(InfraConfig.from_context(app.node), given):
+        print(f"punctual infra: notice: {notice}", file=sys.stderr)
     app.synth()
     return 0
 

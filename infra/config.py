@@ -1,33 +1,32 @@
-"""Context parameters: one validated model, with defaults sized for the design target.
+"""Context parameters: one validated model, with defaults for a small deployment that works as is.
 
 Every field is a CDK context parameter of the same name: ``npx cdk deploy -c shards=64
 -c fargate_workers=true``. Values given on the command line arrive as strings and are converted
 ("64" -> 64, "true" -> True; lists as "a,b" or a JSON list). An invalid or unknown parameter
 stops synthesis with one message naming the parameter and the problem.
 
-Sizing for the design target: 10 million jobs, 20,000 runs per second at the top of a minute.
+The defaults are what ``punctual capacity --jobs 1000000 --peak-runs-per-second 1000`` prints
+(``infra.sizing``; a test keeps the two equal): a plain ``npx cdk deploy`` carries
+1 million jobs and 1,000 runs/s at the top of a minute in an account with default quotas, with no
+pre-warming and standard SQS polling. Larger loads deploy the line ``punctual capacity`` prints
+for them (docs/capacity.md); synthesis without any sizing parameter says so (``infra.sizing``).
 
-- ``shards`` / ``open_shards`` = 128. Each run moves its job's key in the ``due`` index (a delete
-  and a put: 2 index write units) and puts then deletes its row in the ``open`` index (2 more).
-  At 20,000 runs/s that is 40,000 WRU/s into each index, and one DynamoDB partition takes at most
-  1,000 WRU/s, so the index key needs >= 40 well-spread values. 128 shards carry ~156 runs/s
-  (~310 WRU/s) each: a third of a partition, so even when DynamoDB packs several shard values
-  into one partition while the table is still small, no partition is pushed over its limit. The
-  cost is reading 128 shards every second (128 small queries/s, ~64 RRU/s).
-- ``scheduler_instances`` = 16 (K): one instance claims ~300-500 runs/s (two conditional writes
-  per run, CPU-bound in botocore on one vCPU). With a 5 s ``lookahead_ms`` the 20,000 runs due
-  at second :00 are claimed during the 5 s before it: 4,000 runs/s, ~250 per instance. Each
-  instance owns 128 / 16 = 8 shards.
-- ``worker_max_concurrency`` = 1,000 (the SQS event source maximum): by Little's law 20,000
-  runs/s x ~0.5 s per target call = 10,000 runs in flight = 1,000 invocations of a batch of 10
-  run concurrently. The account's Lambda concurrency quota (default 1,000) must be raised to
-  reach it (docs/deploy.md).
+- ``shards`` / ``open_shards`` = 16: each run moves its job's key in the ``due`` index (2 write
+  units) and puts then deletes its row in the ``open`` index (2 more); a shard (one partition key
+  value) may use a third of a partition's 1,000 WRU/s, and 16 is the plan's minimum.
+- ``scheduler_instances`` = 1 (K): one instance claims ~300 runs/s; with a 5 s ``lookahead_ms``
+  the 1,000 runs due at second :00 are claimed during the 5 s before it, 200 runs/s. The busiest
+  instance owns ceil(shards / K) shards (instance i prefers the shards with shard % K == i).
+- ``worker_max_concurrency`` = 176: the SQS event source's cap in standard mode (at most 1,000).
+  Little's law with batches of 10 and ~1.46 s per invocation, x1.2 headroom.
 
 Concurrency isolation (``lambda_concurrency_quota``, the account's concurrent-executions quota in
 the region, which ``punctual capacity`` also reads): the API, the reaper and the scheduler fleet
-get reserved concurrency, and the worker is capped (reserved) at what the quota leaves after them
-and after the 100 executions AWS keeps unreserved. So workers can never take the slots that the
-API and the reaper need exactly when the system is overloaded. Reservations fail to deploy in an
+get reserved concurrency, and the worker is reserved at ``worker_reserved_concurrency`` (its cap in
+every mode; by default ``worker_max_concurrency`` in standard mode, or what the provisioned pollers
+can drive, ``worker_max_pollers`` x 10), never more than the quota leaves after the others and
+after the 100 executions AWS keeps unreserved. So workers can never take the slots that the API
+and the reaper need exactly when the system is overloaded. Reservations fail to deploy in an
 account whose quota is lower than the value given here: check it first (docs/deploy.md).
 """
 
@@ -46,6 +45,8 @@ from infra import constants
 _TARGET_ARN = re.compile(r"^arn:aws[a-z-]*:(lambda|states|sqs|events):[a-z0-9-*]*:(\d{12}|\*):\S+$")
 # Our parameters are plain snake_case; CDK's own context keys contain ':', '@' or '-'.
 _OWN_KEY = re.compile(r"^[a-z][a-z0-9_]*$")
+# A regional WAFv2 web ACL (API Gateway stages take only regional ones).
+_WEB_ACL_ARN = r"^arn:aws[a-z-]*:wafv2:[a-z0-9-]+:\d{12}:regional/webacl/[A-Za-z0-9_-]{1,128}/[0-9a-f-]{36}$"
 
 
 class InfraConfigError(ValueError):
@@ -64,8 +65,8 @@ class InfraConfig(BaseModel):
     stack_name: Annotated[str, Field(pattern=r"^[A-Za-z][A-Za-z0-9-]{0,63}$")] = constants.DEFAULT_STACK_NAME
 
     # -- scheduling (see the module docstring for the sizing) ----------------------------------
-    shards: Annotated[int, Field(ge=1, le=4096, description="due-index shards (PUNCTUAL_SHARDS)")] = 128
-    open_shards: Annotated[int, Field(ge=1, le=4096, description="open-runs index shards")] = 128
+    shards: Annotated[int, Field(ge=1, le=4096, description="due-index shards (PUNCTUAL_SHARDS)")] = 16
+    open_shards: Annotated[int, Field(ge=1, le=4096, description="open-runs index shards")] = 16
     # The runs table's sparse open index costs 2 write units per run (8 instead of 6); without it
     # the reaper sweeps the runs table, sweep_pages Scan pages (<= 1 MB) a minute (docs/capacity.md)
     open_index: bool = True
@@ -73,7 +74,7 @@ class InfraConfig(BaseModel):
     # 9th of 9); false: 6 units per run with open_index=false, and GET /stats marks them unavailable
     stats_counters: bool = True
     sweep_pages: Annotated[int, Field(ge=1, le=10_000, description="reaper Scan pages per pass")] = 8
-    scheduler_instances: Annotated[int, Field(ge=1, le=100, description="K scheduler Lambdas per minute")] = 16
+    scheduler_instances: Annotated[int, Field(ge=1, le=100, description="K scheduler Lambdas per minute")] = 1
     scheduler_memory_mb: Annotated[int, Field(ge=128, le=10_240, description="1,769 MB = one vCPU")] = (
         constants.SCHEDULER_FUNCTION.memory_mb
     )
@@ -81,7 +82,13 @@ class InfraConfig(BaseModel):
     retention_days: Annotated[int, Field(ge=1, le=3650, description="run history TTL")] = 30
 
     # -- workers --------------------------------------------------------------------------------
-    worker_max_concurrency: Annotated[int, Field(ge=2, le=1000, description="SQS event source cap")] = 1000
+    worker_max_concurrency: Annotated[int, Field(ge=2, le=1000, description="SQS event source cap")] = 176
+    # The worker's reserved concurrency, its cap in every mode (provisioned mode has no other);
+    # None: worker_max_concurrency (standard mode) or worker_max_pollers x 10 (provisioned mode),
+    # either at most what lambda_concurrency_quota leaves (see worker_reservation)
+    worker_reserved_concurrency: Annotated[
+        int | None, Field(ge=2, le=1_000_000, description="reserved for the worker Lambda")
+    ] = None
     worker_batch_size: Annotated[int, Field(ge=1, le=10_000, description="runs per worker invocation")] = 10
     # SQS requires a batching window of >= 1 s above 10 records; the records of a batch run concurrently
     worker_batching_window_s: Annotated[int, Field(ge=0, le=300, description="wait to fill a batch")] = 0
@@ -120,6 +127,10 @@ class InfraConfig(BaseModel):
     warm_write_units: dict[str, Annotated[int, Field(ge=1, le=1_000_000)]] = Field(
         default_factory=lambda: dict(constants.DESIGN_WARM_WRITE_UNITS)
     )
+    # The same for reads (a new table starts at ~12,000 reads/s; the design target reads 20,000 jobs/s)
+    warm_read_units: dict[str, Annotated[int, Field(ge=1, le=1_000_000)]] = Field(
+        default_factory=lambda: dict(constants.DESIGN_WARM_READ_UNITS)
+    )
     retain_data: bool = True  # RETAIN tables on stack deletion; False only for throwaway stacks
     log_retention_days: int = 30
 
@@ -132,6 +143,8 @@ class InfraConfig(BaseModel):
     # API Gateway's logging role is one setting per account and region: setting it here would
     # overwrite another stack's role. Set it once (docs/deploy.md) or ask this stack to with true.
     api_cloudwatch_role: bool = False
+    # An existing regional WAFv2 web ACL to associate with the API stage (docs/deploy.md, "WAF")
+    web_acl_arn: Annotated[str | None, Field(pattern=_WEB_ACL_ARN)] = None
 
     # -- alarms ---------------------------------------------------------------------------------
     alarm_email: Annotated[str | None, Field(pattern=r"^[^@\s]+@[^@\s]+\.[^@\s]+$")] = None
@@ -166,13 +179,13 @@ class InfraConfig(BaseModel):
             raise ValueError(f"not a Lambda, Step Functions, SQS or EventBridge ARN: {', '.join(bad)}")
         return value
 
-    @field_validator("warm_write_units", mode="before")
+    @field_validator("warm_write_units", "warm_read_units", mode="before")
     @classmethod
     def _parse_units(cls, value: Any) -> Any:
         """Accept a JSON object (what ``-c warm_write_units='{"jobs.due": 40000}'`` gives)."""
         return json.loads(value) if isinstance(value, str) else value
 
-    @field_validator("warm_write_units")
+    @field_validator("warm_write_units", "warm_read_units")
     @classmethod
     def _check_units(cls, value: dict[str, int]) -> dict[str, int]:
         known = constants.warmable_resources()
@@ -204,10 +217,19 @@ class InfraConfig(BaseModel):
             raise ValueError("worker_batch_size above 10 needs worker_batching_window_s >= 1 (an SQS rule)")
         if self.worker_min_pollers is not None and self.worker_min_pollers > self.worker_max_pollers:
             raise ValueError("worker_min_pollers must be <= worker_max_pollers")
-        if self.worker_reserved_concurrency < constants.MIN_WORKER_CONCURRENCY:
+        if self.worker_reserved_concurrency is not None and self.worker_reserved_concurrency > self._worker_room:
+            raise ValueError(
+                f"worker_reserved_concurrency ({self.worker_reserved_concurrency}) is more than "
+                f"lambda_concurrency_quota ({self.lambda_concurrency_quota}) leaves for workers ({self._worker_room}) "
+                f"after the API ({self.api_reserved_concurrency}), the reaper "
+                f"({constants.REAPER_RESERVED_CONCURRENCY}), the scheduler ({self.scheduler_reserved_concurrency})"
+                f" and the {constants.UNRESERVED_CONCURRENCY} AWS keeps unreserved: give the raised quota too"
+                " (punctual capacity prints both)"
+            )
+        if self.worker_reservation < constants.MIN_WORKER_CONCURRENCY:
             raise ValueError(
                 f"lambda_concurrency_quota ({self.lambda_concurrency_quota}) leaves "
-                f"{self.worker_reserved_concurrency} executions for workers after the API "
+                f"{self.worker_reservation} executions for workers after the API "
                 f"({self.api_reserved_concurrency}), the reaper ({constants.REAPER_RESERVED_CONCURRENCY}), the "
                 f"scheduler ({self.scheduler_reserved_concurrency}) and the {constants.UNRESERVED_CONCURRENCY} "
                 "AWS keeps unreserved: raise the quota (and this value) or lower the reservations"
@@ -233,17 +255,42 @@ class InfraConfig(BaseModel):
         return constants.MAX_TIMEOUT_S if self.fargate_workers else self.lambda_max_run_s
 
     @property
-    def worker_reserved_concurrency(self) -> int:
-        """The worker's reserved concurrency, which is also its cap: ``worker_max_concurrency``, or
-        what the account quota leaves after every other reservation, whichever is smaller."""
-        left = (
+    def provisioned_pollers(self) -> bool:
+        """Whether the worker's event source runs in provisioned mode (``worker_min_pollers`` given)."""
+        return self.worker_min_pollers is not None
+
+    @property
+    def worker_reservation(self) -> int:
+        """The worker's reserved concurrency as deployed, which is also its cap in every mode.
+
+        ``worker_reserved_concurrency`` when given (validated to fit the quota); otherwise what the
+        event source can use (``worker_max_concurrency``, or in provisioned mode
+        ``worker_max_pollers`` x 10 invocations) or what the account quota leaves after every
+        other reservation, whichever is smaller.
+        """
+        if self.worker_reserved_concurrency is not None:
+            return self.worker_reserved_concurrency
+        if self.provisioned_pollers:
+            wanted = self.worker_max_pollers * constants.INVOCATIONS_PER_POLLER
+        else:
+            wanted = self.worker_max_concurrency
+        return min(wanted, self._worker_room)
+
+    @property
+    def worker_event_source_max_concurrency(self) -> int | None:
+        """Standard mode's MaximumConcurrency (never above the reservation); None in provisioned mode."""
+        return None if self.provisioned_pollers else min(self.worker_max_concurrency, self.worker_reservation)
+
+    @property
+    def _worker_room(self) -> int:
+        """What the account quota leaves for workers after every other reservation."""
+        return (
             self.lambda_concurrency_quota
             - constants.UNRESERVED_CONCURRENCY
             - self.api_reserved_concurrency
             - constants.REAPER_RESERVED_CONCURRENCY
             - self.scheduler_reserved_concurrency
         )
-        return min(self.worker_max_concurrency, left)
 
     @classmethod
     def from_context(cls, node: ContextSource) -> InfraConfig:

@@ -123,6 +123,10 @@ UNRESERVED_CONCURRENCY = 100  # Lambda keeps this much of the account quota unre
 # event source (DEAD_LETTER_MAX_CONCURRENCY = 2).
 REAPER_RESERVED_CONCURRENCY = 4
 MIN_WORKER_CONCURRENCY = 2  # the smallest SQS event source maximum concurrency
+# Provisioned mode: each event poller drives up to 10 concurrent invocations (AWS docs; the same
+# figure as punctual.capacity's lambda_invocations_per_poller), so worker_max_pollers x 10 is the
+# most a provisioned event source can use: the worker's reservation by default in that mode.
+INVOCATIONS_PER_POLLER = 10
 
 # -- queues ---------------------------------------------------------------------------------------
 # Lambda refuses an SQS event source whose queue visibility timeout is shorter than the function
@@ -156,6 +160,11 @@ DESIGN_WARM_WRITE_UNITS = {
     "runs": 40_000,
     "runs.open": 40_000,
 }
+
+
+# Reads: the worker reads the job of every run (1 strongly consistent read unit), 20,000/s at the
+# design target, and a new table starts at ~12,000 reads/s. Pre-warmed with warm_throughput too.
+DESIGN_WARM_READ_UNITS = {"jobs": 24_000}
 
 
 def warmable_resources() -> set[str]:

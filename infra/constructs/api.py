@@ -14,6 +14,9 @@
   are the tenant limits (``api_requests_per_second``, issue 12: a 429 with Retry-After from the API
   itself, once tenancy lands); with ``api_usage_plan`` each tenant's key is also capped at the
   gateway, before any Lambda runs.
+- WAF: with ``web_acl_arn`` the stage is associated with that existing regional WAFv2 web ACL
+  (the organisation's rules: IP sets, rate-based rules, managed rule groups); without one, IAM
+  authorization and stage throttling stand in front of the function (docs/deploy.md, "WAF").
 - The account's API Gateway logging role is one setting per region, shared by every API: this
   stack sets it only when asked (``api_cloudwatch_role``), and keeps it when deleted.
 - The admin routes (``/admin/*``: tenant limits, ``punctual.api.tenants``) answer only the
@@ -30,6 +33,7 @@ from aws_cdk import aws_apigateway as apigw
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sqs as sqs
+from aws_cdk import aws_wafv2 as wafv2
 from constructs import Construct
 
 from infra import constants
@@ -91,6 +95,7 @@ class Api(Construct):
         self.rest_api = self._build_rest_api()
         self._build_methods()
         self.admin_role = self._build_admin_role()
+        self._build_web_acl_association()
         if shared.config.api_usage_plan:
             self._build_usage_plan()
 
@@ -128,12 +133,6 @@ class Api(Construct):
         )
         # The stack outputs the URL as ApiUrl; CDK's own "Endpoint" output would repeat it.
         rest_api.node.try_remove_child("Endpoint")
-        acknowledge(
-            rest_api,
-            "APIG3",
-            "IAM (SigV4) authorization on every method and stage throttling; attach the account's WAF WebACL "
-            "to the stage where an organisation requires one",
-        )
         acknowledge(
             rest_api,
             "COG4",
@@ -188,6 +187,23 @@ class Api(Construct):
         )
         self.handler.function.add_environment("PUNCTUAL_ADMIN_PRINCIPALS", role.role_arn)
         return role
+
+    def _build_web_acl_association(self) -> None:
+        """Associate ``web_acl_arn`` with the stage, or acknowledge that there is none (cdk-nag APIG3)."""
+        if self._config.web_acl_arn is None:
+            acknowledge(
+                self.rest_api,
+                "APIG3",
+                "IAM (SigV4) authorization on every method and stage throttling; deploy with -c web_acl_arn=<a "
+                "regional WAFv2 web ACL> where an organisation requires WAF in front of its APIs",
+            )
+            return
+        wafv2.CfnWebACLAssociation(
+            self,
+            "WebAcl",
+            resource_arn=self.rest_api.deployment_stage.stage_arn,
+            web_acl_arn=self._config.web_acl_arn,
+        )
 
     def _build_usage_plan(self) -> None:
         plan = self.rest_api.add_usage_plan(

@@ -1,6 +1,10 @@
 """The dispatch queue and its dead-letter queue, built from ``punctual.resources.QUEUES``.
 
-Retention and the redrive's maxReceiveCount come from the definitions unchanged. The visibility
+Retention and the redrive's maxReceiveCount come from the definitions unchanged (maxReceiveCount
+is derived from the retry policy's bounds in ``punctual.resources``). A dead-letter queue must keep
+messages at least as long as each queue that redrives into it: SQS keeps a message's original
+enqueue time when it moves it, so a shorter retention would delete dead letters before the reaper
+reads them; building such a pair raises. The visibility
 timeout is the definition's, raised where a Lambda consumes the queue to
 ``VISIBILITY_PER_FUNCTION_TIMEOUT`` x that function's timeout (see ``infra.constants``): Lambda
 refuses an event source on a queue that hides messages for less than the function may run.
@@ -34,6 +38,7 @@ class Dispatch(Construct):
         super().__init__(scope, construct_id)
         self._consumer_timeouts_s = consumer_timeouts_s
         self.queues: dict[str, sqs.Queue] = {}
+        self._definitions = {d.logical_name: d for d in (*resources.QUEUES, resources.LONG_RUN_QUEUE)}
         for definition in resources.QUEUES:  # dead-letter queues are defined before their sources
             self.queues[definition.logical_name] = self._build_queue(definition)
         if long_run:
@@ -54,6 +59,7 @@ class Dispatch(Construct):
     def _build_queue(self, definition: resources.QueueDef) -> sqs.Queue:
         dead_letter = None
         if definition.dead_letter:
+            check_dead_letter_retention(definition, self._definitions[definition.dead_letter])
             dead_letter = sqs.DeadLetterQueue(
                 queue=self.queues[definition.dead_letter], max_receive_count=definition.max_receives or 1
             )
@@ -71,3 +77,12 @@ class Dispatch(Construct):
         consumer_timeout = self._consumer_timeouts_s.get(definition.logical_name, 0)
         wanted = max(definition.visibility_timeout_s, constants.VISIBILITY_PER_FUNCTION_TIMEOUT * consumer_timeout)
         return min(wanted, constants.MAX_VISIBILITY_S)
+
+
+def check_dead_letter_retention(source: resources.QueueDef, dead_letter: resources.QueueDef) -> None:
+    """Raise ValueError when ``dead_letter`` keeps messages for less time than ``source`` does."""
+    if dead_letter.retention_s < source.retention_s:
+        raise ValueError(
+            f"{dead_letter.logical_name} keeps messages {dead_letter.retention_s} s, less than its source "
+            f"{source.logical_name} ({source.retention_s} s): moved messages keep their enqueue time and would expire"
+        )

@@ -4,9 +4,10 @@ Every table: on-demand billing (the load is a burst at the top of each minute: p
 capacity would be idle 59 seconds of 60), point-in-time recovery, encryption with the AWS-managed
 KMS key (no key policy to keep, no per-request KMS cost), TTL on the definition's attribute,
 deletion protection and RETAIN from the context. With ``warm_throughput`` (billed: off by default),
-each table and index listed in ``warm_write_units`` is pre-warmed to that many writes per second:
-a new on-demand table or index starts at ~4,000, and an index that cannot absorb its writes
-throttles the writes to its base table. Physical names are left to CloudFormation
+each table and index listed in ``warm_write_units`` is pre-warmed to that many writes per second
+and each one in ``warm_read_units`` to that many reads: a new on-demand table or index starts at
+~4,000 writes and ~12,000 reads per second, and an index that cannot absorb its writes throttles
+the writes to its base table. Physical names are left to CloudFormation
 (replacements never collide) and reach the functions through PUNCTUAL_*_TABLE variables.
 """
 
@@ -73,8 +74,12 @@ class Storage(Construct):
         return table
 
     def _warm(self, name: str) -> dynamodb.WarmThroughput | None:
-        units = self._config.warm_write_units.get(name) if self._config.warm_throughput else None
-        return dynamodb.WarmThroughput(write_units_per_second=units) if units else None
+        if not self._config.warm_throughput:
+            return None
+        writes, reads = self._config.warm_write_units.get(name), self._config.warm_read_units.get(name)
+        if not (writes or reads):
+            return None
+        return dynamodb.WarmThroughput(write_units_per_second=writes, read_units_per_second=reads)
 
 
 def _attribute(key: resources.KeyAttr) -> dynamodb.Attribute:

@@ -3,11 +3,14 @@
 The SQS event source reports per-message failures (``ReportBatchItemFailures``: one failed run
 does not redeliver its batch) and hands the async worker batches of ``worker_batch_size`` runs
 (above 10 with a short ``worker_batching_window_s``: each record is a coroutine, so a large batch
-costs one invocation, not one per run). In provisioned mode (``worker_min_pollers``) pollers stay
-warm for the top-of-minute burst and the reserved concurrency is the only cap; in standard mode
-the source is capped at ``worker_reserved_concurrency`` concurrent invocations: ``worker_max_concurrency``, or less when
-the account's Lambda quota (``lambda_concurrency_quota``) cannot hold it next to the other
-functions' reservations. The worker keeps the messages it holds
+costs one invocation, not one per run). The worker's reserved concurrency
+(``InfraConfig.worker_reservation``: ``worker_reserved_concurrency``, or by default what the event
+source can use within the account quota) is its cap in every mode. In standard mode the source is
+also capped at ``worker_max_concurrency`` (MaximumConcurrency, at most 1,000, never above the
+reservation). In provisioned mode (``worker_min_pollers``) pollers stay warm for the top-of-minute
+burst and drive up to ``worker_max_pollers`` x 10 invocations: the reservation is the only cap
+there, so the concurrency that runs is ``min(pollers x 10, reserved)`` (what ``punctual capacity``
+and ``punctual burst-model`` model). The worker keeps the messages it holds
 hidden while their runs execute (ChangeMessageVisibility, granted with the event source), resends
 the message of a run that waited on its tenant limits many times (SendMessage on the dispatch queue), and
 delivers runs only to the AWS targets the operator listed in ``target_arns``; HTTP targets need
@@ -46,8 +49,8 @@ class Workers(Construct):
             spec=constants.WORKER_FUNCTION,
             shared=shared,
             timeout_s=config.worker_timeout_s,
-            # Reserved = capped: the share of the account quota the other functions leave (infra.config).
-            reserved_concurrency=config.worker_reserved_concurrency,
+            # Reserved = capped, in every mode (infra.config: concurrency isolation).
+            reserved_concurrency=config.worker_reservation,
         )
         role = self.handler.role
         access.grant_tables(role, access.WORKER, shared.tables)
@@ -56,7 +59,6 @@ class Workers(Construct):
         dispatch_queue.grant_send_messages(role)
         alerts.grant_publish_owner_alerts(role)
         access.grant_targets(role, config.target_arns, role)
-        provisioned = config.worker_min_pollers is not None
         self.handler.function.add_event_source(
             sources.SqsEventSource(
                 dispatch_queue,
@@ -64,12 +66,12 @@ class Workers(Construct):
                 max_batching_window=cdk.Duration.seconds(config.worker_batching_window_s),
                 report_batch_item_failures=True,
                 # provisioned mode has no MaximumConcurrency: the reserved concurrency caps it
-                max_concurrency=None if provisioned else config.worker_reserved_concurrency,
+                max_concurrency=config.worker_event_source_max_concurrency,
                 provisioned_poller_config=(
                     lambda_.ProvisionedPollerConfig(
                         minimum_pollers=config.worker_min_pollers, maximum_pollers=config.worker_max_pollers
                     )
-                    if provisioned
+                    if config.provisioned_pollers
                     else None
                 ),
             )

@@ -66,7 +66,7 @@ def test_a_job_that_crashes_its_workers_is_not_executed_beyond_max_retries_plus_
 ) -> None:
     """A takeover of an expired lease increments the attempt whatever max_retries says; the worker
     must then bury the run instead of running the target again, or a run that kills its workers
-    (OOM, segfault, Lambda timeout) would run until the queue's max_receives (1,000) dead-letters it.
+    (OOM, segfault, Lambda timeout) would run until the queue's max_receives (100) dead-letters it.
     The reaper applies max_retries to the very same situation."""
     job = make_job(OWNER, clock, shards=engine.store.shards, max_retries=1, timeout_s=5,
                    retry=RetryPolicy(backoff_s=1, max_backoff_s=1))  # fmt: skip

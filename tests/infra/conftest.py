@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.infra.synth import OPTIONS_CONTEXT, Synth, synthesize
+from tests.infra.synth import OPTIONS_CONTEXT, PLAN_ARGS, Synth, deploy_line_context, printed_deploy_line, synthesize
 
 
 @pytest.fixture(scope="session")
@@ -19,6 +19,12 @@ def options_synth(tmp_path_factory: pytest.TempPathFactory) -> Synth:
     return synthesize(tmp_path_factory.mktemp("cdk-options"), OPTIONS_CONTEXT)
 
 
-@pytest.fixture(scope="session", params=["default", "options"])
+@pytest.fixture(scope="session")
+def plan_synth(tmp_path_factory: pytest.TempPathFactory) -> Synth:
+    """The stack of the deploy line ``punctual capacity`` prints for the mission's load, parsed from its text."""
+    return synthesize(tmp_path_factory.mktemp("cdk-plan"), deploy_line_context(printed_deploy_line(*PLAN_ARGS)))
+
+
+@pytest.fixture(scope="session", params=["default", "options", "plan"])
 def any_synth(request: pytest.FixtureRequest) -> Iterator[Synth]:
     yield request.getfixturevalue(f"{request.param}_synth")

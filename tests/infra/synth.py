@@ -1,10 +1,12 @@
 """Synthesize the CDK app offline with the cdk-nag checks on (used once per session by conftest).
 
-Two variants cover every branch of the app:
-- ``default``: the shipped defaults (sized for 10 million jobs, 20,000 runs/s);
+Three variants cover every branch of the app:
+- ``default``: the shipped defaults (the small default: the plan of ``infra.sizing``'s load);
 - ``options``: every optional feature on (Fargate workers, API keys + usage plan, worker target
   ARNs including a wildcard, alarm e-mail, disposable tables, API Gateway's account logging role,
-  warm throughput, a raised Lambda quota, no open index) at a small size.
+  warm throughput, a raised Lambda quota, no open index, a WAF web ACL) at a small size;
+- ``plan``: the deploy line ``punctual capacity`` prints for :data:`PLAN_ARGS` (the mission's
+  load), parsed from its text output as an operator would copy it.
 
 Synthesis never contacts AWS: the stack is environment-agnostic and nothing looks anything up.
 The dependency layer is pip-installed once into the layer cache (``infra.layer_build``), so only
@@ -13,7 +15,11 @@ the first session after a dependency change needs PyPI.
 
 from __future__ import annotations
 
+import contextlib
+import io
+import itertools
 import json
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -46,11 +52,38 @@ OPTIONS_CONTEXT: dict[str, Any] = {
     "api_cloudwatch_role": "true",
     "warm_throughput": "true",
     "warm_write_units": '{"jobs.due": 12000, "runs": 8000}',  # JSON, as `-c warm_write_units=...` gives it
+    "warm_read_units": '{"runs": 15000}',
     "lambda_concurrency_quota": "5000",
     "open_index": "false",  # the reaper sweeps the runs table instead
     "stats_counters": "false",  # with open_index=false: 6 write units per run
     "sweep_pages": "4",
+    "web_acl_arn": "arn:aws:wafv2:eu-west-1:123456789012:regional/webacl/edge/0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0",
 }
+# punctual capacity for the mission's load: its deploy line is the "plan" stack's context
+PLAN_ARGS = ("capacity", "--jobs", "10000000", "--peak-runs-per-second", "20000")
+
+
+def printed_deploy_line(*args: str) -> str:
+    """The ``npx cdk deploy`` line ``punctual <args>`` prints (the line under its "Deploy" heading)."""
+    from punctual.cli import main
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(list(args)) == 0
+    lines = out.getvalue().splitlines()
+    return lines[lines.index("Deploy") + 1].strip()
+
+
+def deploy_line_context(line: str) -> dict[str, str]:
+    """The ``-c name=value`` pairs of an ``npx cdk deploy`` line, as strings (what the CDK CLI passes)."""
+    words = shlex.split(line)
+    assert words[:3] == ["npx", "cdk", "deploy"], line
+    context: dict[str, str] = {}
+    for flag, given in itertools.pairwise(words):
+        if flag == "-c":
+            name, _, value = given.partition("=")
+            context[name] = value
+    return context
 
 
 @dataclass

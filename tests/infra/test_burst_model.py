@@ -25,8 +25,9 @@ def test_the_default_stack_is_read_as_synthesized(default_synth: Synth) -> None:
         config.lookahead_ms,
         config.scheduler_instances,
     )
-    assert (d.batch_size, d.max_concurrency) == (config.worker_batch_size, config.worker_reserved_concurrency)
+    assert (d.batch_size, d.max_concurrency) == (config.worker_batch_size, config.worker_reservation)
     assert (d.min_pollers, d.open_index, d.fargate_tasks) == (0, True, 0)
+    assert (d.reserved_concurrency, d.worker_concurrency) == (config.worker_reservation, config.worker_reservation)
 
 
 def test_the_options_stack_brings_warm_throughput_and_no_open_index(options_synth: Synth) -> None:
@@ -38,19 +39,29 @@ def test_the_options_stack_brings_warm_throughput_and_no_open_index(options_synt
     assert first.due_write_throughput == 12_000 and first.runs_writes_per_run == 3
 
 
-def test_more_time_to_warm_up_means_less_lateness(default_synth: Synth) -> None:
-    d = read_template(default_synth.template_path)
+def test_more_time_to_warm_up_means_less_lateness(options_synth: Synth) -> None:
+    d = read_template(options_synth.template_path)
     first, steady = (simulate(d.burst(20_000, steady=s)) for s in (False, True))
     assert first.started == steady.started == 20_000
-    # a fresh stack claims at the due index's warm throughput (4,000 writes/s: 2,000 claims/s)
-    assert first.claim_rate == 2_000 and first.claimed_late > 0
+    # 7 instances over 16 shards: the busiest owns 3, so the fleet claims 300 x 16 / 3 = 1,600 runs/s
+    assert first.claim_rate == steady.claim_rate == 1_600 and first.claimed_late > 0
     assert steady.lateness_ms["p99"] < first.lateness_ms["p99"]
+
+
+def test_the_small_default_takes_its_own_burst_and_not_the_missions(default_synth: Synth) -> None:
+    d = read_template(default_synth.template_path)
+    # its load (1,000 runs/s): one instance claims 300/s, all 1,000 within the 5 s lookahead
+    own = simulate(d.burst(1_000, steady=True))
+    assert own.claimed_late == 0 and own.lateness_ms["p99"] <= 1_000
+    # the mission's 20,000 runs/s: claimed late and held to 176 concurrent workers, tens of seconds late
+    mission = simulate(d.burst(20_000, steady=True))
+    assert mission.claim_rate == 300 and mission.lateness_ms["p99"] > 30_000
 
 
 def test_cli_prints_the_curve(default_synth: Synth, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["burst-model", "--cdk-out", str(default_synth.outdir), "--runs-per-second", "2000", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["deployment"]["shards"] == 128
+    assert out["deployment"]["shards"] == 16 and out["deployment"]["shards_per_instance"] == 16
     for name in ("first_burst", "steady"):
         assert [p["percent"] for p in out[name]["curve"]][-1] == 100.0
         assert out[name]["runs"] == 2_000

@@ -139,7 +139,7 @@ def test_with_fargate_long_runs_have_a_queue_only_fargate_consumes(options_synth
     long_queue = options_synth.resources("AWS::SQS::Queue")[long_id]["Properties"]
     assert long_queue["RedrivePolicy"] == {
         "deadLetterTargetArn": {"Fn::GetAtt": [dlq_id, "Arn"]},
-        "maxReceiveCount": 1000,
+        "maxReceiveCount": resources.MAX_RECEIVES,
     }
     assert long_queue["MessageRetentionPeriod"] == 14 * 24 * 3600
     for component in ("api", "scheduler", "worker", "reaper"):
@@ -189,10 +189,10 @@ def test_scheduler_invocations_overlap_by_design(default_synth: Synth) -> None:
 def test_the_dead_letter_limit_is_well_above_the_worst_case_of_a_healthy_run(default_synth: Synth) -> None:
     # The arithmetic of punctual.resources: attempts x (execute + early return + 2 held) receives.
     assert resources.WORST_CASE_RECEIVES == (MAX_RETRIES + 1) * 4
-    assert resources.DISPATCH_QUEUE.max_receives is not None
-    assert resources.DISPATCH_QUEUE.max_receives >= 10 * resources.WORST_CASE_RECEIVES
+    assert resources.DISPATCH_QUEUE.max_receives == resources.MAX_RECEIVES
+    assert resources.MAX_RECEIVES >= resources.WORST_CASE_RECEIVES + resources.TENANT_WAIT_RECEIVES
     dispatch = default_synth.resources("AWS::SQS::Queue")[_logical_id(default_synth, "AWS::SQS::Queue", "Dispatch0")]
-    assert dispatch["Properties"]["RedrivePolicy"]["maxReceiveCount"] == 1000  # the SQS maximum
+    assert dispatch["Properties"]["RedrivePolicy"]["maxReceiveCount"] == 100  # 94 rounded up (test_sizing)
 
 
 def test_workers_learn_the_deployed_visibility_from_their_environment(any_synth: Synth) -> None:
@@ -222,14 +222,17 @@ def test_api_reaper_and_workers_have_reserved_concurrency_within_the_quota(defau
     assert reserved("api") == DEFAULTS.api_reserved_concurrency
     assert reserved("reaper") == constants.REAPER_RESERVED_CONCURRENCY
     total = sum(reserved(c) for c in ("api", "scheduler", "worker", "reaper"))
-    # The worker gets exactly what the quota leaves, and Lambda's 100 stay unreserved.
-    assert total == DEFAULTS.lambda_concurrency_quota - constants.UNRESERVED_CONCURRENCY
-    assert reserved("worker") == DEFAULTS.worker_reserved_concurrency == 1000 - 100 - 100 - 4 - 32
+    # Everything fits the quota with Lambda's 100 unreserved; the small default's workers need less than is left.
+    assert total <= DEFAULTS.lambda_concurrency_quota - constants.UNRESERVED_CONCURRENCY
+    assert reserved("worker") == DEFAULTS.worker_reservation == DEFAULTS.worker_max_concurrency
+    # a larger cap gets exactly what the quota leaves
+    assert InfraConfig.from_values({"worker_max_concurrency": 1000}).worker_reservation == 1000 - 100 - 100 - 4 - 2
 
 
 def test_a_raised_quota_lets_workers_reach_their_maximum(options_synth: Synth) -> None:
     function = options_synth.template["Resources"][_function_id(options_synth, "worker")]
-    assert function["Properties"]["ReservedConcurrentExecutions"] == OPTIONS.worker_max_concurrency
+    # provisioned mode (10-100 pollers): reserved for what 100 pollers drive, within the raised quota
+    assert function["Properties"]["ReservedConcurrentExecutions"] == OPTIONS.worker_reservation == 100 * 10
 
 
 def test_the_worker_event_source_never_exceeds_the_worker_reservation(any_synth: Synth) -> None:
@@ -262,13 +265,16 @@ def test_warm_throughput_flag_prewarms_the_listed_tables_and_indexes(options_syn
     runs = _table(options_synth, resources.RUNS_WITHOUT_OPEN_INDEX)["Properties"]  # options: -c open_index=false
     due = next(g for g in jobs["GlobalSecondaryIndexes"] if g["IndexName"] == "due")
     assert due["WarmThroughput"] == {"WriteUnitsPerSecond": 12000}
-    assert runs["WarmThroughput"] == {"WriteUnitsPerSecond": 8000}
+    assert runs["WarmThroughput"] == {"ReadUnitsPerSecond": 15000, "WriteUnitsPerSecond": 8000}
     assert "WarmThroughput" not in jobs  # not listed: left at the on-demand start
     assert "WarmThroughput" not in _table(options_synth, resources.LEASES)["Properties"]
 
 
 def test_warm_write_units_name_real_tables_and_indexes() -> None:
     assert set(constants.DESIGN_WARM_WRITE_UNITS) <= constants.warmable_resources()
+    assert set(constants.DESIGN_WARM_READ_UNITS) <= constants.warmable_resources()
+    with pytest.raises(InfraConfigError, match=r"warm_read_units: .*no such table or index: runs\.due"):
+        InfraConfig.from_values({"warm_read_units": '{"runs.due": 1000}'})
     with pytest.raises(InfraConfigError, match=r"no such table or index: jobs\.open"):
         InfraConfig.from_values({"warm_throughput": True, "warm_write_units": '{"jobs.open": 40000}'})
 

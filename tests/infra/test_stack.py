@@ -258,7 +258,7 @@ def test_workers_consume_the_dispatch_queue_with_partial_batch_failures(default_
     source = _event_source(default_synth, "Dispatch0")
     assert source["FunctionName"] == {"Ref": _function_id(default_synth, "worker")}
     assert source["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
-    assert source["ScalingConfig"] == {"MaximumConcurrency": DEFAULTS.worker_reserved_concurrency}
+    assert source["ScalingConfig"] == {"MaximumConcurrency": DEFAULTS.worker_event_source_max_concurrency}
     assert source["BatchSize"] == DEFAULTS.worker_batch_size
     assert source.get("MaximumBatchingWindowInSeconds", 0) == 0
 

@@ -16,7 +16,8 @@ import pytest
 from punctual.capacity import CapacityPlan, Load, monthly_cost, plan_capacity, report
 from punctual.capacity.constants import CONSTANTS
 from punctual.capacity.counts import per_run
-from punctual.capacity.simulate import BurstSettings, simulate
+from punctual.capacity.owners import slot_ceiling
+from punctual.capacity.simulate import BurstSettings, fleet_claim_rate, simulate
 from punctual.cli import main
 
 pytestmark = pytest.mark.unit
@@ -65,10 +66,12 @@ def test_small_load_needs_nothing_raised() -> None:
 def test_mission_load_sizes_the_design_target() -> None:
     mission = plan(MISSION)
     s, w = mission.scheduling, mission.workers
-    # 20,000 runs in one second, 5 s lookahead: 4,000 claims/s, ceil(4,000 / 300) = 14 instances
-    assert (s.claim_rate_needed, s.scheduler_instances) == (4_000.0, 14)
+    # 20,000 runs in one second, 5 s lookahead: 4,000 claims/s, at least ceil(4,000 / 300) = 14 instances
     # due index 8,000 WRU/s; a shard may use a third of 1,000: >= 24 shards -> 32, each 25 % of a partition
-    assert (s.due_shards, s.due_shard_utilization) == (32, 0.25)
+    assert (s.claim_rate_needed, s.due_shards, s.due_shard_utilization) == (4_000.0, 32, 0.25)
+    # 125 claims/s per shard: an instance (300/s) may own 2 shards, so 16 instances, not 14 (14 over 32 shards
+    # would give 3 shards, 375 claims/s, to four of them); the fleet claims 300 x 32 / 2 = 4,800/s
+    assert (s.scheduler_instances, s.shards_per_instance, s.claim_capacity) == (16, 2, 4_800.0)
     # open index 4,000 + 20,000 = 24,000 WRU/s -> >= 72 shards -> 128, each 19 %
     assert (s.open_shards, s.open_shard_utilization) == (128, 0.188)
     t = tables(MISSION)
@@ -83,7 +86,9 @@ def test_mission_load_sizes_the_design_target() -> None:
     # 2,000 batches/s x 1.459 s = 2,919 concurrent; x1.2 = 3,503 > 1,000: provisioned pollers
     assert (w.concurrency, w.reserved_concurrency, w.mode) == (2_919, 3_503, "provisioned")
     assert (w.min_pollers, w.max_pollers) == (200, 351)  # 200 is the largest minimum
-    # 3,503 + 2 x 14 scheduler + 204 (100 unreserved, API 100, reaper 4) = 3,735 -> request 4,000
+    # 351 pollers drive up to 3,510 invocations; the reservation caps them: min(3,510, 3,503)
+    assert w.max_concurrency == 3_503
+    # 3,503 + 2 x 16 scheduler + 204 (100 unreserved, API 100, reaper 4) = 3,739 -> request 4,000
     assert w.account_concurrency_needed == 4_000
     assert mission.lateness.met and mission.lateness.steady["p99"] <= 1_000
     assert mission.lateness.first_burst["p99"] > mission.lateness.steady["p99"]  # cold pollers and environments
@@ -93,6 +98,8 @@ def test_mission_load_sizes_the_design_target() -> None:
         "lambda_min_pollers",
         "lambda_account_concurrency",
         "stats_counters",  # dropped: 20,000 finishes/s of one owner would exceed its 8 counter items
+        "owner_one_time_jobs",  # one owner with the whole peak: above 1,000 one-time claims/s on its by_owner entry
+        "owner_max_runs_per_minute",  # and above 1,000 starts/s on its rate record, were it limited
     }
     assert mission.per_run["stats_counters"] is False and mission.per_run["write_units_total"] == 8
 
@@ -100,8 +107,11 @@ def test_mission_load_sizes_the_design_target() -> None:
 def test_ten_times_the_mission_hits_hard_limits() -> None:
     ten_x = plan(TEN_X)
     s, w = ten_x.scheduling, ten_x.workers
-    # 200,000 / 5 s = 40,000 claims/s would need 134 instances (> 100): the lookahead grows to 10 s
-    assert (s.lookahead_ms, s.claim_rate_needed, s.scheduler_instances) == (10_000, 20_000.0, 67)
+    # 200,000 / 5 s = 40,000 claims/s would need 134 instances (> 100): the lookahead grows to 10 s;
+    # 20,000 claims/s: >= 120 shards -> 128, 156 claims/s each, 1 per instance: 128 instances (> 100) -> 15 s;
+    # 13,333 claims/s: >= 80 shards -> 128, 104/s each, 2 per instance: 64 instances, 300 x 128 / 2 = 19,200/s
+    assert (s.lookahead_ms, s.claim_rate_needed, s.scheduler_instances) == (15_000, 13_333.3, 64)
+    assert (s.due_shards, s.shards_per_instance, s.claim_capacity) == (128, 2, 19_200.0)
     assert w.in_flight_runs == 291_819  # above the 120,000 in-flight limit of one queue
     assert w.concurrency == 20_000  # the provisioned-mode ceiling
     assert not ten_x.lateness.met
@@ -114,9 +124,11 @@ def test_ten_times_the_mission_hits_hard_limits() -> None:
         "lambda_account_concurrency",
         "target_latency",
         "stats_counters",
+        "owner_one_time_jobs",
+        "owner_max_runs_per_minute",
     }
     quota = {t.name: t.quota_wru_needed for t in ten_x.tables}
-    assert quota["runs"] == 504_000  # (20,000 + 2 x 200,000) x 1.2
+    assert quota["runs"] == 496_000  # (13,333 + 2 x 200,000) x 1.2, rounded up to 1,000
 
 
 def test_fargate_workers_are_sized_by_cpu() -> None:
@@ -141,7 +153,7 @@ def test_mission_cost_lines_follow_the_counts_and_prices() -> None:
     assert runs == 20_000 * 43_800  # one burst a minute, 730 hours
     by_item = {line.item.split(":")[0]: line.monthly_usd for line in cost.lines}
     assert by_item["writes"] == round(8 * runs * 0.625 / 1e6, 2)  # 4,380.00 (no stats counters at this load)
-    assert by_item["scheduler fleet"] == round(14 * 1.769 * 730 * 3600 * 0.0000133334, 2)
+    assert by_item["scheduler fleet"] == round(16 * 1.769 * 730 * 3600 * 0.0000133334, 2)
     assert cost.monthly_usd == round(sum(line.monthly_usd for line in cost.lines if line.verified), 2)
     assert cost.per_million_runs_usd == round(cost.monthly_usd / (runs / 1e6), 3)
     assert set(cost.by_service()) == {"DynamoDB", "SQS", "Lambda", "API Gateway", "CloudWatch", "KMS"}
@@ -155,14 +167,17 @@ def test_mission_cost_lines_follow_the_counts_and_prices() -> None:
 def test_deploy_line_carries_the_plan() -> None:
     result = report(MISSION)
     line = result["deploy_command"]
-    assert line.startswith("npx cdk deploy --no-notices -c shards=32 -c open_shards=128 -c scheduler_instances=14")
+    assert line.startswith("npx cdk deploy --no-notices -c shards=32 -c open_shards=128 -c scheduler_instances=16")
     assert "-c lambda_concurrency_quota=4000" in line
-    # above 1,000 concurrent workers the plan asks the stack for provisioned pollers, not a cap
-    assert "-c worker_min_pollers=200 -c worker_max_pollers=351" in line
+    # above 1,000 concurrent workers the plan asks the stack for provisioned pollers, and reserves for them:
+    # without the reservation in the line the stack reserved its standard-mode cap, 1,000
+    assert "-c worker_min_pollers=200 -c worker_max_pollers=351 -c worker_reserved_concurrency=3503" in line
     assert "worker_max_concurrency" not in line
     assert "-c stats_counters=false" in line  # above 8,000 runs/s per owner the plan drops the counters
     # leases: 11 shard renewals/s need no pre-warming once the counters are dropped
     assert """'warm_write_units={"jobs":5000,"jobs.due":10000,"runs":53000,"runs.open":29000}'""" in line
+    # reads too: the worker reads 20,000 jobs/s, x1.2 = 24,000, above a new table's 12,000
+    assert """'warm_read_units={"jobs":24000}'""" in line
 
 
 def test_stats_counters_are_kept_while_one_owner_fits_them() -> None:
@@ -273,3 +288,60 @@ def test_without_the_open_index_the_plan_sizes_the_reaper_sweep() -> None:
     lean_cost, full_cost = monthly_cost(variant(MISSION, open_index=False), lean), monthly_cost(MISSION, plan(MISSION))
     writes_saved = 2 * MISSION.runs_per_month * 0.625 / 1e6  # 1,095 USD of open-index writes
     assert full_cost.monthly_usd - lean_cost.monthly_usd == pytest.approx(writes_saved - 140.16 - 0.0, abs=40)
+
+
+# -- the scheduler fleet: the busiest instance decides -------------------------------------------------
+
+
+def test_the_fleet_claims_at_its_busiest_instances_pace() -> None:
+    # instance i owns shard % K == i: 14 over 32 gives 3 shards to four instances, 300 x 32 / 3 = 3,200/s
+    assert fleet_claim_rate(14, 32, 300) == pytest.approx(3_200)
+    assert fleet_claim_rate(16, 32, 300) == 4_800  # 2 each
+    assert fleet_claim_rate(40, 32, 300) == 9_600  # idle instances add nothing
+    # and the burst model claims at that pace, not at 14 x 300 = 4,200/s
+    warm = {f"{name}_write_throughput": 40_000.0 for name in ("jobs", "due", "runs")}
+    settings = BurstSettings(burst_runs_per_second=4_000, scheduler_instances=14, due_shards=32, **warm)
+    assert settings.claim_rate() == pytest.approx(3_200)
+
+
+def test_the_plan_sizes_instances_so_no_instance_claims_more_than_it_can() -> None:
+    for load in (SMALL, MISSION, TEN_X, variant(MISSION, peak_runs_per_second=7_000)):
+        s = plan(load).scheduling
+        per_shard = s.claim_rate_needed / s.due_shards
+        assert s.shards_per_instance * per_shard <= 300 + 1e-6, load
+        assert s.claim_capacity >= s.claim_rate_needed or s.scheduler_instances == 100
+
+
+# -- per-owner ceilings --------------------------------------------------------------------------------
+
+
+def test_per_owner_ceilings_are_checked_against_the_busiest_owner() -> None:
+    ceilings = {c.name: c.runs_per_second for c in plan(SMALL).owner_ceilings}
+    # counters 8 x 1,000 writes/s; by_owner entry and rate record: one item or partition, 1,000 writes/s
+    assert ceilings == {"stats_counters": 8_000, "one_time_jobs": 1_000, "max_runs_per_minute": 1_000}
+    assert plan(SMALL).busiest_owner_runs_per_second == 50  # the whole peak, unless told
+    # the mission spread over owners: none above 1,000/s, so no ceiling is hit, and the counters fit again
+    spread = plan(variant(MISSION, max_owner_runs_per_second=1_000))
+    assert not {c for c in codes(variant(MISSION, max_owner_runs_per_second=1_000)) if c.startswith("owner_")}
+    assert spread.per_run["stats_counters"] is True and spread.per_run["write_units_total"] == 9
+
+
+def test_a_large_max_concurrency_has_a_low_ceiling() -> None:
+    # 500 holders / 18 per KB = 28 units per take and per release: 1,000 / 56 = 17.9 runs/s for that owner
+    assert slot_ceiling(500) == pytest.approx(1_000 / 56)
+    assert slot_ceiling(18) == 500  # one unit each way while the item is under 1 KB
+    limited = variant(SMALL, owner_max_concurrency=500)
+    assert {c.name: c.runs_per_second for c in plan(limited).owner_ceilings}["max_concurrency"] == 17.9
+    assert "owner_max_concurrency" in codes(limited)  # 50 runs/s > 17.9
+    assert "owner_max_concurrency" not in codes(variant(SMALL, owner_max_concurrency=100))  # 83 runs/s
+
+
+def test_cli_takes_the_owner_figures(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["capacity", "--jobs", "10000000", "--peak-runs-per-second", "20000", "--json"]
+    assert main([*args, "--max-owner-runs-per-second", "500", "--owner-max-concurrency", "18"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["busiest_owner_runs_per_second"] == 500
+    assert {c["name"]: c["runs_per_second"] for c in out["owner_ceilings"]}["max_concurrency"] == 500.0
+    assert not [w for w in out["warnings"] if w["code"].startswith("owner_")]
+    assert main(["capacity", "--jobs", "10000", "--peak-runs-per-second", "50"]) == 0
+    assert "Per-owner ceilings (the busiest owner: 50 runs/s at the peak)" in capsys.readouterr().out

@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from punctual.model.bounds import MAX_RETRIES
+
 AttrType = Literal["S", "N"]
 Projection = Literal["KEYS_ONLY", "INCLUDE", "ALL"]
 
@@ -139,19 +141,25 @@ def tables(*, open_index: bool = True) -> tuple[TableDef, ...]:
 # Every receive of a message counts towards the redrive's maxReceiveCount, not only the receives
 # that execute an attempt: a message that comes back and is hidden again (its run held by another
 # worker, not ready yet, or its owner over a tenant limit) is received once more. The limit is a
-# backstop for a message that kills its worker before the run is leased; it must never dead-letter
-# a healthy run that still has retries left. Worst case for one message without tenant waits:
+# backstop for a message that kills its worker before the run is leased, or whose handling keeps
+# failing; it must never dead-letter a healthy run that still has retries left, and it should be no
+# higher than that: each extra receive of a poisoned message is one more failed invocation.
+# Worst case for one message, from the bounds of the retry policy:
 #   attempts                      MAX_RETRIES + 1 = 21 (a lost attempt counts as one)
 #   x receives per attempt        1 (executes) + 1 (not ready: an early return) + 2 (held by a
 #                                 duplicate's worker until its lease expires, renewed once)
-#   = 21 x 4 = 84 receives.
-# Each wait of an owner over its tenant limit (issue 12) adds one more: 1,000 (the SQS maximum)
-# leaves 916 for them, so such a wait must hide the message long enough that 916 waits outlast any
-# plausible throttle (e.g. >= 60 s: 15 hours). A message that crashes its worker before the lease
-# comes back after the queue's visibility (hours on AWS), so it expires rather than reaching the
-# dead-letter queue; the reaper still finds its run through the open-runs index.
-WORST_CASE_RECEIVES = (20 + 1) * (1 + 1 + 2)
-MAX_RECEIVES = 1_000  # SQS maximum for maxReceiveCount
+#   = 21 x 4 = 84 receives,
+#   + tenant waits                an owner over a limit hides the message at most
+#                                 TENANT_WAIT_RECEIVES - 1 times; the receive after that resends
+#                                 it fresh (ExecutionOptions.requeue_after_receives), 10 in all
+#   = 94, rounded up to the next 10: 100. (It was 1,000, the SQS maximum: an erroring message
+#   looped for hours.) A message that crashes its worker before the lease comes back after the
+#   queue's visibility (hours on AWS), so it expires rather than reaching the dead-letter queue; the
+#   reaper still finds its run through the open-runs index.
+RECEIVES_PER_ATTEMPT = 1 + 1 + 2
+WORST_CASE_RECEIVES = (MAX_RETRIES + 1) * RECEIVES_PER_ATTEMPT
+TENANT_WAIT_RECEIVES = 10  # ExecutionOptions.requeue_after_receives may not exceed it (a test checks)
+MAX_RECEIVES = -(-(WORST_CASE_RECEIVES + TENANT_WAIT_RECEIVES) // 10) * 10
 # Retention: a run may retry 20 times with up to 12 h between attempts (retry.max_backoff_s), and
 # its one message lives through all of them: 20 x 12 h = 10 days > the SQS default of 4. 14 days is
 # the SQS maximum.

@@ -2,8 +2,9 @@
 
 Owns the sourced constants table (``constants``; its AWS quotas and prices in ``aws_constants``,
 the record type in ``sourced``), the per-run request counts the tests measure (``counts``), the
-model (``plan``), its prices (``cost``), the burst simulation (``simulate``, also fed from a
-synthesized CDK template by ``synth``) and their text rendering (``render``). Pure arithmetic: no
+model (``plan``; workers in ``workers``, per-owner ceilings in ``owners``), its prices (``cost``),
+the burst simulation (``simulate``, fed from the plan or from a synthesized CDK template through
+the same ``synth.Deployment``) and their text rendering (``render``). Pure arithmetic: no
 AWS calls. ``punctual capacity`` and ``punctual capacity simulate`` print it.
 """
 

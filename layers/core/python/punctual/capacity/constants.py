@@ -61,6 +61,15 @@ _PUNCTUAL = (
         AS_OF,
     ),
     Constant(
+        "slot_holders_per_kb",
+        18,
+        "holders",
+        Kind.MEASURED,
+        "runs an owner's concurrency-slot item names per KB (one write unit per take or release per KB)",
+        "tests/integration/test_tenant_write_units.py",
+        AS_OF,
+    ),
+    Constant(
         "log_bytes_per_run",
         1_000,
         "bytes",

@@ -31,6 +31,8 @@ class Scheduling:
     lookahead_ms: int
     claim_rate_needed: float  # runs/s to claim every burst run before its time
     scheduler_instances: int
+    shards_per_instance: int  # the busiest instance's: ceil(due_shards / scheduler_instances)
+    claim_capacity: float  # runs/s the fleet claims: its busiest instance's rate x its share of the shards
     due_shards: int
     due_shard_wru_per_s: float  # per shard (one partition key value) at the peak
     due_shard_utilization: float  # of one partition's 1,000 WRU/s
@@ -48,13 +50,22 @@ class Workers:
     invocation_s: float  # one worker invocation: hold + target + overhead
     concurrency: int  # concurrent invocations needed at the peak
     mode: str  # standard | provisioned | fargate
-    max_concurrency: int  # the event source's cap (standard) or pollers x 10 (provisioned)
+    max_concurrency: int  # the event source's cap (standard) or min(max pollers x 10, reserved) (provisioned)
     min_pollers: int
     max_pollers: int
     reserved_concurrency: int
     account_concurrency_needed: int
     fargate_tasks: int
     fargate_in_flight_per_task: int
+
+
+@dataclass(frozen=True, slots=True)
+class OwnerCeiling:
+    """What one owner can do whatever the deployment's size (``punctual.capacity.owners``)."""
+
+    name: str  # stats_counters | one_time_jobs | max_runs_per_minute | max_concurrency
+    runs_per_second: float
+    applies_to: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +99,8 @@ class CapacityPlan:
     storage: Storage
     lateness: Lateness
     context: dict[str, Any]  # CDK context parameters: the deploy line's -c values
+    busiest_owner_runs_per_second: int
+    owner_ceilings: list[OwnerCeiling]
     warnings: list[QuotaWarning] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:

@@ -36,6 +36,11 @@ class Load(BaseModel):
     # (kept while one owner's peak fits its counter items, see punctual.capacity.plan.stats_counters_for)
     stats_counters: bool | None = None
     api_requests_per_month: Annotated[int, Field(ge=0, le=10**12)] = 1_000_000
+    # The busiest owner's runs/s at the peak, checked against the per-owner ceilings
+    # (punctual.capacity.owners); None: one owner may have the whole peak
+    max_owner_runs_per_second: Annotated[int | None, Field(ge=1, le=10_000_000)] = None
+    # The largest max_concurrency an operator gives an owner (its slot item's ceiling); None: no owner has one
+    owner_max_concurrency: Annotated[int | None, Field(ge=1, le=1_000_000)] = None
 
     @property
     def burst_runs(self) -> int:

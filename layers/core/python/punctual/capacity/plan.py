@@ -24,7 +24,8 @@ from punctual.capacity.figures import (
     Workers,
 )
 from punctual.capacity.load import SECONDS_PER_MONTH, Load, WorkerKind
-from punctual.capacity.simulate import simulate
+from punctual.capacity.owners import owner_ceilings, owner_peak, stats_counter_ceiling
+from punctual.capacity.simulate import fleet_claim_rate, simulate
 from punctual.capacity.workers import HEADROOM, WARM_STEP, burst_settings, p99, size_workers
 
 DEFAULT_LOOKAHEAD_MS = 5_000
@@ -46,6 +47,7 @@ def plan_capacity(load: Load) -> CapacityPlan:
     lateness = _lateness(load, scheduling, workers, tables, warnings)
     storage = _storage(load, warnings)
     context = _context(load, scheduling, workers, tables, storage, stats_counters=counters)
+    ceilings = owner_ceilings(load, stats_counters=counters, warnings=warnings)
     return CapacityPlan(
         load=load.model_dump(mode="json"),
         per_run={
@@ -63,6 +65,8 @@ def plan_capacity(load: Load) -> CapacityPlan:
         storage=storage,
         lateness=lateness,
         context=context,
+        busiest_owner_runs_per_second=owner_peak(load),
+        owner_ceilings=ceilings,
         warnings=warnings,
     )
 
@@ -82,10 +86,9 @@ def claim_rate_needed(load: Load, lookahead_ms: int) -> float:
 
 
 def _scheduling(load: Load, warnings: list[QuotaWarning]) -> Scheduling:
-    per_instance = value("scheduler_claims_per_s")
     lookahead = DEFAULT_LOOKAHEAD_MS
     # a longer lookahead spreads the claim: lengthen it before adding instances past the app's bound
-    while math.ceil(claim_rate_needed(load, lookahead) / per_instance) > MAX_SCHEDULER_INSTANCES:
+    while _fleet(claim_rate_needed(load, lookahead), warnings=[])[0] > MAX_SCHEDULER_INSTANCES:
         if lookahead >= MAX_LOOKAHEAD_MS:
             warnings.append(
                 QuotaWarning(
@@ -97,9 +100,9 @@ def _scheduling(load: Load, warnings: list[QuotaWarning]) -> Scheduling:
             break
         lookahead += 5_000
     claim = claim_rate_needed(load, lookahead)
-    instances = min(MAX_SCHEDULER_INSTANCES, max(1, math.ceil(claim / per_instance)))
+    instances, due_shards = _fleet(claim, warnings=warnings)
+    instances = min(instances, MAX_SCHEDULER_INSTANCES)
     shard_budget = value("ddb_partition_wru") * value("ddb_partition_utilization")
-    due_shards = _shards(2 * claim / shard_budget, at_least=instances, warnings=warnings, name="due")
     open_writes = (claim + load.peak_runs_per_second) if load.open_index else 0.0
     open_shards = _shards(open_writes / shard_budget, at_least=1, warnings=warnings, name="open") if open_writes else 0
     due_per_shard = 2 * claim / due_shards
@@ -109,6 +112,8 @@ def _scheduling(load: Load, warnings: list[QuotaWarning]) -> Scheduling:
         lookahead_ms=lookahead,
         claim_rate_needed=round(claim, 1),
         scheduler_instances=instances,
+        shards_per_instance=math.ceil(due_shards / instances),
+        claim_capacity=round(fleet_claim_rate(instances, due_shards, value("scheduler_claims_per_s")), 1),
         due_shards=due_shards,
         due_shard_wru_per_s=round(due_per_shard, 1),
         due_shard_utilization=round(due_per_shard / value("ddb_partition_wru"), 3),
@@ -116,6 +121,22 @@ def _scheduling(load: Load, warnings: list[QuotaWarning]) -> Scheduling:
         open_shard_wru_per_s=round(open_per_shard, 1),
         open_shard_utilization=round(open_per_shard / value("ddb_partition_wru"), 3),
     )
+
+
+def _fleet(claim: float, *, warnings: list[QuotaWarning]) -> tuple[int, int]:
+    """(scheduler instances, due shards) that claim ``claim`` runs/s.
+
+    Instance i of K owns the shards with shard % K == i, so the busiest owns ceil(shards / K) of
+    them and claims that share of the burst: 14 instances over 32 shards give 3 shards to four of
+    them (375 claims/s against the 300/s an instance makes). Each instance may own at most
+    floor(300 / claims per shard) shards, and K = ceil(shards / that).
+    """
+    per_instance = value("scheduler_claims_per_s")
+    at_least = max(1, math.ceil(claim / per_instance))
+    shard_budget = value("ddb_partition_wru") * value("ddb_partition_utilization")
+    shards = _shards(2 * claim / shard_budget, at_least=at_least, warnings=warnings, name="due")
+    shards_per_instance = max(1, math.floor(per_instance * shards / claim + 1e-9)) if claim else shards
+    return math.ceil(shards / shards_per_instance), shards
 
 
 def _shards(needed: float, *, at_least: int, warnings: list[QuotaWarning], name: str) -> int:
@@ -134,17 +155,18 @@ def _shards(needed: float, *, at_least: int, warnings: list[QuotaWarning], name:
 
 # -- tables ----------------------------------------------------------------------------------------
 
-STATS_ITEM_LIMIT = 8 * 1_000  # GET /stats: 8 counter items per owner and minute, 1,000 writes/s each
+STATS_ITEM_LIMIT = stats_counter_ceiling()  # GET /stats: 8 counter items per owner and minute, 1,000 writes/s each
 
 
 def stats_counters_for(load: Load) -> bool:
     """Whether the plan keeps GET /stats' run counters (1 write unit per run): as the load says, else
-    while one owner finishing at the peak rate fits its counter items. Above that they throttle
-    and miss runs anyway, and cost as many WRU/s on ``leases`` as runs finish: the plan drops them.
+    while the busiest owner finishing at its peak rate fits its counter items. Above that they
+    throttle and miss runs anyway, and cost as many WRU/s on ``leases`` as runs finish: the plan
+    drops them.
     """
     if load.stats_counters is not None:
         return load.stats_counters
-    return load.peak_runs_per_second <= STATS_ITEM_LIMIT
+    return owner_peak(load) <= STATS_ITEM_LIMIT
 
 
 DUE_ROW_BYTES = 250  # a due-index row: keys plus the projection a claim reads
@@ -165,7 +187,8 @@ def _tables(load: Load, s: Scheduling, counts: PerRun, warnings: list[QuotaWarni
         rows.append(("runs.open", c * w.insert_open + r * w.finish_open, s.open_shards * 0.5 / 60))
     # shard leases renewed every 3 s, and the owners' GET /stats counters, one ADD per finished run
     rows.append(("leases", s.due_shards / 3 + r * w.finish_stats, 0.0))
-    if w.finish_stats and r > STATS_ITEM_LIMIT:
+    owner = owner_peak(load)
+    if w.finish_stats and owner > STATS_ITEM_LIMIT:
         warnings.append(
             QuotaWarning(
                 "stats_counters",
@@ -177,7 +200,7 @@ def _tables(load: Load, s: Scheduling, counts: PerRun, warnings: list[QuotaWarni
         warnings.append(
             QuotaWarning(
                 "stats_counters",
-                f"GET /stats run counters dropped (-c stats_counters=false): one owner finishing {r:,} runs/s"
+                f"GET /stats run counters dropped (-c stats_counters=false): one owner finishing {owner:,} runs/s"
                 f" would throttle its 8 counter items ({STATS_ITEM_LIMIT:,} writes/s), and they would cost"
                 f" {r:,} WRU/s on leases; GET /stats then answers queue figures only (the dashboard keeps"
                 " lateness and outcomes); --stats-counters on keeps them",
@@ -192,13 +215,13 @@ def _throughput(name: str, wru: float, rru: float, warnings: list[QuotaWarning])
     quota_w = _above(wru * HEADROOM, value("ddb_table_quota_wru"))
     quota_r = _above(rru * HEADROOM, value("ddb_table_quota_rru"))
     if warm_w or warm_r:
+        warm = [f"{units:,} {kind}/s" for units, kind in ((warm_w, "writes"), (warm_r, "reads")) if units]
         doublings = math.ceil(math.log2(max(wru / value("ddb_warm_writes"), rru / value("ddb_warm_reads"), 1.0)))
         warnings.append(
             QuotaWarning(
                 "ddb_warm_throughput",
                 f"{name}: peak {wru:,.0f} WRU/s, {rru:,.0f} RRU/s exceeds a new table's warm throughput;"
-                f" pre-warm to {warm_w or int(value('ddb_warm_writes')):,} writes/s"
-                f" and {warm_r or int(value('ddb_warm_reads')):,} reads/s (billed), or expect throttling for"
+                f" pre-warm to {' and '.join(warm)} (billed), or expect throttling for"
                 f" ~{doublings * int(value('ddb_growth_minutes'))} min while on-demand doubles its peak",
             )
         )
@@ -294,16 +317,26 @@ def _context(
             "fargate_worker_concurrency": min(w.fargate_in_flight_per_task, 1000),
         }
     elif w.min_pollers:  # provisioned mode: pollers kept warm; the stack sets no MaximumConcurrency then
-        context |= {"worker_min_pollers": w.min_pollers, "worker_max_pollers": max(w.max_pollers, w.min_pollers)}
+        context |= {
+            "worker_min_pollers": w.min_pollers,
+            "worker_max_pollers": max(w.max_pollers, w.min_pollers),
+            # the only cap in provisioned mode: min(pollers x 10, reserved) invocations run
+            "worker_reserved_concurrency": w.reserved_concurrency,
+        }
     else:
-        context["worker_max_concurrency"] = min(w.max_concurrency, int(value("lambda_sqs_max_concurrency")))
+        context |= {
+            "worker_max_concurrency": min(w.max_concurrency, int(value("lambda_sqs_max_concurrency"))),
+            "worker_reserved_concurrency": w.reserved_concurrency,
+        }
     if not load.open_index:
         context |= {"open_index": False, "sweep_pages": storage.sweep_pages}
     if not stats_counters:
         context["stats_counters"] = False
     warm = {t.name: t.warm_writes for t in tables if t.warm_writes}
-    if warm:
-        context |= {"warm_throughput": True, "warm_write_units": warm}
+    warm_reads = {t.name: t.warm_reads for t in tables if t.warm_reads}
+    if warm or warm_reads:
+        # both maps given, even empty: the app's defaults are the design target's, not this load's
+        context |= {"warm_throughput": True, "warm_write_units": warm, "warm_read_units": warm_reads}
     if w.account_concurrency_needed > value("lambda_account_concurrency"):
         context["lambda_concurrency_quota"] = w.account_concurrency_needed
     return context

@@ -15,7 +15,9 @@ def render(report: dict[str, Any]) -> str:
         "",
         "Scheduling",
         f"  lookahead {s['lookahead_ms']:,} ms: claim {s['claim_rate_needed']:,.0f} runs/s"
-        f" with {s['scheduler_instances']} scheduler instances",
+        f" with {s['scheduler_instances']} scheduler instance{'s' if s['scheduler_instances'] > 1 else ''},"
+        f" at most {s['shards_per_instance']} due shards each"
+        f" ({s['claim_capacity']:,.0f} runs/s)",
         f"  due shards {s['due_shards']}: {s['due_shard_wru_per_s']:,} WRU/s each at the peak"
         f" ({s['due_shard_utilization']:.0%} of a partition's 1,000)",
         (
@@ -55,11 +57,21 @@ def render(report: dict[str, Any]) -> str:
             f" {w['concurrency']:,} concurrent at the peak, {w['mode']} mode"
         )
         if w["mode"] == "provisioned":
-            out.append(f"  provisioned pollers: minimum {w['min_pollers']}, maximum {w['max_pollers']}")
+            out.append(
+                f"  provisioned pollers: minimum {w['min_pollers']}, maximum {w['max_pollers']}"
+                f" (up to {w['max_pollers'] * 10:,} invocations; the reservation caps them at {w['max_concurrency']:,})"
+            )
         out.append(
             f"  reserved concurrency {w['reserved_concurrency']:,};"
             f" account concurrency quota {w['account_concurrency_needed']:,}"
         )
+    out += [
+        "",
+        f"Per-owner ceilings (the busiest owner: {report['busiest_owner_runs_per_second']:,} runs/s at the peak)",
+    ]
+    out += [
+        f"  {c['name']:<22} {c['runs_per_second']:>10,g} runs/s  {c['applies_to']}" for c in report["owner_ceilings"]
+    ]
     out += [
         "",
         f"Expected start lateness (burst model; target p99 {late['target_ms']:,} ms"

@@ -6,7 +6,9 @@ synthesized with. What it models, in order:
 
 1. **Claim.** ``burst_runs_per_second`` runs are due at each of ``burst_seconds`` whole seconds.
    A run can be claimed once it is within ``lookahead_ms`` of its time; the scheduler fleet claims
-   in due order at ``min(instances x claims/s, due-index partitions, warm throughput)``.
+   in due order at ``min(fleet rate, due-index partitions, warm throughput)``, where the fleet rate
+   is set by its busiest instance, the one owning ``ceil(shards / instances)`` shards
+   (:func:`fleet_claim_rate`).
 2. **Dispatch.** A claimed run's message becomes visible at its second minus the SQS delay's
    rounding (up to 1 s early, spread evenly), or at once when it was claimed late.
 3. **Execute.** Worker invocations take up to ``batch_size`` visible messages each; a run starts at
@@ -68,11 +70,23 @@ class BurstSettings:
         """Runs/s the fleet can claim: instances, the due index's partitions and warm throughputs."""
         partitions = self.due_shards * value("ddb_partition_wru") / 2  # 2 index units per claim
         return min(
-            self.scheduler_instances * self.claims_per_instance,
+            fleet_claim_rate(self.scheduler_instances, self.due_shards, self.claims_per_instance),
             partitions,
             self.jobs_write_throughput,  # 1 unit per advance
             self.due_write_throughput / 2,
         )
+
+
+def fleet_claim_rate(instances: int, shards: int, per_instance: float) -> float:
+    """Runs/s ``instances`` scheduler instances claim from ``shards`` equally loaded shards.
+
+    Instance i owns the shards with shard % instances == i, so the busiest owns
+    ceil(shards / instances) of them and claims that share of the runs at ``per_instance``: the
+    fleet finishes when it does. 14 instances over 32 shards claim 300 x 32 / 3 = 3,200 runs/s,
+    not 14 x 300 = 4,200; 16 instances claim 4,800.
+    """
+    busiest = math.ceil(shards / max(1, instances))
+    return per_instance * shards / busiest
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,7 +5,9 @@ there rather than from the context values: the scheduler's ``PUNCTUAL_SHARDS`` a
 ``PUNCTUAL_LOOKAHEAD_MS``, the scheduler instances from its EventBridge targets' input, the
 worker's SQS event source (batch size, maximum concurrency, provisioned pollers) and reserved
 concurrency, and each table's and index's warm throughput. Lambda workers only: a Fargate worker
-service is reported, not simulated.
+service is reported, not simulated. ``punctual capacity`` builds the same :class:`Deployment`
+from its plan (``punctual.capacity.workers.plan_deployment``), so the plan's lateness and the
+synthesized stack's are one computation on the same figures.
 """
 
 from __future__ import annotations
@@ -31,24 +33,38 @@ class Deployment:
     lookahead_ms: int
     scheduler_instances: int
     batch_size: int
-    max_concurrency: int
+    max_concurrency: int  # the event source's maximum (provisioned: max pollers x 10), capped by the reservation
     min_pollers: int  # 0: standard mode
     max_pollers: int
+    reserved_concurrency: int  # the worker's reserved concurrency (0: none); caps provisioned mode too
     open_index: bool
     warm_writes: dict[str, int]  # "jobs", "jobs.due", "runs", ... -> pre-warmed writes/s (absent: default)
     fargate_tasks: int
+
+    @property
+    def shards_per_instance(self) -> int:
+        """The busiest scheduler instance's shards (instance i owns shard % K == i)."""
+        return -(-self.shards // max(1, self.scheduler_instances))
+
+    @property
+    def worker_concurrency(self) -> int:
+        """Concurrent worker invocations at most: standard mode's maximum, or in provisioned mode
+        ``min(max pollers x 10, reserved)``."""
+        if not self.min_pollers:
+            return self.max_concurrency
+        driven = self.max_pollers * int(value("lambda_invocations_per_poller"))
+        return min(driven, self.reserved_concurrency) if self.reserved_concurrency else driven
 
     def burst(
         self, runs_per_second: int, *, burst_seconds: int = 1, target_duration_ms: int = 500, steady: bool
     ) -> BurstSettings:
         """The simulation's input for a burst of ``runs_per_second`` on this deployment."""
         per_poller = int(value("lambda_invocations_per_poller"))
+        maximum = self.worker_concurrency
         if self.min_pollers:
-            maximum = self.max_pollers * per_poller
             ready = self.min_pollers * per_poller
             scale = value("lambda_poller_scale_per_min")
         else:
-            maximum = self.max_concurrency
             ready = int(value("lambda_sqs_initial_batches"))
             scale = value("lambda_sqs_scale_per_min")
         # first burst after a deploy: tables at their warm throughput; steady (bursts every minute for
@@ -98,7 +114,13 @@ def read_template(path: Path) -> Deployment:
     mapping = _event_source(resources, worker_id)
     pollers = mapping.get("ProvisionedPollerConfig") or {}
     reserved = worker.get("ReservedConcurrentExecutions")
-    maximum = (mapping.get("ScalingConfig") or {}).get("MaximumConcurrency") or int(value("lambda_sqs_max_concurrency"))
+    # standard mode: the event source's maximum (1,000 when unset); provisioned: what the pollers drive
+    driven = int(pollers.get("MaximumPollers", 0)) * int(value("lambda_invocations_per_poller"))
+    maximum = (
+        (mapping.get("ScalingConfig") or {}).get("MaximumConcurrency")
+        or driven
+        or int(value("lambda_sqs_max_concurrency"))
+    )
     return Deployment(
         shards=int(env.get("PUNCTUAL_SHARDS", 16)),
         lookahead_ms=int(env.get("PUNCTUAL_LOOKAHEAD_MS", 3_000)),
@@ -107,6 +129,7 @@ def read_template(path: Path) -> Deployment:
         max_concurrency=min(int(maximum), int(reserved)) if reserved else int(maximum),
         min_pollers=int(pollers.get("MinimumPollers", 0)),
         max_pollers=int(pollers.get("MaximumPollers", 0)),
+        reserved_concurrency=int(reserved or 0),
         open_index=str(env.get("PUNCTUAL_OPEN_INDEX", "true")).lower() == "true",
         warm_writes=_warm_writes(resources),
         # the dispatch queue's Fargate fleet; the long-run queue's service never takes the burst

@@ -9,6 +9,7 @@ from punctual.capacity.constants import value
 from punctual.capacity.figures import QuotaWarning, Scheduling, Throughput, Workers
 from punctual.capacity.load import Load, WorkerKind
 from punctual.capacity.simulate import BurstResult, BurstSettings, simulate
+from punctual.capacity.synth import Deployment
 
 HEADROOM = 1.2  # reserve 20 % above the computed peak
 WARM_STEP = 1_000  # quota requests rounded up to this
@@ -66,7 +67,9 @@ def size_workers(load: Load, s: Scheduling, tables: list[Throughput], warnings: 
         mode = "provisioned"
         min_pollers = min(int(value("lambda_min_pollers_max")), math.ceil(concurrency / per_poller))
         max_pollers = min(int(value("lambda_max_pollers_max")), math.ceil(reserved / per_poller))
-        max_concurrency = max_pollers * per_poller
+        # the pollers drive up to max_pollers x 10 invocations; the reservation caps them (the stack's
+        # ReservedConcurrentExecutions, given in the deploy line as worker_reserved_concurrency)
+        max_concurrency = min(max_pollers * per_poller, reserved)
         if min_pollers * per_poller < concurrency:
             warnings.append(
                 QuotaWarning(
@@ -148,26 +151,35 @@ def burst_settings(load: Load, s: Scheduling, w: Workers, tables: list[Throughpu
 
     ``steady``: bursts every minute keep environments warm and concurrency scaled; otherwise the
     first burst after a deploy or a quiet hour (cold environments, concurrency at its minimum).
+    Lambda workers go through :func:`plan_deployment`, the figures the deploy line's stack has, as
+    ``punctual burst-model`` reads them from the template.
     """
     if w.mode == "fargate":
         slots = w.fargate_tasks * w.fargate_in_flight_per_task
         rate = w.fargate_tasks * value("worker_runs_per_vcpu")
         return _burst(load, s, tables, ready=slots, maximum=slots, scale=0.0, warm=slots, fargate_rate=rate)
-    if steady:
-        ready = w.concurrency
-    elif w.mode == "provisioned":
-        ready = w.min_pollers * int(value("lambda_invocations_per_poller"))
-    else:
-        ready = int(value("lambda_sqs_initial_batches"))
-    scale = value("lambda_poller_scale_per_min" if w.mode == "provisioned" else "lambda_sqs_scale_per_min")
-    return _burst(
-        load,
-        s,
-        tables,
-        ready=min(ready, w.max_concurrency),
-        maximum=w.max_concurrency,
-        scale=scale,
-        warm=w.concurrency if steady else 0,
+    return plan_deployment(load, s, w, tables).burst(
+        load.peak_runs_per_second,
+        burst_seconds=load.burst_seconds,
+        target_duration_ms=load.target_duration_ms,
+        steady=steady,
+    )
+
+
+def plan_deployment(load: Load, s: Scheduling, w: Workers, tables: list[Throughput]) -> Deployment:
+    """The deployment the plan's deploy line synthesizes (Lambda workers), as ``punctual.capacity.synth`` reads it."""
+    return Deployment(
+        shards=s.due_shards,
+        lookahead_ms=s.lookahead_ms,
+        scheduler_instances=s.scheduler_instances,
+        batch_size=w.batch_size,
+        max_concurrency=w.max_concurrency,
+        min_pollers=w.min_pollers,
+        max_pollers=w.max_pollers,
+        reserved_concurrency=w.reserved_concurrency,
+        open_index=load.open_index,
+        warm_writes={t.name: t.warm_writes for t in tables if t.warm_writes},
+        fargate_tasks=0,
     )
 
 

@@ -35,6 +35,18 @@ def register(subparsers: Any) -> None:
         help="GET /stats run counters, 1 write unit per run (auto: kept up to 8,000 runs/s per owner)",
     )
     parser.add_argument("--api-requests-per-month", type=int, default=1_000_000, help="API requests (default 1M)")
+    parser.add_argument(
+        "--max-owner-runs-per-second",
+        type=int,
+        default=None,
+        help="the busiest owner's runs/s at the peak, checked against the per-owner ceilings (default: the whole peak)",
+    )
+    parser.add_argument(
+        "--owner-max-concurrency",
+        type=int,
+        default=None,
+        help="the largest max_concurrency given to an owner (its concurrency-slot ceiling; default: none given)",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.set_defaults(func=run_capacity)
     model = subparsers.add_parser(
@@ -67,6 +79,8 @@ def run_capacity(args: argparse.Namespace) -> int:
             open_index=not args.no_open_index,
             stats_counters={"auto": None, "on": True, "off": False}[args.stats_counters],
             api_requests_per_month=args.api_requests_per_month,
+            max_owner_runs_per_second=args.max_owner_runs_per_second,
+            owner_max_concurrency=args.owner_max_concurrency,
         )
     except ValidationError as exc:
         problems = "; ".join(
@@ -102,16 +116,27 @@ def run_burst_model(args: argparse.Namespace) -> int:
         for name, steady in (("first_burst", False), ("steady", True))
     }
     if args.json:
-        print(json.dumps({"deployment": asdict(deployment), **results}))
+        derived = {
+            "shards_per_instance": deployment.shards_per_instance,
+            "worker_concurrency": deployment.worker_concurrency,
+        }
+        print(json.dumps({"deployment": asdict(deployment) | derived, **results}))
         return 0
     d = deployment
-    mode = f"provisioned pollers {d.min_pollers}-{d.max_pollers}" if d.min_pollers else f"max {d.max_concurrency:,}"
+    if d.min_pollers:
+        mode = (
+            f"provisioned pollers {d.min_pollers}-{d.max_pollers}, reserved {d.reserved_concurrency:,}:"
+            f" at most {d.worker_concurrency:,} invocations"
+        )
+    else:
+        mode = f"max {d.max_concurrency:,}"
     print(
         f"Burst model of {args.cdk_out}: {args.runs_per_second:,} runs/s for {args.burst_seconds} s,"
         f" {args.target_duration_ms} ms targets (a planning model, not a measurement: docs/capacity.md)"
     )
     print(
-        f"  {d.scheduler_instances} scheduler instances, {d.shards} due shards, lookahead {d.lookahead_ms:,} ms;"
+        f"  {d.scheduler_instances} scheduler instances, {d.shards} due shards (at most {d.shards_per_instance} per"
+        f" instance), lookahead {d.lookahead_ms:,} ms;"
         f" workers: batch {d.batch_size}, {mode}; warm throughput {d.warm_writes or 'default (4,000 writes/s)'}"
     )
     if d.fargate_tasks:
