@@ -84,8 +84,10 @@ TABLE_ACCESS: Mapping[str, Mapping[str, TableAccess]] = {
 }
 
 
-# The reaper of a stack without the open index: it sweeps the runs table instead of querying it.
-REAPER_WITHOUT_OPEN_INDEX = TableAccess((*READ, "dynamodb:Scan", UPDATE))
+# The reaper of a stack without the open index: the same runs row, sweeping the table with Scan
+# instead of querying the index (derived, so the two cannot drift apart: a burial that releases a
+# dependent inserts its run, and this row once lacked PutItem: issue 27, item 4).
+REAPER_WITHOUT_OPEN_INDEX = TableAccess((*TABLE_ACCESS[REAPER]["runs"].actions, "dynamodb:Scan"))
 
 
 def grant_tables(
