@@ -7,6 +7,7 @@ from constructs import Construct
 
 from infra import constants
 from infra.config import InfraConfig
+from infra.constructs import access
 from infra.constructs.alerts import Alerts
 from infra.constructs.api import Api
 from infra.constructs.dispatch import Dispatch
@@ -70,9 +71,10 @@ class PunctualStack(cdk.Stack):
         )
         if config.fargate_workers:
             assert long_run_queue is not None
-            # Whoever dispatches may send a long run; only the long-run Fargate service consumes them.
-            for sender in (api, scheduler, reaper):
-                long_run_queue.grant_send_messages(sender.handler.role)
+            # Whoever dispatches may send a long run (a worker: a long dependent it releases); only the
+            # long-run Fargate service consumes them.
+            for sender in (api, scheduler, workers, reaper):
+                long_run_queue.grant(sender.handler.role, *access.SEND)
             fargate = FargateWorkers(
                 self,
                 "FargateWorkers",

@@ -1,14 +1,19 @@
-"""Least privilege, in one table: which component may do what to which table and index.
+"""Least privilege, in one table: which component may do what to which table, index and queue.
 
-Every Lambda role (and the Fargate task role) is granted exactly the rows below, on the table's
+Every Lambda role (and the Fargate task roles) is granted exactly the rows below, on the table's
 ARN and on the ARNs of the named indexes (indexes only serve ``Query``). DynamoDB transactions
 are authorized through the same per-item actions, so no action here is broader than the calls the
 aws engine makes. Only the API takes transactions (a dependency decision: engines/aws/edges.py),
 and only it checks items it does not write (``ConditionCheckItem`` on jobs: the jobs a cycle
-check read). Nothing may Scan, DeleteItem (history leaves through
-TTL, shard leases are released by an update and expire), or touch a table's configuration — except
-the reaper of a stack deployed without the runs ``open`` index, which sweeps the runs table with
-Scan instead (``-c open_index=false``).
+check read). Nothing may DeleteItem (history leaves through TTL, shard leases are released by an
+update and expire), or touch a table's configuration; only the reaper of a stack deployed without
+the runs ``open`` index may Scan (it sweeps the runs table instead, ``-c open_index=false``).
+
+The rows are exact, not generous: tests/infra/test_iam_proof.py runs every component through its
+entry point against the synthesized stack and fails on a call no row allows and on a row no call
+uses. Queues are granted the same way (``SEND``, ``CONSUME``, ``QUEUE_DEPTH``), never through CDK's
+bundled ``grant_send_messages``/``grant_consume_messages`` (they add GetQueueUrl and
+GetQueueAttributes, which the components never call: the stack gives them the URLs).
 """
 
 from __future__ import annotations
@@ -24,12 +29,19 @@ from infra import constants
 from infra.constructs.nag import acknowledge
 from punctual import resources
 
-GET = ("dynamodb:GetItem", "dynamodb:BatchGetItem")
-READ = (*GET, "dynamodb:Query")
+GET = "dynamodb:GetItem"
+BATCH_GET = "dynamodb:BatchGetItem"
+QUERY = "dynamodb:Query"
 PUT = "dynamodb:PutItem"
 UPDATE = "dynamodb:UpdateItem"
 CONDITION_CHECK = "dynamodb:ConditionCheckItem"
-INDEX_ACTIONS = ("dynamodb:Query",)
+SCAN = "dynamodb:Scan"
+INDEX_ACTIONS = (QUERY,)
+
+# Queues (SQS-managed encryption: no key to grant)
+SEND = ("sqs:SendMessage",)  # SendMessageBatch is authorized as SendMessage
+CONSUME = ("sqs:ReceiveMessage", "sqs:ChangeMessageVisibility", "sqs:DeleteMessage")  # batches too
+QUEUE_DEPTH = ("sqs:GetQueueAttributes",)
 
 
 @dataclass(frozen=True)
@@ -45,57 +57,74 @@ REAPER = "reaper"
 
 TABLE_ACCESS: Mapping[str, Mapping[str, TableAccess]] = {
     API: {
-        # create, read, list by owner (GSI by_owner), update (pause/resume/delete are status updates);
-        # a dependency decision checks that the jobs its cycle check read kept their depends_on
-        "jobs": TableAccess((*READ, PUT, UPDATE, CONDITION_CHECK), indexes=(resources.BY_OWNER_INDEX.name,)),
-        # run history and GET /runs/{id}; trigger inserts a run; cancel updates it
-        "runs": TableAccess((*READ, PUT, UPDATE)),
-        # GET /alerts and GET /stats read the owner's alerts and run counters (engines/aws/stats.py);
-        # job dependencies: reverse edges written (put) and retired (update + TTL), the owner's graph
-        # sequence (update), release records read
-        "leases": TableAccess((*READ, PUT, UPDATE)),
+        # create (put), read, list by owner (GSI by_owner, then the jobs themselves: batch get), update
+        # (pause/resume/delete are conditional puts or dependency transactions); a dependency decision
+        # checks that the jobs its cycle check read kept their depends_on
+        "jobs": TableAccess((GET, BATCH_GET, PUT, UPDATE, CONDITION_CHECK), indexes=(resources.BY_OWNER_INDEX.name,)),
+        # run history (query) and GET /runs/{id}; trigger inserts a run
+        "runs": TableAccess((GET, QUERY, PUT)),
+        # GET /alerts reads the owner's alerts; tenant limits (GET /limits, /admin/tenants); job
+        # dependencies: reverse edges written (put) and retired (update + TTL), the owner's graph
+        # sequence (update), release records read; GET /stats' run counters: API_STATS_COUNTERS
+        "leases": TableAccess((GET, QUERY, PUT, UPDATE)),
     },
     SCHEDULER: {
         # read the due index, advance next_run_at conditionally; never reads whole jobs
         "jobs": TableAccess((UPDATE,), indexes=(resources.DUE_INDEX.name,)),
-        # insert runs (attribute_not_exists); overlap policies read and cancel the previous run
-        "runs": TableAccess((*READ, PUT, UPDATE)),
-        # shard leases: acquire, renew, release (an update), list
-        "leases": TableAccess((*READ, PUT, UPDATE)),
+        # insert runs (attribute_not_exists); read a run its plan passed over (to resend it)
+        "runs": TableAccess((GET, PUT)),
+        # shard leases: acquire, renew, release (all updates), list (query)
+        "leases": TableAccess((QUERY, UPDATE)),
     },
     WORKER: {
-        # the job's target, payload and retry policy
-        "jobs": TableAccess(GET),
-        # lease, heartbeat and finish are conditional updates of an existing run; a finish inserts
-        # the runs it releases for dependent jobs (punctual.dependencies.release)
-        "runs": TableAccess((*READ, PUT, UPDATE)),
+        # the job's target, payload and retry policy (one, or a batch's jobs at once)
+        "jobs": TableAccess((GET, BATCH_GET)),
+        # lease, heartbeat and finish are conditional updates of an existing run; overlap forbid/replace
+        # reads the job's earlier runs (query); a finish inserts the runs it releases for dependent jobs
+        # (punctual.dependencies.release)
+        "runs": TableAccess((GET, QUERY, PUT, UPDATE)),
         # owner alerts for dead runs, per-owner running counters, dependency release records, tenant
         # limits, concurrency slots and rate windows (punctual.tenancy)
-        "leases": TableAccess((*READ, PUT, UPDATE)),
+        "leases": TableAccess((GET, QUERY, PUT, UPDATE)),
     },
     REAPER: {
-        "jobs": TableAccess(GET),
-        # past-deadline runs from the open-runs index; requeue or dead-letter them (compare-and-set);
-        # a burial inserts the runs it releases for dependent jobs
-        "runs": TableAccess((*READ, PUT, UPDATE), indexes=(resources.OPEN_INDEX.name,)),
+        "jobs": TableAccess((GET,)),
+        # past-deadline runs from the open-runs index, read in batches; requeue or dead-letter them
+        # (compare-and-set); a burial inserts the runs it releases for dependent jobs (put)
+        "runs": TableAccess((GET, BATCH_GET, PUT, UPDATE), indexes=(resources.OPEN_INDEX.name,)),
         # owner alerts; run counters of the runs it closes; frees leaked tenant concurrency slots
-        "leases": TableAccess((*READ, PUT, UPDATE)),
+        "leases": TableAccess((GET, QUERY, PUT, UPDATE)),
     },
 }
 
 
-# The reaper of a stack without the open index: it sweeps the runs table instead of querying it.
-REAPER_WITHOUT_OPEN_INDEX = TableAccess((*READ, "dynamodb:Scan", UPDATE))
+# The reaper of a stack without the open index: the same runs row, sweeping the table with Scan
+# instead of querying the index (derived, so the two cannot drift apart: issue 27, item 4).
+REAPER_WITHOUT_OPEN_INDEX = TableAccess((*TABLE_ACCESS[REAPER]["runs"].actions, SCAN))
+# GET /stats' run counters (``stats_counters``): the owner's minute counters, read in one batch.
+API_STATS_COUNTERS = TableAccess((*TABLE_ACCESS[API]["leases"].actions, BATCH_GET))
 
 
-def grant_tables(
-    role: iam.IRole, component: str, tables: Mapping[str, dynamodb.ITable], *, open_index: bool = True
-) -> None:
-    """Grant ``role`` the ``TABLE_ACCESS`` rows of ``component`` on ``tables`` (logical name -> table)."""
+def table_access(component: str, *, open_index: bool = True, stats_counters: bool = True) -> dict[str, TableAccess]:
+    """``component``'s rows of ``TABLE_ACCESS`` for a stack deployed with these options."""
     rows = dict(TABLE_ACCESS[component])
     if component == REAPER and not open_index:
         rows["runs"] = REAPER_WITHOUT_OPEN_INDEX
-    for logical_name, access in rows.items():
+    if component == API and stats_counters:
+        rows["leases"] = API_STATS_COUNTERS
+    return rows
+
+
+def grant_tables(
+    role: iam.IRole,
+    component: str,
+    tables: Mapping[str, dynamodb.ITable],
+    *,
+    open_index: bool = True,
+    stats_counters: bool = True,
+) -> None:
+    """Grant ``role`` the rows of ``component`` (:func:`table_access`) on ``tables`` (logical name -> table)."""
+    for logical_name, access in table_access(component, open_index=open_index, stats_counters=stats_counters).items():
         table = tables[logical_name]
         role.add_to_principal_policy(iam.PolicyStatement(actions=list(access.actions), resources=[table.table_arn]))
         if access.indexes:

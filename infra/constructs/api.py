@@ -88,10 +88,10 @@ class Api(Construct):
             # Workers cannot take the API's executions under overload (infra.config, concurrency isolation).
             reserved_concurrency=shared.config.api_reserved_concurrency,
         )
-        access.grant_tables(self.handler.role, access.API, shared.tables)
-        dispatch_queue.grant_send_messages(self.handler.role)  # POST /jobs/{id}/trigger
+        access.grant_tables(self.handler.role, access.API, shared.tables, stats_counters=shared.config.stats_counters)
+        dispatch_queue.grant(self.handler.role, *access.SEND)  # POST /jobs/{id}/trigger
         for queue in (dispatch_queue, dead_letter_queue):  # GET /stats: queue depth and dead letters
-            queue.grant(self.handler.role, "sqs:GetQueueAttributes")
+            queue.grant(self.handler.role, *access.QUEUE_DEPTH)
         self.rest_api = self._build_rest_api()
         self._build_methods()
         self.admin_role = self._build_admin_role()

@@ -59,9 +59,11 @@ class FargateWorkers(Construct):
         self.task_definition = self._build_task_definition(shared.environment)
         task_role = self.task_definition.task_role
         access.grant_tables(task_role, access.WORKER, shared.tables)
-        dispatch_queue.grant_consume_messages(task_role)
-        # the runs a finish releases for dependent jobs, and runs waiting on tenant limits resent fresh
-        dispatch_queue.grant_send_messages(task_role)
+        # consumed by the worker itself (no event source); the runs a finish releases for dependent
+        # jobs, and runs waiting on tenant limits resent fresh
+        dispatch_queue.grant(task_role, *access.CONSUME, *access.SEND)
+        if long_run_queue is not None:  # a finish that releases a dependent longer than a Lambda may run
+            long_run_queue.grant(task_role, *access.SEND)
         alerts.grant_publish_owner_alerts(task_role)
         access.grant_targets(task_role, config.target_arns, task_role)
         self.service = ecs.FargateService(
@@ -95,7 +97,8 @@ class FargateWorkers(Construct):
         task_definition = self._build_task_definition(environment, prefix="LongRun")
         task_role = task_definition.task_role
         access.grant_tables(task_role, access.WORKER, shared.tables)
-        queue.grant_consume_messages(task_role)
+        # its "dispatch queue": what it releases or resends goes back to it
+        queue.grant(task_role, *access.CONSUME, *access.SEND)
         alerts.grant_publish_owner_alerts(task_role)
         access.grant_targets(task_role, self._config.target_arns, task_role)
         ecs.FargateService(

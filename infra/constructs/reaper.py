@@ -44,7 +44,7 @@ class Reaper(Construct):
         )
         role = self.handler.role
         access.grant_tables(role, access.REAPER, shared.tables, open_index=shared.config.open_index)
-        dispatch_queue.grant_send_messages(role)  # requeue
+        dispatch_queue.grant(role, *access.SEND)  # requeue
         alerts.grant_publish_owner_alerts(role)
         self.rule = events.Rule(
             self,

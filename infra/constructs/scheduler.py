@@ -45,7 +45,7 @@ class SchedulerFleet(Construct):
             max_event_age_s=TICK_S,
         )
         access.grant_tables(self.handler.role, access.SCHEDULER, shared.tables)
-        dispatch_queue.grant_send_messages(self.handler.role)
+        dispatch_queue.grant(self.handler.role, *access.SEND)
         self.rules = self._build_rules(shared.config.scheduler_instances)
 
     def _build_rules(self, instances: int) -> list[events.Rule]:

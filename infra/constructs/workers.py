@@ -56,7 +56,7 @@ class Workers(Construct):
         access.grant_tables(role, access.WORKER, shared.tables)
         # the runs a finish releases for dependent jobs; a run that waited on its owner's limits for many
         # receives is resent fresh (the redrive counts receives: waiting must never dead-letter a run)
-        dispatch_queue.grant_send_messages(role)
+        dispatch_queue.grant(role, *access.SEND)
         alerts.grant_publish_owner_alerts(role)
         access.grant_targets(role, config.target_arns, role)
         self.handler.function.add_event_source(

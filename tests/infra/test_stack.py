@@ -476,7 +476,12 @@ def test_worker_target_permissions_are_exactly_the_listed_arns(options_synth: Sy
     granted = _role_actions(options_synth, "worker")
     assert granted["lambda:InvokeFunction"] == {json.dumps("arn:aws:lambda:eu-west-1:123456789012:function:hook")}
     dispatch = _ref_text(_logical_id(options_synth, "AWS::SQS::Queue", "Dispatch0"))  # released runs
-    assert granted["sqs:SendMessage"] == {json.dumps("arn:aws:sqs:eu-west-1:123456789012:results-*"), dispatch}
+    long_run = _ref_text(_logical_id(options_synth, "AWS::SQS::Queue", "DispatchDispatchLong"))  # released long runs
+    assert granted["sqs:SendMessage"] == {
+        json.dumps("arn:aws:sqs:eu-west-1:123456789012:results-*"),
+        dispatch,
+        long_run,
+    }
     assert granted["states:StartExecution"] == {json.dumps("arn:aws:states:eu-west-1:123456789012:stateMachine:flow")}
     assert granted["events:PutEvents"] == {json.dumps("arn:aws:events:eu-west-1:123456789012:event-bus/default")}
 
