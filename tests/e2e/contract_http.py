@@ -42,6 +42,10 @@ import httpx
 if TYPE_CHECKING:  # the target's process imports this module too: it needs none of the test stack
     from tests.e2e.conftest import ApiClient, Contract
 
+# Wider than the deployed defaults (5 s lookahead, 2 s pre-lease), so that "claimed, not yet held"
+# and "held" are seconds-wide windows an edit over HTTP lands in even on a busy machine.
+LOOKAHEAD_MS = 10_000
+PRELEASE_S = 5
 T = TypeVar("T")
 
 REPO = Path(__file__).resolve().parents[2]
@@ -344,7 +348,7 @@ def system(
     *,
     clock_offset_ms: int = 0,
     lease_margin_s: int = 2,
-    prelease_s: int | None = None,
+    prelease_s: int | None = PRELEASE_S,
     extra_env: dict[str, str] | None = None,
 ) -> Iterator[System]:
     """A :class:`System` under ``root`` (the caller starts what it needs); closed on exit.
@@ -361,6 +365,7 @@ def system(
         "PUNCTUAL_LEASE_MARGIN_S": str(lease_margin_s),
         CLOCK_OFFSET_ENV: str(clock_offset_ms),
         **({"PUNCTUAL_PRELEASE_S": str(prelease_s)} if prelease_s is not None else {}),
+        "PUNCTUAL_LOOKAHEAD_MS": str(LOOKAHEAD_MS),
         **(extra_env or {}),
     }
     (root / "data").mkdir(parents=True, exist_ok=True)
