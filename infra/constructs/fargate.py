@@ -96,6 +96,9 @@ class FargateWorkers(Construct):
         task_role = task_definition.task_role
         access.grant_tables(task_role, access.WORKER, shared.tables)
         queue.grant_consume_messages(task_role)
+        # its own dispatches go to its own queue: waits re-sent with a delay (punctual.execution.waits),
+        # runs waiting on tenant limits resent fresh, runs released for dependent jobs
+        queue.grant_send_messages(task_role)
         alerts.grant_publish_owner_alerts(task_role)
         access.grant_targets(task_role, self._config.target_arns, task_role)
         ecs.FargateService(
