@@ -94,9 +94,9 @@ class FunctionSpec:
 
 # API Gateway's integration timeout is 29 s: a longer Lambda timeout would only hide a 504.
 API_FUNCTION = FunctionSpec("api", "Punctual HTTP API (API Gateway REST proxy)", 29, 1024)
-# Invoked once a minute, loops every second and stops 5 s before its timeout, so consecutive
-# invocations overlap by 10 s and the next one takes the shard leases over without a gap
-# (punctual.scheduling.invocation). 1,769 MB is one full vCPU: the claim loop is CPU-bound in
+# Invoked at second 0 of every minute, loops every second through the next minute's claim window
+# until the next invocation takes its shard leases over, or second 40 of that minute at the latest
+# (punctual.scheduling.invocation: 110 s). 1,769 MB is one full vCPU: the claim loop is CPU-bound in
 # botocore (signing, JSON) at the top of the minute.
 SCHEDULER_FUNCTION = FunctionSpec(
     "scheduler", "Punctual scheduler: claims due jobs, dispatches runs", invocation.TIMEOUT_S, 1769

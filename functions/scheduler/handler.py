@@ -1,10 +1,11 @@
-"""Scheduler Lambda: invoked every minute by EventBridge as instance i of K; loops each second.
+"""Scheduler Lambda: invoked at the start of every minute by EventBridge as instance i of K; loops each second.
 
-It ticks until 5 s before its own timeout, so consecutive invocations overlap and the next one
-takes the shard leases over without a gap (``punctual.scheduling.invocation``). Every invocation
-of instance i uses the owner name ``scheduler-i`` and keeps its shard leases when it returns: the
-next invocation renews them at once; if none comes, they expire and the other instances take the
-shards over.
+It ticks through the next minute's claim window until its successor (the next minute's invocation
+of instance i) takes the shard leases over, or until second 40 of the next minute, whichever comes
+first (``punctual.scheduling.invocation``). Its owner name carries its generation,
+``scheduler-i@<minute>``: the successor takes the leases over at its first tick, and this one stops
+claiming at its next refresh. If no successor came, it releases its leases when it stops, and the
+other instances take the shards over at once.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from punctual.errors import InvalidInput
 from punctual.runtime.assembly import Runtime
 from punctual.runtime.powertools import PowertoolsMetrics
 from punctual.runtime.process import collect_rarely
-from punctual.scheduling.invocation import run_until_ms
+from punctual.scheduling import invocation
 
 logger = Logger()
 tracer = Tracer()
@@ -33,11 +34,13 @@ class SchedulerEvent(BaseModel):
     model_config = ConfigDict(extra="ignore")
     instance: int = Field(default=0, ge=0)
     instances: int = Field(default=1, ge=1, le=1024)
+    time: str | None = None  # EventBridge's event time: the minute the event was scheduled for
 
     @model_validator(mode="after")
     def _index_in_fleet(self) -> SchedulerEvent:
         if self.instance >= self.instances:
             raise ValueError("instance must be < instances")
+        invocation.generation(self.time, 0)  # raises ValueError for a time that is not one
         return self
 
 
@@ -56,15 +59,16 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         raise InvalidInput(f"invalid scheduler event: {exc.errors(include_url=False)}") from exc
     runtime = _runtime()
     sink = PowertoolsMetrics(metrics)
+    now = runtime.clock.now_ms()
+    generation = invocation.generation(request.time, now)
     scheduler = runtime.scheduler(
         metrics=sink,
         instance=request.instance,
         instances=request.instances,
-        # The same owner in every invocation of instance i: the next minute's invocation renews
-        # this one's leases at once (they are kept, not released), so shards stay balanced.
-        owner=f"scheduler-{request.instance}",
+        # Instance i's owner of this generation: the next minute's invocation takes its leases over.
+        owner=invocation.owner(request.instance, generation),
     )
-    until = run_until_ms(runtime.clock.now_ms(), context.get_remaining_time_in_millis())
-    stats = scheduler.run(threading.Event(), until_ms=until, after_tick=sink.flush, release_on_stop=False)
+    until = invocation.run_until_ms(now, context.get_remaining_time_in_millis(), generation)
+    stats = scheduler.run(threading.Event(), until_ms=until, after_tick=sink.flush)
     logger.info("scheduler invocation done", extra={"instance": request.instance, "stats": stats})
     return {"instance": request.instance, "dispatched": stats.dispatched, "conflicts": stats.conflicts}

@@ -97,7 +97,8 @@ class FargateWorkers(Construct):
         task_definition = self._build_task_definition(environment, prefix="LongRun")
         task_role = task_definition.task_role
         access.grant_tables(task_role, access.WORKER, shared.tables)
-        # its "dispatch queue": what it releases or resends goes back to it
+        # its own dispatches go to its own queue: waits re-sent with a delay (punctual.execution.waits),
+        # runs waiting on tenant limits resent fresh, runs released for dependent jobs
         queue.grant(task_role, *access.CONSUME, *access.SEND)
         alerts.grant_publish_owner_alerts(task_role)
         access.grant_targets(task_role, self._config.target_arns, task_role)

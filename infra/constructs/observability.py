@@ -18,7 +18,10 @@ Alarms:
   error" flaps at scale), Lambda throttles per function;
 - DynamoDB read/write throttle events per table, its indexes included;
 - one tenant stayed noisy on the dispatch queue for NOISY_TENANT_ALARM_MINUTES (SQS fair queues: its
-  ``MessageGroupId`` held more than its share of the in-flight messages; see ``punctual.tenancy``).
+  ``MessageGroupId`` held more than its share of the in-flight messages; see ``punctual.tenancy``);
+- messages in flight (received, not deleted) above IN_FLIGHT_ALARM on the dispatch (and long-run)
+  queue: two thirds of SQS's 120,000, over which ReceiveMessage fails for every owner
+  (``punctual.execution.waits`` keeps waits out of flight; this says when something else does).
 
 The dashboard's fair-queue row shows the noisy groups and the backlog of the quiet ones (what the
 other tenants wait on while one floods).
@@ -54,6 +57,7 @@ QUIET_GROUP_METRICS = (
 )
 QUIET_AGE = "ApproximateAgeOfOldestMessageInQuietGroups"
 WIDGET_WIDTH = 8  # three widgets per dashboard row (24 units)
+IN_FLIGHT_ALARM = 80_000  # messages not visible (in flight) on one queue: 2/3 of SQS's hard limit of 120,000
 
 
 @dataclass(frozen=True)
@@ -182,6 +186,7 @@ class Observability(Construct):
                     constants.DEPTH_ALARM_MINUTES,
                 )
             )
+        specs += self._in_flight_specs()
         for name, function in self._functions.items():
             specs.append(
                 AlarmSpec(
@@ -209,6 +214,22 @@ class Observability(Construct):
                 )
             )
         return specs
+
+    def _in_flight_specs(self) -> list[AlarmSpec]:
+        """Messages in flight near SQS's per-queue limit, on each queue workers receive from."""
+        queues = {"Dispatch": self._queue, "LongRun": self._long_run}
+        return [
+            AlarmSpec(
+                f"{name}InFlight",
+                f"More than {IN_FLIGHT_ALARM:,} {name} messages in flight (received, not deleted): at SQS's "
+                "120,000 ReceiveMessage fails with OverLimit for every owner. Look for runs held by workers "
+                "(slow targets, a tenant's backlog waiting for max_concurrency) and scale or limit them",
+                queue.metric_approximate_number_of_messages_not_visible(statistic="Maximum", period=ONE_MINUTE),
+                IN_FLIGHT_ALARM,
+            )
+            for name, queue in queues.items()
+            if queue is not None
+        ]
 
     def _build_alarm(self, spec: AlarmSpec, action: cw_actions.SnsAction) -> cw.Alarm:
         alarm = cw.Alarm(

@@ -1,10 +1,12 @@
-"""The scheduler fleet: K instances of the scheduler Lambda, each started every minute.
+"""The scheduler fleet: K instances of the scheduler Lambda, each started at the start of every minute.
 
-EventBridge rules fire at most once a minute, so each invocation loops every second until 5 s
-before its 75 s timeout: consecutive invocations of an instance overlap by 10 s and the next one
-takes the shard leases over at its first tick, even when EventBridge starts it a few seconds late
-(``punctual.scheduling.invocation``; two invocations on one shard still cannot dispatch a run
-twice). Each instance receives ``{"instance": i, "instances": K}``. A rule holds at most 5
+EventBridge rules fire at most once a minute, so each invocation loops every second. The rules are
+``cron()`` rules, which fire at second 0 of the minute (a ``rate()`` rule fires at whatever second
+it was created): each invocation ticks through the next minute's claim window (:55-:00) and hands
+its shards over to the next minute's invocation right after it, or stops at second 40 of the next
+minute if none came (``punctual.scheduling.invocation``; two invocations on one shard still cannot
+dispatch a run twice). Each instance receives ``{"instance": i, "instances": K, "time": <the
+event's scheduled time>}``: the time names the invocation's generation. A rule holds at most 5
 targets, so the K targets are spread over ceil(K / 5) rules. Reserved concurrency 2K covers the
 seconds in which an instance's old and new invocations overlap, and keeps the fleet running when
 workers use the account's concurrency. A missed or failed tick is not retried: the next minute's tick replaces it.
@@ -55,7 +57,7 @@ class SchedulerFleet(Construct):
                 self,
                 f"Tick{first // per_rule}",
                 description=f"Start scheduler instances {first}..{min(first + per_rule, instances) - 1} every minute",
-                schedule=events.Schedule.rate(cdk.Duration.seconds(TICK_S)),
+                schedule=events.Schedule.cron(minute="*"),  # cron(* * * * ? *): second 0 of every minute
                 targets=[self._target(i, instances) for i in range(first, min(first + per_rule, instances))],
             )
             for first in range(0, instances, per_rule)
@@ -64,7 +66,9 @@ class SchedulerFleet(Construct):
     def _target(self, instance: int, instances: int) -> targets.LambdaFunction:
         return targets.LambdaFunction(
             self.handler.function,
-            event=events.RuleTargetInput.from_object({"instance": instance, "instances": instances}),
+            event=events.RuleTargetInput.from_object(
+                {"instance": instance, "instances": instances, "time": events.EventField.time}
+            ),
             retry_attempts=0,
             max_event_age=cdk.Duration.seconds(TICK_S),
         )

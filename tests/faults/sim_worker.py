@@ -120,7 +120,7 @@ class SimWorker:
             if not ids.is_run_id(delivery.run_id):
                 drops.append(delivery.receipt)
             elif delivery.not_before - now > self.sim.options.max_early_ms:
-                hides.append((delivery.receipt, delivery.not_before))
+                hides.append(delivery)
             else:
                 groups[delivery.not_before].append(delivery)
         if drops or hides:

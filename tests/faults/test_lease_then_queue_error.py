@@ -63,14 +63,15 @@ def engine(tmp_path: Path, clock: ManualClock) -> Iterator[EmbeddedEngine]:
 
 
 @pytest.mark.parametrize("defer_cover", [False, True])
-@pytest.mark.parametrize("failing", [["extend_many"], ["delete_many"], ["extend_many", "delete_many"]])
+@pytest.mark.parametrize("failing", [["extend_many"], ["delete_many"], ["extend_many", "delete_many"], ["send"]])
 def test_leased_runs_are_called_even_if_the_queue_fails_after_their_leases(
     engine: EmbeddedEngine, clock: ManualClock, failing: list[str], defer_cover: bool
 ) -> None:
     # Given, due now, a run whose lease (300 s + margin) outlasts its message's visibility (60 s),
     # so the lease extends the message (unless the caller covers it after the calls), a run of a
     # deleted job, whose message the batch deletes, and a run another worker holds, whose message
-    # the batch hides until that lease ends
+    # the batch hides until that lease ends (or, for a lease longer than a message is held in flight,
+    # re-sends with a delay: punctual.execution.waits)
     store = engine.store
     at = clock.now_ms()
     long_job = make_job(OWNER, clock, shards=1, timeout_s=300, max_retries=0)
@@ -80,7 +81,7 @@ def test_leased_runs_are_called_even_if_the_queue_fails_after_their_leases(
         store.create_job(job)
     runs = [make_run(job, at, clock) for job in (long_job, gone_job, held_job)]
     store.insert_runs(runs)
-    store.lease_run(held_job.id, at, "w0", at, 60 * SECOND)
+    store.lease_run(held_job.id, at, "w0", at, (90 if "send" in failing else 30) * SECOND)
     engine.queue.send([Dispatch(run.run_id, at) for run in runs])
     deliveries = drain(engine.queue)
     queue = FailingQueue(engine.queue, failing)

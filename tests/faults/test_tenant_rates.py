@@ -92,7 +92,7 @@ class Bench:
         now = self.clock.now_ms()
         self._settle_answered(now)
         received = self.engine.queue.receive(250, OPTIONS.visibility_s)
-        early = [(d.receipt, d.not_before) for d in received if d.not_before - now > OPTIONS.max_early_ms]
+        early = [d for d in received if d.not_before - now > OPTIONS.max_early_ms]
         if early:
             drop_or_hide(self.port, [], early)
         self._pending += [d for d in received if d.not_before - now <= OPTIONS.max_early_ms]

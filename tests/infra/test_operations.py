@@ -13,9 +13,11 @@ import pytest
 from infra import constants
 from infra.config import InfraConfig, InfraConfigError
 from punctual import resources
+from punctual.config import Settings
 from punctual.model import MAX_RETRIES
 from punctual.runs.retry import MAX_VISIBILITY_S
 from punctual.scheduling import invocation
+from punctual.scheduling.scheduler import SchedulerOptions
 from tests.infra.synth import OPTIONS_CONTEXT, Synth
 from tests.infra.test_stack import _function_id, _logical_id, _role_actions, _table
 
@@ -172,15 +174,56 @@ def test_with_fargate_long_runs_have_a_queue_only_fargate_consumes(options_synth
 # -- the scheduler's minute hand-over -------------------------------------------------------------------
 
 
-def test_scheduler_invocations_overlap_by_design(default_synth: Synth) -> None:
-    # Each invocation ticks until 5 s before its timeout, 60 s apart: they overlap by 10 s, and an
-    # instance's two overlapping invocations fit in its reserved concurrency of 2.
+def test_scheduler_invocations_hand_over_after_the_claim_window(default_synth: Synth) -> None:
+    # Each invocation starts at second 0 of its minute (cron) and ticks until its successor takes
+    # over, or until second 40 of the next minute: its timeout must not cut that short, and an
+    # instance's two invocations (the few seconds of the hand-over) fit in its reserved concurrency of 2.
     function = default_synth.template["Resources"][_function_id(default_synth, "scheduler")]["Properties"]
     assert function["Timeout"] == invocation.TIMEOUT_S
-    assert invocation.overlap_ms(function["Timeout"]) >= 10_000
+    assert function["Timeout"] * 1000 - invocation.SAFETY_MS >= invocation.PERIOD_MS + invocation.HAND_OVER_BY_S * 1000
     assert function["ReservedConcurrentExecutions"] == 2 * DEFAULTS.scheduler_instances
-    rules = [r for r in default_synth.properties("AWS::Events::Rule") if "Input" in r["Targets"][0]]
-    assert {r["ScheduleExpression"] for r in rules} == {"rate(1 minute)"}
+    rules = [r for r in default_synth.properties("AWS::Events::Rule") if "InputTransformer" in r["Targets"][0]]
+    assert {r["ScheduleExpression"] for r in rules} == {"cron(* * * * ? *)"}
+    # the hand-over (second 0 plus delivery and cold start) is as far from the next claim window
+    # (the lookahead before the minute's top) as it can be, and a successor missing until second 40
+    # leaves the others time to take its shards (a lease refresh) before that window
+    lookahead_s = Settings().lookahead_ms // 1000  # the deployed scheduler's (PUNCTUAL_LOOKAHEAD_MS)
+    refresh_s = SchedulerOptions().ownership.renew_every_ms // 1000
+    assert invocation.HAND_OVER_BY_S + refresh_s < 60 - lookahead_s
+
+
+# -- messages in flight -------------------------------------------------------------------------------
+
+
+def test_messages_in_flight_alarm_well_below_the_queue_limit(default_synth: Synth, options_synth: Synth) -> None:
+    # SQS holds 120,000 messages in flight per queue; over it ReceiveMessage fails for every owner
+    for synth, queues in ((default_synth, ["Dispatch"]), (options_synth, ["Dispatch", "LongRun"])):
+        for name in queues:
+            alarm = _alarm_named(synth, f"{name}InFlight")
+            assert alarm["MetricName"] == "ApproximateNumberOfMessagesNotVisible"
+            assert (alarm["Statistic"], alarm["Period"], alarm["EvaluationPeriods"]) == ("Maximum", 60, 1)
+            assert alarm["Threshold"] == 80_000 and alarm["ComparisonOperator"] == "GreaterThanThreshold"
+            prefix = "Dispatch0" if name == "Dispatch" else "DispatchDispatchLong"
+            queue = {"Fn::GetAtt": [_logical_id(synth, "AWS::SQS::Queue", prefix), "QueueName"]}
+            assert alarm["Dimensions"] == [{"Name": "QueueName", "Value": queue}]
+    assert not [k for k in default_synth.resources("AWS::CloudWatch::Alarm") if "LongRunInFlight" in k]
+
+
+def test_long_run_workers_may_resend_to_their_own_queue(options_synth: Synth) -> None:
+    # a wait re-sent with a delay (punctual.execution.waits) goes back to the queue it came from
+    long_id = _logical_id(options_synth, "AWS::SQS::Queue", "DispatchDispatchLong")
+    (task,) = [
+        t["Properties"] for k, t in options_synth.resources("AWS::ECS::TaskDefinition").items() if "LongRun" in k
+    ]
+    task_role = task["TaskRoleArn"]["Fn::GetAtt"][0]
+    sends = [
+        s["Resource"]
+        for p in options_synth.properties("AWS::IAM::Policy")
+        if {"Ref": task_role} in p["Roles"]
+        for s in p["PolicyDocument"]["Statement"]
+        if "sqs:SendMessage" in s["Action"]
+    ]
+    assert {"Fn::GetAtt": [long_id, "Arn"]} in sends  # besides the SQS targets of target_arns
 
 
 # -- the dispatch queue: dead-letter limit and retention ----------------------------------------------

@@ -15,6 +15,7 @@ from infra import constants
 from infra.config import InfraConfig
 from punctual import resources
 from punctual.config import EngineKind, Settings
+from punctual.scheduling import invocation
 from tests.infra.synth import Synth
 
 pytestmark = pytest.mark.infra
@@ -217,26 +218,44 @@ def test_function_environment_is_a_valid_punctual_configuration(default_synth: S
     assert settings.alert_topic_arn
 
 
-def test_scheduler_fleet_starts_k_instances_every_minute(default_synth: Synth) -> None:
+EVENT_TIME = "2026-12-01T12:34:00Z"  # what EventBridge puts in $.time of a scheduled event
+
+
+def _scheduler_inputs(synth: Synth) -> list[dict[str, Any]]:
+    """The event each scheduler target receives (its input template, given an event time), by instance."""
+    scheduler = {"Fn::GetAtt": [_function_id(synth, "scheduler"), "Arn"]}
+    inputs = []
+    for rule in synth.properties("AWS::Events::Rule"):
+        for target in rule["Targets"]:
+            if target["Arn"] == scheduler:
+                transformer = target["InputTransformer"]
+                assert transformer["InputPathsMap"] == {"time": "$.time"}
+                # EventBridge substitutes a string value with its quotes (a JSON string)
+                inputs.append(json.loads(transformer["InputTemplate"].replace("<time>", json.dumps(EVENT_TIME))))
+    return sorted(inputs, key=lambda i: i["instance"])
+
+
+def test_scheduler_fleet_starts_k_instances_at_the_start_of_every_minute(default_synth: Synth) -> None:
     k = DEFAULTS.scheduler_instances
     scheduler = _function_id(default_synth, "scheduler")
     function = default_synth.template["Resources"][scheduler]["Properties"]
-    assert function["Timeout"] == 75
+    assert function["Timeout"] == invocation.TIMEOUT_S == 110
     assert function["ReservedConcurrentExecutions"] == 2 * k
     rules = [
         r
         for r in default_synth.properties("AWS::Events::Rule")
         if any(t["Arn"] == {"Fn::GetAtt": [scheduler, "Arn"]} for t in r["Targets"])
     ]
-    assert all(r["ScheduleExpression"] == "rate(1 minute)" for r in rules)
+    # cron(): second 0 of every minute, away from the claim window before the next minute's top
+    # (a rate() rule fires at whatever second it was created)
+    assert all(r["ScheduleExpression"] == "cron(* * * * ? *)" for r in rules)
     assert all(len(r["Targets"]) <= 5 for r in rules)  # EventBridge's per-rule quota
-    inputs = sorted((json.loads(t["Input"]) for r in rules for t in r["Targets"]), key=lambda i: i["instance"])
-    assert inputs == [{"instance": i, "instances": k} for i in range(k)]
+    # each instance gets its index and the event's scheduled time, which names its generation
+    assert _scheduler_inputs(default_synth) == [{"instance": i, "instances": k, "time": EVENT_TIME} for i in range(k)]
 
 
 def test_scheduler_fleet_size_follows_the_context(options_synth: Synth) -> None:
-    targets = [t for r in options_synth.properties("AWS::Events::Rule") for t in r["Targets"] if "Input" in t]
-    assert sorted(json.loads(t["Input"])["instance"] for t in targets) == list(range(7))
+    assert [i["instance"] for i in _scheduler_inputs(options_synth)] == list(range(7))
 
 
 def test_reaper_sweeps_every_minute_and_drains_the_dead_letter_queue(default_synth: Synth) -> None:

@@ -1,7 +1,9 @@
-"""The scheduler Lambda handler on moto: one invocation claims due jobs each second as instance i,
-keeps its shard leases for the next invocation of the same instance, and refuses a bad event."""
+"""The scheduler Lambda handler on moto: one invocation claims due jobs each second as instance i of
+its generation (the event's minute), releases its shard leases when it stops, and refuses a bad event."""
 
 from __future__ import annotations
+
+from datetime import UTC, datetime
 
 import pytest
 
@@ -20,27 +22,38 @@ class ShortContext(Context):
         return 6_500  # minus the 5 s safety margin: the invocation ticks for about 1.5 s
 
 
-def test_an_invocation_claims_due_jobs_and_keeps_its_leases_for_the_next(engine: Engine) -> None:
+def _event_time(minute: int) -> str:
+    """EventBridge's ``time`` of a scheduled event for ``minute`` (minutes since the epoch)."""
+    return datetime.fromtimestamp(minute * 60, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def test_an_invocation_claims_due_jobs_and_hands_its_shards_over_when_it_stops(engine: Engine) -> None:
     # Given two one-time jobs due now
     now = SystemClock().now_ms()
     jobs = list(bench_jobs(2, now=now, due_at=now - 1_000, shards=engine.store.shards, cron=None))
     for job in jobs:
         engine.store.create_job(job)
     handler = load("scheduler")
-    # When instance 0 of 1 is invoked
-    result = handler.handler({"instance": 0, "instances": 1}, ShortContext())
+    minute = now // 60_000
+    # When instance 0 of 1 is invoked for this minute (the rule's input: the event's time)
+    result = handler.handler({"instance": 0, "instances": 1, "time": _event_time(minute)}, ShortContext())
     # Then both runs exist and were dispatched, and the jobs completed
     assert result["dispatched"] == 2
     for job in jobs:
         assert [r.scheduled_at for r in engine.store.list_runs(job.id, RunQuery()).items] == [now - 1_000]
-    # and its shard leases are kept under the instance's stable name, for the next invocation
+    # and its shard leases, taken under the instance's name of this generation, were released when
+    # it stopped with no successor: any instance may take them at once
     leases = engine.store.shard_leases()
-    assert {lease.owner for lease in leases} == {"scheduler-0"}
+    assert {lease.owner for lease in leases} == {f"scheduler-0@{minute}"}
     assert len(leases) == engine.store.shards
+    assert all(lease.expires_at < SystemClock().now_ms() for lease in leases)
+    assert ids.shard_of(jobs[0].id, engine.store.shards) in {lease.shard for lease in leases}
+    # When the next minute's invocation comes, it holds them, each under a new epoch
     epochs = {lease.shard: lease.epoch for lease in leases}
-    handler.handler({"instance": 0, "instances": 1}, ShortContext())
-    assert {lease.shard: lease.epoch for lease in engine.store.shard_leases()} == epochs  # renewed, not re-taken
-    assert ids.shard_of(jobs[0].id, engine.store.shards) in epochs
+    handler.handler({"instance": 0, "instances": 1, "time": _event_time(minute + 1)}, ShortContext())
+    after = engine.store.shard_leases()
+    assert {lease.owner for lease in after} == {f"scheduler-0@{minute + 1}"}
+    assert {lease.shard: lease.epoch for lease in after} == {shard: epoch + 1 for shard, epoch in epochs.items()}
 
 
 def test_a_bad_event_is_refused_with_a_clear_error(engine: Engine) -> None:
@@ -48,3 +61,5 @@ def test_a_bad_event_is_refused_with_a_clear_error(engine: Engine) -> None:
     with pytest.raises(InvalidInput, match="instance must be < instances"):
         handler.handler({"instance": 3, "instances": 2}, ShortContext())
     assert engine.store.shard_leases() == []
+    with pytest.raises(InvalidInput, match="has no offset"):
+        handler.handler({"instance": 0, "instances": 1, "time": "2026-12-01T12:34:00"}, ShortContext())

@@ -255,6 +255,32 @@ def test_shard_lease_rules() -> None:
     assert rules.may_acquire_shard(ShardLease(3, "s1", 4, NOW - 1), "s2", NOW)
 
 
+@pytest.mark.parametrize(
+    ("owner", "previous", "succeeds"),
+    [
+        ("scheduler-0@101", "scheduler-0@100", True),  # the next minute's invocation of instance 0
+        ("scheduler-0@200", "scheduler-0@100", True),
+        ("scheduler-0@100", "scheduler-0@100", False),  # itself: a renewal, not a hand-over
+        ("scheduler-0@99", "scheduler-0@100", False),  # a late predecessor never takes over
+        ("scheduler-1@101", "scheduler-0@100", False),  # another instance
+        ("scheduler-10@101", "scheduler-1@100", False),
+        ("scheduler-0@101", "scheduler-0", False),  # owners without a generation never hand over
+        ("scheduler-0", "scheduler-0@100", False),
+        ("scheduler-0@x", "scheduler-0@1", False),
+        ("a@b@2", "a@b@1", True),  # the generation is what follows the last "@"
+    ],
+)
+def test_a_later_generation_of_an_instance_succeeds_it(owner: str, previous: str, succeeds: bool) -> None:
+    assert rules.succeeds(owner, previous) is succeeds
+    live = ShardLease(3, previous, 4, NOW + 10)
+    assert rules.may_acquire_shard(live, owner, NOW) is (succeeds or owner == previous)
+
+
+def test_a_hand_over_moves_the_epoch_on() -> None:
+    taken = rules.acquired(ShardLease(3, "scheduler-0@100", 4, NOW + 10), 3, "scheduler-0@101", NOW, 1_000)
+    assert taken == ShardLease(3, "scheduler-0@101", 5, NOW + 1_000)  # the predecessor's renewals now fail
+
+
 def test_acquired_epochs() -> None:
     first = rules.acquired(None, 3, "s1", NOW, 1_000)
     assert first == ShardLease(3, "s1", 1, NOW + 1_000)

@@ -257,8 +257,25 @@ def _bounded_note(text: str) -> str:
 
 
 def may_acquire_shard(current: ShardLease | None, owner: str, now: int) -> bool:
-    """A shard is free if unleased, expired, or already ours."""
-    return current is None or current.expires_at < now or current.owner == owner
+    """A shard is free if unleased, expired, already ours, or held by an earlier generation of
+    ours (:func:`succeeds`: a hand-over, which fences the predecessor out by the epoch)."""
+    return current is None or current.expires_at < now or current.owner == owner or succeeds(owner, current.owner)
+
+
+GENERATION = "@"  # a scheduler owner "<instance>@<generation>" (punctual.scheduling.invocation)
+
+
+def succeeds(owner: str, previous: str) -> bool:
+    """``owner`` is a later generation of the scheduler instance that ``previous`` names: both are
+    ``<instance>@<generation>`` with the same instance and integer generations, ``owner``'s greater.
+    Owners without a generation never succeed one another."""
+    instance, mark, generation = owner.rpartition(GENERATION)
+    before, previous_mark, previous_generation = previous.rpartition(GENERATION)
+    if not (mark and previous_mark and instance == before):
+        return False
+    if not (generation.isdigit() and previous_generation.isdigit()):
+        return False
+    return int(generation) > int(previous_generation)
 
 
 def acquired(current: ShardLease | None, shard: int, owner: str, now: int, ttl_ms: int) -> ShardLease:

@@ -158,14 +158,16 @@ def _event_source(resources: dict[str, Any], function_id: str) -> dict[str, Any]
 
 
 def _instances(resources: dict[str, Any], scheduler_id: str) -> int:
-    """K from the scheduler rules' target input ``{"instance": i, "instances": K}``."""
+    """K from the scheduler rules' target input ``{"instance": i, "instances": K, "time": <time>}``
+    (an input template: the event's time goes in as a JSON string)."""
     for resource in resources.values():
         if resource["Type"] != "AWS::Events::Rule":
             continue
         for target in resource.get("Properties", {}).get("Targets", []):
             arn = json.dumps(target.get("Arn"))
-            if scheduler_id in arn and target.get("Input"):
-                return int(json.loads(target["Input"])["instances"])
+            text = target.get("Input") or target.get("InputTransformer", {}).get("InputTemplate")
+            if scheduler_id in arn and text:
+                return int(json.loads(text.replace("<time>", '""'))["instances"])
     raise ConfigError("the template has no scheduler rule with an instances input")
 
 

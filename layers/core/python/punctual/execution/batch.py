@@ -47,6 +47,7 @@ from punctual.execution.delivery import (
 )
 from punctual.execution.options import ExecutionOptions, Outcome
 from punctual.execution.targets.types import TargetResult
+from punctual.execution.waits import Waits, parked
 from punctual.model import Job, JobStatus, Run, RunState, copy_run
 from punctual.port import Alert, Beat, Delivery, Finish, Hold, LeaseOutcome, LeaseRequest, Queue, Store
 from punctual.runs import retry
@@ -227,6 +228,7 @@ def prepare(
         waiting.append((delivery, job, waited_before(port.store, delivery, scheduled_at) if gated else None))
 
     hides: defaultdict[int, list[str]] = defaultdict(list)
+    waits = Waits(now, port.options)  # held by another worker, or backing off (punctual.execution.waits)
     results = port.store.lease_runs(requests, port.worker_id, now) if requests else []
     # From here on the leased runs' attempts have begun: nothing below may keep them from their calls
     # (a failure only leaves a slot, a message or a debt to be dealt with later: _after_leases).
@@ -241,8 +243,8 @@ def prepare(
             if not defer_cover and visibility_short(request.lease_ms, port.options):  # hidden as long as the lease
                 hides[retry.visibility_s(request.lease_ms)].append(delivery.receipt)
         elif lease.outcome in (LeaseOutcome.HELD, LeaseOutcome.NOT_READY):
-            hides[retry.visibility_s(hidden_until(lease, now, port.options) - now)].append(delivery.receipt)
             held = lease.outcome is LeaseOutcome.HELD
+            waits.add(delivery, hidden_until(lease, now, port.options), job.owner, parked_run=parked(lease.run))
             prepared.settled.append((delivery, Outcome.HELD if held else Outcome.NOT_READY))
         elif lease.outcome is LeaseOutcome.SKIPPED:  # overlap=forbid, or withdrawn: cancelled, never called
             drops.append(delivery.receipt)
@@ -255,6 +257,7 @@ def prepare(
             prepared.settled.append((delivery, Outcome.DUPLICATE))
     for visibility, receipts in hides.items():
         _after_leases("extend or hide messages", port.queue.extend_many, receipts, visibility)
+    _after_leases("hide or re-send waiting messages", waits.apply, port.queue)
     if drops:
         _after_leases("delete messages", port.queue.delete_many, drops)
     return prepared
@@ -330,7 +333,8 @@ def settle(port: Port, done: Sequence[Done]) -> list[Outcome]:
 
     A succeeded (or cancelled) run's message is deleted with its finish; a dead or failed run's
     only after its owner was alerted (so a crash in between alerts on redelivery); a retrying run's
-    message is hidden for the backoff and brings the next attempt.
+    message waits for the backoff and brings the next attempt (hidden, re-sent with a delay, or,
+    for a parked run, deleted: ``punctual.execution.waits``).
     """
     now = port.clock.now_ms()
     finishes: list[Finish] = []
@@ -364,7 +368,7 @@ def settle(port: Port, done: Sequence[Done]) -> list[Outcome]:
             if run is not None and run.owner in holding:
                 gate.release(run.owner, item.leased.run.run_id)
     outcomes: list[Outcome] = []
-    hides: defaultdict[int, list[str]] = defaultdict(list)
+    waits = Waits(now, port.options)
     drops: list[str] = []
     for item, finish, record, run in zip(done, finishes, records, runs, strict=True):
         leased = item.leased
@@ -375,17 +379,15 @@ def settle(port: Port, done: Sequence[Done]) -> list[Outcome]:
             outcomes.append(Outcome.LEASE_LOST)
         elif run.state is RunState.RETRYING:
             assert run.next_attempt_at is not None
-            hides[retry.visibility_s(run.next_attempt_at - now)].append(leased.delivery.receipt)
+            waits.add(leased.delivery, run.next_attempt_at, run.owner, parked_run=parked(run))
             outcomes.append(Outcome.RETRYING)
         else:
             if finish.ack is None:
                 port.owed(leased.job, run, now)
                 drops.append(leased.delivery.receipt)
             outcomes.append(_OUTCOME_OF[run.state])
-    for visibility, receipts in hides.items():
-        port.queue.extend_many(receipts, visibility)
-    if drops:
-        port.queue.delete_many(drops)
+    waits.drop(drops)
+    waits.apply(port.queue)
     return outcomes
 
 
@@ -408,16 +410,14 @@ def beat(port: Port, attempts: Sequence[Leased]) -> list[bool]:
     return alive
 
 
-def drop_or_hide(port: Port, drops: Sequence[str], hides: Sequence[tuple[str, int]]) -> None:
-    """Delete the messages ``drops`` and hide each of ``hides`` until its epoch-ms instant."""
-    now = port.clock.now_ms()
-    grouped: defaultdict[int, list[str]] = defaultdict(list)
-    for receipt, until in hides:
-        grouped[retry.visibility_s(until - now)].append(receipt)
-    for visibility, receipts in grouped.items():
-        port.queue.extend_many(receipts, visibility)
-    if drops:
-        port.queue.delete_many(list(drops))
+def drop_or_hide(port: Port, drops: Sequence[str], early: Sequence[Delivery]) -> None:
+    """Delete the messages ``drops``; let each of ``early`` (far too early) wait for its not_before
+    (hidden, or re-sent with a delay: ``punctual.execution.waits``)."""
+    waits = Waits(port.clock.now_ms(), port.options)
+    for delivery in early:
+        waits.add(delivery, delivery.not_before, delivery.extra.get("group"))
+    waits.drop(list(drops))
+    waits.apply(port.queue)
 
 
 def _cancel_orphan(port: Port, job_id: str, scheduled_at: int, now: int) -> Outcome:

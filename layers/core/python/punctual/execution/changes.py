@@ -23,8 +23,10 @@ def attempt_change(
         return RunChange(state=RunState.SUCCEEDED, now=now, deadline_at=now, append=record, finished_at=now)
     if verdict is retry.Verdict.RETRY:
         at = now + retry.backoff_ms(job.retry, attempt, key=run.run_id, jitter=options.jitter)
-        grace = options.retry_grace_ms
-        return RunChange(state=RunState.RETRYING, now=now, deadline_at=at + grace, append=record, next_attempt_at=at)
+        # a backoff longer than a message's delay is parked in the row: the reaper finds it by this
+        # deadline, before it is due, and sends it again (punctual.execution.waits)
+        deadline = at - options.parked_lead_ms if at - now > options.resend_max_ms else at + options.retry_grace_ms
+        return RunChange(state=RunState.RETRYING, now=now, deadline_at=deadline, append=record, next_attempt_at=at)
     if verdict is retry.Verdict.FAILED:
         note = bounded_note(f"failed on attempt {attempt} (not retryable): {error}")
         return RunChange(state=RunState.FAILED, now=now, deadline_at=now, append=record, finished_at=now, note=note)

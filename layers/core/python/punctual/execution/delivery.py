@@ -4,12 +4,15 @@ Every worker (threads of ``punctual worker``, the worker Lambda on its SQS event
 workers of ``punctual dev``) runs :func:`process_delivery` on each message it receives::
 
     message ──parse run id──> wait for not_before ──> read job ──lease run──> target (heartbeat) ──> finish
-                 │ bad: delete                            │ gone: cancel  │ HELD:       hide until the lease ends
-                 │                                        │ run, delete   │ NOT_READY:  hide until the backoff ends
+                 │ bad: delete                            │ gone: cancel  │ HELD:       wait until the lease ends
+                 │                                        │ run, delete   │ NOT_READY:  wait until the backoff ends
                  │                                                        │ FINISHED / NOT_FOUND: delete (duplicate)
                  │                                                        │ SKIPPED (overlap=forbid): delete
                  │                 over a tenant limit (punctual.tenancy.admission, before the lease):
-                 │                 hide for a jittered backoff; never failed, no attempt used
+                 │                 wait for a jittered backoff; never failed, no attempt used
+
+A message waits hidden (in flight) for a minute at most; longer, it is re-sent with a delay, or,
+for a retry parked in its run's row, deleted (``punctual.execution.waits``).
 
 The job's overlap policy is decided by the lease, at the run's instant (``rules.overlap_*``).
 
@@ -20,8 +23,8 @@ The message is the run's lease clock on the queue side, so every open run keeps 
   the message, whose redelivery finds the run terminal and does both again (both are idempotent);
 - success → ``succeeded``, delete the message;
 - a retryable failure (error, retryable status, timeout) while ``attempt <= max_retries`` →
-  ``retrying`` with ``next_attempt_at = now + backoff``, and the *same* message is hidden for the
-  backoff (not deleted): it comes back when the run may be leased again;
+  ``retrying`` with ``next_attempt_at = now + backoff``, and the message waits for the backoff: it
+  comes back (or, re-sent or parked, a new one comes) when the run may be leased again;
 - a retryable failure past ``max_retries`` → ``dead``, owner alerted, delete;
 - a failure retrying cannot fix (see ``punctual.runs.retry``) → ``failed`` at once, owner alerted, delete;
 - a finish or heartbeat refused with :class:`LeaseLost` (the lease expired and another worker took
@@ -56,6 +59,7 @@ from punctual.execution.changes import (
 )
 from punctual.execution.options import ExecutionOptions, Outcome
 from punctual.execution.targets import TargetExecutor, TargetResult, failed, timed_out
+from punctual.execution.waits import parked, wait_one
 from punctual.model import Attempt, Job, JobStatus, Run, RunState, Withdrawal
 from punctual.port import Alert, Delivery, Dispatch, LeaseOutcome, LeaseResult, Queue, RunChange, Store
 from punctual.resources import MAX_DELAY_S
@@ -103,7 +107,7 @@ def process_delivery(
         return Outcome.INVALID
 
     if delivery.not_before - clock.now_ms() > ctx.options.max_early_ms:  # whole-second SQS delays: ~1 s early at most
-        ctx.hide(delivery.not_before)
+        ctx.hide(delivery.not_before, delivery.extra.get("group"))
         return Outcome.NOT_READY
 
     # Messages become visible up to a second early (whole-second SQS delays): wait out the rest
@@ -194,9 +198,11 @@ class _Context:
     alerter: Alerter
     gate: Gate | None = None
 
-    def hide(self, until: int) -> None:
-        """Hide the message until ``until`` (epoch ms, rounded up to whole seconds)."""
-        self.queue.extend(self.delivery.receipt, retry.visibility_s(until - self.clock.now_ms()))
+    def hide(self, until: int, group: str | None, *, parked_run: bool = False) -> None:
+        """Let the message wait until ``until`` (epoch ms): hidden, re-sent in ``group`` (the run's
+        owner) or, for a ``parked_run``, deleted (``punctual.execution.waits``)."""
+        now = self.clock.now_ms()
+        wait_one(self.queue, self.delivery, until, now, self.options, group=group, parked_run=parked_run)
 
     def drop(self) -> None:
         self.queue.delete(self.delivery.receipt)
@@ -245,7 +251,8 @@ def wait_for_limits(
     hidden message would come back up to a second late, and be judged by another worker's clock.
     Any other wait hides the message, unless it was received ``requeue_after_receives`` times: it is
     then resent fresh too, since the dead-letter redrive counts receives and waiting must never
-    dead-letter a run.
+    dead-letter a run. A wait longer than ``hold_max_ms`` is resent as well: a hidden message is in
+    flight, and a queue holds only so many (``punctual.execution.waits``).
     """
     job_id, scheduled_at = ids.parse_run_id(delivery.run_id)
     now = clock.now_ms()
@@ -258,7 +265,8 @@ def wait_for_limits(
         ):
             deadline = max(run.deadline_at, retry_at + options.throttle_grace_ms)
             store.transition_run(run, RunChange(run.state, now, deadline, note=note, clear_lease=False))
-    if admission.turn or delivery.receive_count >= options.requeue_after_receives:
+    fresh = admission.turn or delivery.receive_count >= options.requeue_after_receives
+    if fresh or retry_at - now > options.hold_max_ms:  # a long wait is not held in flight (execution.waits)
         delay_s = min(max(0, (retry_at - now) // 1000), MAX_DELAY_S)  # never late: the worker waits the rest
         not_before = max(delivery.not_before, retry_at)
         queue.send([Dispatch(delivery.run_id, not_before, delay_s, group=admission.owner)])
@@ -270,7 +278,7 @@ def wait_for_limits(
 
 def _not_leased(ctx: _Context, job: Job, lease: LeaseResult) -> Outcome:
     if lease.outcome in (LeaseOutcome.HELD, LeaseOutcome.NOT_READY):
-        ctx.hide(hidden_until(lease, ctx.clock.now_ms(), ctx.options))
+        ctx.hide(hidden_until(lease, ctx.clock.now_ms(), ctx.options), job.owner, parked_run=parked(lease.run))
         return Outcome.HELD if lease.outcome is LeaseOutcome.HELD else Outcome.NOT_READY
     if lease.outcome is LeaseOutcome.SKIPPED:
         ctx.drop()
@@ -378,8 +386,8 @@ class _LeasedAttempt:
             return Outcome.LEASE_LOST
         self._release_slot()
         if verdict is retry.Verdict.RETRY:
-            assert change.next_attempt_at is not None
-            self.ctx.hide(change.next_attempt_at)  # the same message brings the next attempt
+            assert change.next_attempt_at is not None  # the message (or its re-send) brings the next attempt
+            self.ctx.hide(change.next_attempt_at, self.job.owner, parked_run=parked(finished))
             return Outcome.RETRYING
         return self._ended(finished, now)
 

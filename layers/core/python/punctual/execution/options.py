@@ -8,6 +8,7 @@ from enum import StrEnum
 
 from punctual import metrics as m
 from punctual.dependencies.release import ReleaseOptions
+from punctual.resources import MAX_DELAY_S
 from punctual.runs import retry
 
 
@@ -58,3 +59,14 @@ class ExecutionOptions:
     # a message that waited on its owner's limits this many receives is resent fresh (the DLQ counts receives)
     requeue_after_receives: int = 10
     throttle_grace_ms: int = 120_000  # a waiting run's deadline: its next try + this (the reaper leaves it alone)
+    # Where a message waits (punctual.execution.waits): hidden (in flight) up to hold_max_ms, re-sent
+    # with a delay up to resend_max_ms (SQS's longest delay); a retry's longer backoff is parked in its
+    # run's row, whose deadline is parked_lead_ms before the next attempt: the reaper re-sends it then.
+    hold_max_ms: int = 60_000
+    resend_max_ms: int = MAX_DELAY_S * 1000
+    parked_lead_ms: int = 600_000
+
+    def __post_init__(self) -> None:
+        # a parked run is re-sent by the reaper with a delay of at most resend_max_ms: its lead must fit
+        if not 0 < self.hold_max_ms <= self.parked_lead_ms < self.resend_max_ms <= MAX_DELAY_S * 1000:
+            raise ValueError("need 0 < hold_max_ms <= parked_lead_ms < resend_max_ms <= 900 s")

@@ -53,7 +53,9 @@ def delivery_of(record: Mapping[str, Any]) -> Delivery:
         "ReceiptHandle": record.get("receiptHandle", ""),
         "Body": record.get("body", ""),
         "Attributes": {
-            name: attributes[name] for name in ("ApproximateReceiveCount", "SentTimestamp") if name in attributes
+            name: attributes[name]
+            for name in ("ApproximateReceiveCount", "SentTimestamp", "MessageGroupId")  # the group: for a re-send
+            if name in attributes
         },
     }
     return delivery_from_message(message)

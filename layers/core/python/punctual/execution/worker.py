@@ -220,7 +220,7 @@ class Worker(Holding):
         """Drop messages that name no run, hide those far too early, then wait for each group's instant."""
         now = self.clock.now_ms()
         drops: list[str] = []
-        hides: list[tuple[str, int]] = []
+        hides: list[Delivery] = []
         early: list[tuple[asyncio.Future[Settled], Outcome]] = []
         due: dict[int, list[tuple[Delivery, asyncio.Future[Settled]]]] = {}
         for delivery, future in items:
@@ -230,7 +230,7 @@ class Worker(Holding):
                 early.append((future, Outcome.INVALID))
                 continue
             if delivery.not_before - now > self.options.max_early_ms:  # whole-second SQS delays: ~1 s early at most
-                hides.append((delivery.receipt, delivery.not_before))
+                hides.append(delivery)
                 early.append((future, Outcome.NOT_READY))
                 continue
             due.setdefault(delivery.not_before, []).append((delivery, future))

@@ -243,8 +243,9 @@ class Store(ABC):
     def acquire_shard(self, shard: int, owner: str, now: int, ttl_ms: int) -> ShardLease | None:
         """Take ``shard`` for ``owner`` until ``now + ttl_ms``.
 
-        Qualifies if the shard has no lease, its lease expired (``expires_at < now``), or
-        ``owner`` already holds it. The epoch increases when the owner changes. None if held by
+        Qualifies if the shard has no lease, its lease expired (``expires_at < now``), ``owner``
+        already holds it, or an earlier generation of ``owner`` holds it (``rules.succeeds``: the
+        scheduler Lambda's hand-over). The epoch increases when the owner changes. None if held by
         another owner.
         """
 

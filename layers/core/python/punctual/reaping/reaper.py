@@ -14,7 +14,11 @@ lease), so the reaper only handles what the queue cannot:
                  took it over (its message is gone)       (a ``lease_expired`` attempt is logged) and
                                                           resend; else ``dead`` + alert
    retrying      its backoff ended long ago and nobody    push its deadline, resend
-                 leased it (its message is gone)
+                 leased it (its message is gone), or it   (a parked run: for its next attempt, with a
+                 is parked: its backoff is too long for   delay, and its deadline past that attempt)
+                 a message's delay, and its deadline
+                 comes before its next attempt
+                 (``punctual.execution.waits``)
    ============  =======================================  ==============================================
 
    Runs whose job is gone are cancelled. Every write is a compare-and-set on the run as read, so a
@@ -52,7 +56,7 @@ from punctual.dependencies.release import ReleaseOptions, release_dependents
 from punctual.errors import ConcurrentModification, InvalidId, RunNotFound
 from punctual.model import MAX_ERROR_CHARS, Attempt, AttemptOutcome, Job, Run, RunState, truncate
 from punctual.port import Alert, Delivery, Dispatch, Engine, Queue, RunChange, Store
-from punctual.resources import MAX_BATCH
+from punctual.resources import MAX_BATCH, MAX_DELAY_S
 from punctual.runs.alerts import Alerter, LogAlerter, alert_once
 from punctual.runs.cancel import cancellation, live_job
 from punctual.scheduling.planning import is_long_run
@@ -274,9 +278,11 @@ class _Pass:
                 self.stats.cancelled += 1
             elif run.state is RunState.RUNNING:
                 self._lost_lease(run, job)
-            else:  # scheduled or retrying, and its message is gone: push the deadline, then resend
-                self.store.transition_run(run, RunChange(run.state, now, self._new_deadline(), clear_lease=False))
-                self._resend(run, job)
+            else:  # scheduled or retrying, and its message is gone (or parked): push the deadline, then resend
+                due = max(now, run.next_attempt_at or now) if run.state is RunState.RETRYING else now
+                change = RunChange(run.state, now, due + self.options.redispatch_grace_ms, clear_lease=False)
+                self.store.transition_run(run, change)
+                self._resend(run, job, due)
                 self.stats.redispatched += 1
         except ConcurrentModification:
             self.stats.conflicts += 1
@@ -301,10 +307,12 @@ class _Pass:
         self.stats.dead += 1
         self.stats.alerts += alert_once(self.store, self.alerter, _alert(dead, note, self.now))
 
-    def _resend(self, run: Run, job: Job) -> None:
-        # not_before = now: the run is late already; a delayed resend would only make it later
+    def _resend(self, run: Run, job: Job, due: int | None = None) -> None:
+        # due (a parked run's next attempt) or now: a run that is late already is not delayed further
+        due = self.now if due is None else due
+        delay_s = min(max(0, (due - self.now) // 1000), MAX_DELAY_S)
         long = is_long_run(job.timeout_s, self.options.long_run_after_s)
-        self.queue.send([Dispatch(run.run_id, not_before=self.now, group=run.owner, long_run=long)])
+        self.queue.send([Dispatch(run.run_id, not_before=due, delay_s=delay_s, group=run.owner, long_run=long)])
 
     def _new_deadline(self) -> int:
         return self.now + self.options.redispatch_grace_ms

@@ -1,34 +1,62 @@
-"""How long one scheduler Lambda invocation ticks: consecutive invocations overlap, never gap.
+"""The minute hand-over of a scheduler Lambda instance: one invocation a minute, no gap, no overlap
+in the claim window.
 
-EventBridge starts each scheduler instance once a minute, sometimes a few seconds late. An
-invocation that stopped after 59 s would leave its instance's shards unscanned from its stop
-until the next invocation's first tick; its leases (kept for the next invocation, not released)
-also stop the other instances from taking the shards over meanwhile. So every invocation ticks
-until ``SAFETY_MS`` before its own timeout, and the next one takes the leases over at its first
-tick (same owner name ``scheduler-<i>``: an acquire of one's own live lease is a renewal)::
+EventBridge starts instance ``i`` at the start of every minute (a ``cron()`` rule: second 0, plus
+its delivery and the function's cold start). The runs of a minute's top are claimed in the seconds
+before it (``lookahead_ms``: :55-:00 by default): that is where the load is, and where a hand-over
+must not fall. So the invocation started for minute ``G`` ticks through the next minute's claim
+window and hands over right after it, to the invocation for ``G + 1``::
 
-    invocation n    |==== ticks ==================================|  stops at timeout - SAFETY
-    invocation n+1                            |== first tick takes the leases ==== ...
-                    0 s                       60 s (+ late start)  timeout - SAFETY = 70 s
+    G:00        G+1:00 - lookahead   G+1:00 + d    G+1:40
+     |== invocation G ========================|..|           (stops within renew_every_ms of the hand-over)
+                     claim window  [=====]     |== invocation G+1 ==========================...
+                                               the successor takes the leases over at its first tick
 
-For ``overlap_ms(timeout_s)`` (10 s with the 75 s timeout) both invocations scan the same
-shards; the claim's conditional writes keep that harmless (a few ``ClaimConflicts``), and a
-start up to that late loses no tick. Each instance therefore needs two concurrent executions
-(the stack reserves 2 per instance).
+Each invocation's owner name carries its generation: ``scheduler-<i>@<G>`` (:func:`owner`, ``G``
+the minute the event was scheduled for). The successor takes its predecessor's live leases at once
+(``rules.succeeds``: a new epoch fences the predecessor out), and the predecessor, at its next lease
+refresh, sees a successor and stops claiming (``ShardOwnership.handed_over``). So the two claim the
+same shards for at most ``renew_every_ms`` (3 s), after the window, never in it; and a successor that
+starts late leaves no gap, since its predecessor ticks on until it comes.
+
+Should no successor come by second ``HAND_OVER_BY_S`` (40) of the next minute, the invocation
+releases its leases and stops: the other instances take its shards over at their next refresh,
+well before the next claim window (and give them back to the preferred instance later).
 """
 
 from __future__ import annotations
 
-SAFETY_MS = 5_000  # stop this long before the function's timeout: the last tick and the log flush fit
+from datetime import datetime
+
+from punctual.rules import GENERATION
+
+SAFETY_MS = 5_000  # stop at least this long before the function's timeout: the last tick and the log flush fit
 PERIOD_MS = 60_000  # EventBridge starts every instance once a minute
-TIMEOUT_S = 75  # the scheduler Lambda's timeout (infra.constants.SCHEDULER_FUNCTION): 10 s of overlap
+HAND_OVER_BY_S = 40  # an invocation no successor relieved stops at this second of the next minute
+# the scheduler Lambda's timeout (infra.constants.SCHEDULER_FUNCTION): from second 0 of its minute to
+# HAND_OVER_BY_S of the next, with SAFETY_MS to spare for a start up to SAFETY_MS early or late
+TIMEOUT_S = (PERIOD_MS + HAND_OVER_BY_S * 1000 + 2 * SAFETY_MS) // 1000
 
 
-def run_until_ms(now_ms: int, remaining_ms: int) -> int:
-    """When an invocation started at ``now_ms`` with ``remaining_ms`` left before its timeout stops ticking."""
-    return now_ms + max(0, remaining_ms - SAFETY_MS)
+def generation(scheduled_at: str | None, now_ms: int) -> int:
+    """The invocation's generation: the minute (since the epoch) its event was scheduled for
+    (EventBridge's event ``time``, e.g. ``2026-12-01T12:34:00Z``), or, without one (a manual
+    invocation), the current minute. Raises ValueError for a time that is not ISO 8601 with an offset."""
+    if scheduled_at is None:
+        return now_ms // PERIOD_MS
+    at = datetime.fromisoformat(scheduled_at)
+    if at.tzinfo is None:
+        raise ValueError(f"time {scheduled_at!r} has no offset (EventBridge's event time is UTC, ending in Z)")
+    return int(at.timestamp() * 1000) // PERIOD_MS
 
 
-def overlap_ms(timeout_s: int) -> int:
-    """How long consecutive invocations of one instance both tick: how late a start may be without a gap."""
-    return timeout_s * 1000 - SAFETY_MS - PERIOD_MS
+def owner(instance: int, generation_: int) -> str:
+    """The shard-lease owner of instance ``instance``'s invocation of generation ``generation_``."""
+    return f"scheduler-{instance}{GENERATION}{generation_}"
+
+
+def run_until_ms(now_ms: int, remaining_ms: int, generation_: int) -> int:
+    """When an invocation of ``generation_`` started at ``now_ms``, with ``remaining_ms`` before its
+    timeout, stops ticking at the latest (it stops earlier once its successor took over)."""
+    hand_over_by = (generation_ + 1) * PERIOD_MS + HAND_OVER_BY_S * 1000
+    return min(now_ms + max(0, remaining_ms - SAFETY_MS), hand_over_by)

@@ -93,15 +93,16 @@ class Scheduler:
         after_tick: Callable[[], None] | None = None,
         release_on_stop: bool = True,
     ) -> ClaimStats:
-        """Tick every second until ``stop`` is set (or ``until_ms``), then release the shard leases.
+        """Tick every second until ``stop`` is set (or ``until_ms``, or a successor took the shards
+        over: ``ShardOwnership.handed_over``), then release the shard leases.
 
         ``after_tick`` runs after every tick (the Lambda flushes its metrics there). Without
-        ``release_on_stop`` the leases are kept until they expire: the next Lambda invocation of the
-        same instance (same owner) renews them at once, instead of another instance grabbing them.
+        ``release_on_stop`` the leases are kept until they expire. A release only ever expires this
+        owner's own leases (owner and epoch): a successor's are left alone.
         """
         total = ClaimStats()
         try:
-            while not stop.is_set() and (until_ms is None or self.clock.now_ms() < until_ms):
+            while not stop.is_set() and self._on_duty(until_ms):
                 try:
                     total.add(self.tick())
                 except Exception:  # one failed tick (throttling, a network blip) must not end the loop
@@ -113,6 +114,10 @@ class Scheduler:
             if release_on_stop:
                 self.ownership.release_all()
         return total
+
+    def _on_duty(self, until_ms: int | None) -> bool:
+        """Before ``until_ms``, and no successor took the shards over (``ShardOwnership.handed_over``)."""
+        return not self.ownership.handed_over and (until_ms is None or self.clock.now_ms() < until_ms)
 
     def _claim_one_page(self, shard: int, total: ClaimStats) -> bool:
         """Claim one page of ``shard``; True if the shard may have more due jobs.

@@ -6,12 +6,19 @@ conditional writes do). Balance: instance ``i`` of ``n`` prefers the shards with
 (an instance stopped renewing), and gives such foreign shards back every ``rebalance_ms`` so that
 a returning preferred owner can pick them up again (if nobody does, it re-acquires them on its
 next pass: the lookahead covers the gap).
+
+Hand-over: an owner named ``<instance>@<generation>`` (the scheduler Lambda's invocations,
+``punctual.scheduling.invocation``) takes its predecessor's live leases at once
+(``rules.succeeds``: a new epoch, so the predecessor's next renewal fails). The predecessor learns
+it was relieved at its next refresh (a successor holds one of the shards): it gives up every lease
+it still holds and claims nothing more (:attr:`ShardOwnership.handed_over`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from punctual import rules
 from punctual.port import ShardLease, Store
 
 
@@ -40,6 +47,7 @@ class ShardOwnership:
         self.leases: dict[int, ShardLease] = {}
         self._last_refresh = -(2**62)
         self._last_rebalance = 0
+        self.handed_over = False  # a later generation of this owner holds a shard: this one has stopped
 
     @property
     def shards(self) -> list[int]:
@@ -49,18 +57,24 @@ class ShardOwnership:
         return shard % self.instances == self.instance
 
     def refresh(self, now: int, *, force: bool = False) -> list[int]:
-        """Renew held leases and acquire free ones, at most every ``renew_every_ms``. Returns owned shards."""
-        if not force and now - self._last_refresh < self.options.renew_every_ms:
+        """Renew held leases and acquire free ones, at most every ``renew_every_ms``. Returns owned
+        shards: none once a successor took over (:attr:`handed_over`), whose leases are given up."""
+        if self.handed_over or (not force and now - self._last_refresh < self.options.renew_every_ms):
             return self.shards
         self._last_refresh = now
         if self._last_rebalance == 0:
             self._last_rebalance = now
         self._renew(now)
+        current = {lease.shard: lease for lease in self.store.shard_leases()}
+        if any(rules.succeeds(lease.owner, self.owner) for lease in current.values()):
+            self.handed_over = True  # the successor takes the rest on its own pass, if it has not yet
+            self.release_all()
+            return self.shards
         given_back: set[int] = set()
         if now - self._last_rebalance >= self.options.rebalance_ms:
             self._last_rebalance = now
             given_back = self._give_back_foreign()
-        self._acquire_free(now, skip=given_back)
+        self._acquire_free(now, current, skip=given_back)
         return self.shards
 
     def release_all(self) -> None:
@@ -86,15 +100,14 @@ class ShardOwnership:
                 given_back.add(shard)
         return given_back
 
-    def _acquire_free(self, now: int, skip: set[int]) -> None:
+    def _acquire_free(self, now: int, current: dict[int, ShardLease], skip: set[int]) -> None:
         candidates = sorted(range(self.store.shards), key=lambda s: (not self.preferred(s), s))
-        current = {lease.shard: lease for lease in self.store.shard_leases()}
         for shard in candidates:
             if shard in self.leases or shard in skip:
                 continue
             lease = current.get(shard)
-            if lease is not None and lease.owner != self.owner and lease.expires_at >= now:
-                continue  # held by a live instance: no write, no conflict
+            if lease is not None and not rules.may_acquire_shard(lease, self.owner, now):
+                continue  # held by a live instance (not our predecessor): no write, no conflict
             acquired = self.store.acquire_shard(shard, self.owner, now, self.options.ttl_ms)
             if acquired is not None:
                 self.leases[shard] = acquired

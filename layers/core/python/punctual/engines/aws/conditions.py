@@ -76,6 +76,7 @@ SHARD_EXPIRED = "expires_at < :now"
 SHARD_FREE = f"{SHARD_UNLEASED} OR {SHARD_EXPIRED}"  # taking it bumps the epoch
 SHARD_OURS_LIVE = "#owner = :me AND expires_at >= :now"  # extending it keeps the epoch
 SHARD_HELD = "#owner = :me AND epoch = :epoch"  # renew / release: same owner and fencing token
+SHARD_HANDED_OVER = "#owner = :before AND epoch = :epoch"  # a successor takes it live (rules.succeeds)
 
 # -- alerts ----------------------------------------------------------------------------------------
 ALERT_NOT_EXISTS = "attribute_not_exists(pk)"

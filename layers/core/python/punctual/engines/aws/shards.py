@@ -36,9 +36,11 @@ class DynamoShards:
             return None  # another owner's live lease: no second write
         take = c.Expression().set("#owner = :me", me=s(owner)).set("expires_at = :until", until=n(until))
         take.set("epoch = if_not_exists(epoch, :zero) + :one", zero=n(0), one=n(1))  # a new fencing token
-        written = self._tables.update(
-            self.leases_table, key, take.request(c.SHARD_FREE, now=n(now)), old_on_failure=False
-        )
+        if current is not None and current.expires_at >= now:  # a hand-over: the lease as read, live
+            request = take.request(c.SHARD_HANDED_OVER, before=s(current.owner), epoch=n(current.epoch))
+        else:
+            request = take.request(c.SHARD_FREE, now=n(now))
+        written = self._tables.update(self.leases_table, key, request, old_on_failure=False)
         return _lease_of(written) if written.applied else None
 
     def renew_shard(self, lease: ShardLease, now: int, ttl_ms: int) -> ShardLease | None:

@@ -31,7 +31,7 @@ from punctual.port import Delivery, Dispatch, Queue
 from punctual.resources import MAX_DELAY_S
 from punctual.tenancy.fairness import RoundRobin
 
-_Row = tuple[int, str, int, int]  # a _VISIBLE row: id, body, receive_count, sent_at
+_Row = tuple[int, str, int, int, str]  # a _VISIBLE row: id, body, receive_count, sent_at, and its group
 
 # A body as _body writes it, for a run id and an integer not_before (no escapes in either).
 _BODY = re.compile(r'\{"run_id":"(run_[0-9a-f]{32}_[0-9]{1,15})","not_before":(-?(?:0|[1-9][0-9]{0,17}))\}')
@@ -203,7 +203,7 @@ class EmbeddedQueue(Queue):
                 picked = seen.setdefault(group, set())
                 # sorted here: an aggregate's order of rows is not promised (ORDER BY in one: SQLite 3.44)
                 found = sorted(json_rows(one_step(conn, _GROUP_VISIBLE, (self.name, group, now, n + len(picked)))))
-                rows: list[_Row] = [(r[1], r[2], r[3], r[4]) for r in found if r[1] not in picked][:n]
+                rows: list[_Row] = [(r[1], r[2], r[3], r[4], group) for r in found if r[1] not in picked][:n]
                 picked.update(r[0] for r in rows)
                 return rows
 
@@ -234,7 +234,7 @@ class EmbeddedQueue(Queue):
     def _take(self, conn: sqlite3.Connection, row: _Row, now: int, token: str) -> Delivery | None:
         """The delivery of one visible message (a ``_VISIBLE`` row; the caller marks it delivered),
         or None if it was dropped (past retention) or moved to the dead-letter queue (receives used up)."""
-        message_id, body, count, sent_at = row
+        message_id, body, count, sent_at, group = row
         if sent_at + self._retention_ms < now:
             conn.execute("DELETE FROM queue WHERE id = ?", (message_id,))
             return None
@@ -243,6 +243,8 @@ class EmbeddedQueue(Queue):
             return None
         run_id, not_before = _read_body(body)
         extra = {"message_id": str(message_id), "sent_at": str(sent_at)}
+        if group:  # the run's owner, as SQS gives its MessageGroupId (a message re-sent keeps it)
+            extra["group"] = group
         return Delivery(run_id, not_before, f"{message_id}.{token}", count + 1, extra)
 
     def _pause(self, now: int, deadline: int) -> float:
