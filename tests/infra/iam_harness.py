@@ -23,6 +23,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from types import ModuleType
@@ -134,7 +135,10 @@ class Stack:
         for resource in self.template["Resources"].values():
             if resource["Type"] == "AWS::Events::Rule":
                 for rule_target in resource["Properties"].get("Targets", []):
-                    event = json.loads(rule_target.get("Input", "{}"))
+                    # an input template: the event's time goes in as a JSON string (<time>)
+                    text = rule_target.get("Input") or rule_target.get("InputTransformer", {}).get("InputTemplate")
+                    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")  # the event of this minute
+                    event = json.loads((text or "{}").replace("<time>", json.dumps(now)))
                     if event.get("instance") == 0:
                         return dict(event)
         raise AssertionError("no schedule invokes scheduler instance 0")
