@@ -5,6 +5,11 @@ takes the shard leases over without a gap (``punctual.scheduling.invocation``). 
 of instance i uses the owner name ``scheduler-i`` and keeps its shard leases when it returns: the
 next invocation renews them at once; if none comes, they expire and the other instances take the
 shards over.
+
+The invocation fails (raises ``SchedulerFailing``, so the function's ``Errors`` metric counts it)
+when ``PUNCTUAL_SCHEDULER_MAX_FAILED_TICKS`` ticks in a row achieved nothing, or when it reaches its
+deadline without one tick that succeeded (``punctual.scheduling.health``). Before that, every tick
+reports its outcome as metrics, which the stack's alarms watch.
 """
 
 from __future__ import annotations

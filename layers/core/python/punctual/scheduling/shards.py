@@ -49,10 +49,13 @@ class ShardOwnership:
         return shard % self.instances == self.instance
 
     def refresh(self, now: int, *, force: bool = False) -> list[int]:
-        """Renew held leases and acquire free ones, at most every ``renew_every_ms``. Returns owned shards."""
+        """Renew held leases and acquire free ones, at most every ``renew_every_ms``. Returns owned shards.
+
+        A refresh that raised is retried on the next call: the store's error reaches every tick until
+        a refresh succeeds, instead of ticks that own nothing and look healthy in between.
+        """
         if not force and now - self._last_refresh < self.options.renew_every_ms:
             return self.shards
-        self._last_refresh = now
         if self._last_rebalance == 0:
             self._last_rebalance = now
         self._renew(now)
@@ -61,6 +64,7 @@ class ShardOwnership:
             self._last_rebalance = now
             given_back = self._give_back_foreign()
         self._acquire_free(now, skip=given_back)
+        self._last_refresh = now
         return self.shards
 
     def release_all(self) -> None:
