@@ -53,6 +53,27 @@ OPTIONS_CONTEXT: dict[str, Any] = {
 }
 
 
+# `punctual capacity --jobs 10000000 --peak-runs-per-second 20000`: the plan whose deploy line must hold
+PLAN_LOAD: dict[str, Any] = {"jobs": 10_000_000, "peak_runs_per_second": 20_000}
+
+
+def plan_context(*, open_index: bool = True) -> dict[str, Any]:
+    """The context of the plan's deploy line, as its ``-c`` flags give it (strings), optionally with
+    ``-c open_index=false`` appended."""
+    from punctual.capacity import Load, plan_capacity
+
+    context = plan_capacity(Load(**PLAN_LOAD)).context
+    if not open_index:
+        context["open_index"] = False
+    return {k: _as_flag(v) for k, v in context.items()}
+
+
+def _as_flag(value: Any) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    return json.dumps(value, separators=(",", ":")) if isinstance(value, dict) else str(value)
+
+
 @dataclass
 class Synth:
     """One synthesized app: its output directory, template, validation report and synth error."""
