@@ -159,6 +159,11 @@ class InfraConfig(BaseModel):
     alarm_oldest_message_s: Annotated[int, Field(ge=60, le=14 * 24 * 3600)] = 3_600
     alarm_visible_depth: Annotated[int, Field(ge=0)] = 1_000  # ready messages left for DEPTH_ALARM_MINUTES
     alarm_dynamodb_throttles: Annotated[int, Field(ge=0)] = 0
+    # A due job unclaimed this long after its next_run_at: the scheduler fleet is behind or stopped.
+    alarm_claim_lag_ms: Annotated[int, Field(ge=1_000)] = 30_000
+    # A scheduler invocation fails (Errors counts it) after this many ticks in a row achieved nothing
+    # (PUNCTUAL_SCHEDULER_MAX_FAILED_TICKS; punctual.scheduling.health).
+    scheduler_max_failed_ticks: Annotated[int, Field(ge=1, le=60)] = 30
 
     @field_validator("target_arns", mode="before")
     @classmethod

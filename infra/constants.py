@@ -79,6 +79,9 @@ SCHEDULER_SKEW_MS = metrics.SCHEDULER_SKEW_MS
 CLAIM_CONFLICTS = metrics.CLAIM_CONFLICTS
 SHARDS_OWNED = metrics.SHARDS_OWNED
 START_LATENESS_MS = metrics.START_LATENESS_MS
+SCHEDULER_TICK_FAILURES = metrics.SCHEDULER_TICK_FAILURES
+SCHEDULER_FAILED_TICKS_IN_A_ROW = metrics.SCHEDULER_FAILED_TICKS_IN_A_ROW
+CLAIM_LAG_MS = metrics.CLAIM_LAG_MS
 
 
 # -- functions --------------------------------------------------------------------------------------

@@ -6,6 +6,12 @@ first (``punctual.scheduling.invocation``). Its owner name carries its generatio
 ``scheduler-i@<minute>``: the successor takes the leases over at its first tick, and this one stops
 claiming at its next refresh. If no successor came, it releases its leases when it stops, and the
 other instances take the shards over at once.
+
+The invocation fails (raises ``SchedulerFailing``, so the function's ``Errors`` metric counts it)
+when ``PUNCTUAL_SCHEDULER_MAX_FAILED_TICKS`` ticks in a row achieved nothing, or when it ends (at
+that deadline, or at the hand-over) without one tick that succeeded (``punctual.scheduling.health``).
+A hand-over itself is a normal stop, never a failure. Before that, every tick reports its outcome as
+metrics, which the stack's alarms watch.
 """
 
 from __future__ import annotations

@@ -57,6 +57,7 @@ def punctual_environment(
         "stats_counters": str(config.stats_counters).lower(),
         "sweep_pages": str(config.sweep_pages),
         "lookahead_ms": str(config.lookahead_ms),
+        "scheduler_max_failed_ticks": str(config.scheduler_max_failed_ticks),
         # Lambda workers consume the dispatch queue and never pre-lease (their wait is billed either
         # way): messages turn visible at most a second early, as before pre-leasing existed
         "prelease_s": "0",

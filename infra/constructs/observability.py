@@ -3,8 +3,10 @@
 Punctual's own metrics come from Powertools (EMF) in namespace ``Punctual`` with the dimension
 ``service=punctual`` (``infra.constants``). Alarms notify the ops topic, on both ALARM and OK.
 Missing data is not breaching (an idle system emits no lateness samples and no errors), except
-where silence is the failure: the scheduler fleet's invocations. docs/deploy.md's runbook says
-what each alarm means and what to do.
+where silence is the failure: the scheduler fleet's invocations, and the alarms on failures that
+make no noise (``infra.constructs.liveness``: failing scheduler ticks, claim lag, shards owned, the
+reaper's invocations, stalled workers). docs/deploy.md's runbook says what each alarm means and
+what to do.
 
 Alarms:
 - scheduler invocations per minute below ``scheduler_instances`` for SCHEDULER_INVOCATION_ALARM_MINUTES,
@@ -30,7 +32,6 @@ other tenants wait on while one floods).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
 import aws_cdk as cdk
 from aws_cdk import aws_apigateway as apigw
@@ -44,10 +45,11 @@ from constructs import Construct
 
 from infra import constants
 from infra.config import InfraConfig
+from infra.constructs import liveness
+from infra.constructs.alarm_spec import ONE_MINUTE, AlarmSpec
+from infra.constructs.alarm_spec import punctual_metric as _punctual_metric
 from punctual import resources
-from punctual.scheduling.scheduler import SchedulerOptions
 
-ONE_MINUTE = cdk.Duration.minutes(1)
 # SQS fair queue metrics (standard queue, MessageGroupId = owner: punctual.engines.aws.queue)
 NOISY_GROUPS = "ApproximateNumberOfNoisyGroups"
 QUIET_GROUP_METRICS = (
@@ -58,17 +60,6 @@ QUIET_GROUP_METRICS = (
 QUIET_AGE = "ApproximateAgeOfOldestMessageInQuietGroups"
 WIDGET_WIDTH = 8  # three widgets per dashboard row (24 units)
 IN_FLIGHT_ALARM = 80_000  # messages not visible (in flight) on one queue: 2/3 of SQS's hard limit of 120,000
-
-
-@dataclass(frozen=True)
-class AlarmSpec:
-    construct_id: str
-    description: str
-    metric: cw.IMetric
-    threshold: float
-    evaluation_periods: int = 1
-    comparison: cw.ComparisonOperator = cw.ComparisonOperator.GREATER_THAN_THRESHOLD
-    missing: cw.TreatMissingData = cw.TreatMissingData.NOT_BREACHING
 
 
 class Observability(Construct):
@@ -213,6 +204,7 @@ class Observability(Construct):
                     config.alarm_dynamodb_throttles,
                 )
             )
+        specs += liveness.alarm_specs(config, reaper=self._functions["reaper"], dispatch_queue=self._queue)
         return specs
 
     def _in_flight_specs(self) -> list[AlarmSpec]:
@@ -270,18 +262,6 @@ class Observability(Construct):
             period=period,
         )
 
-    def _shards_owned(self) -> cw.MathExpression:
-        """Shards owned by the whole fleet: every instance reports its own count once per tick, so
-        the per-minute sum over all instances divided by the ticks in a minute is the fleet's total
-        (it should equal ``shards``; less means shards wait for a takeover)."""
-        ticks_per_minute = 60_000 // SchedulerOptions().tick_ms
-        return cw.MathExpression(
-            expression=f"owned / {ticks_per_minute}",
-            using_metrics={"owned": _punctual_metric(constants.SHARDS_OWNED, "Sum", labelled=False)},
-            label=f"{constants.SHARDS_OWNED} (fleet total of {self._config.shards})",
-            period=ONE_MINUTE,
-        )
-
     # -- dashboard ------------------------------------------------------------------------------
 
     def _build_dashboard(self) -> cw.Dashboard:
@@ -311,7 +291,10 @@ class Observability(Construct):
             for stat in ("p50", "p99")
         ]
         skew = [_punctual_metric(constants.SCHEDULER_SKEW_MS, stat) for stat in ("Average", "Maximum", "Minimum")]
-        claims: list[cw.IMetric] = [_punctual_metric(constants.CLAIM_CONFLICTS, "Sum"), self._shards_owned()]
+        claims: list[cw.IMetric] = [
+            _punctual_metric(constants.CLAIM_CONFLICTS, "Sum"),
+            liveness.shards_owned(self._config.shards),
+        ]
         queue = [
             self._queue.metric_approximate_number_of_messages_visible(statistic="Maximum", period=ONE_MINUTE),
             self._queue.metric_approximate_number_of_messages_not_visible(statistic="Maximum", period=ONE_MINUTE),
@@ -366,6 +349,7 @@ class Observability(Construct):
                 _graph("Fair queue: quiet tenants' messages", quiet),
                 _graph("Fair queue: quiet tenants' oldest message (s)", quiet_age),
             ],
+            [_graph(title, metrics) for title, metrics in liveness.health_graphs(self._queue)],
             [cw.AlarmStatusWidget(title="Alarms", alarms=self.alarms, width=3 * WIDGET_WIDTH)],
         ]
 
@@ -380,18 +364,6 @@ def _error_rate(function: lambda_.IFunction, period: cdk.Duration, *, label: str
         },
         label=label,
         period=period,
-    )
-
-
-def _punctual_metric(name: str, statistic: str, *, labelled: bool = True) -> cw.Metric:
-    """A Powertools metric of Punctual; a label (graphs only) would turn an alarm into metric math."""
-    return cw.Metric(
-        namespace=constants.METRICS_NAMESPACE,
-        metric_name=name,
-        dimensions_map=constants.METRIC_DIMENSIONS,
-        statistic=statistic,
-        period=ONE_MINUTE,
-        label=f"{name} {statistic}" if labelled else None,
     )
 
 

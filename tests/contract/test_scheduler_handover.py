@@ -26,7 +26,7 @@ from punctual.clock import ManualClock
 from punctual.port import Engine
 from punctual.scheduling import invocation
 from punctual.scheduling.invocation import HAND_OVER_BY_S, PERIOD_MS, SAFETY_MS, TIMEOUT_S
-from punctual.scheduling.scheduler import Scheduler, SchedulerOptions
+from punctual.scheduling.scheduler import SHARDS_OWNED_EVERY_MS, Scheduler, SchedulerOptions
 
 pytestmark = pytest.mark.contract
 
@@ -35,6 +35,19 @@ COLD_START_MS = 800  # the handler reads its remaining time after the runtime an
 OPTIONS = SchedulerOptions()
 TICK_MS = OPTIONS.tick_ms
 RENEW_MS = OPTIONS.ownership.renew_every_ms
+
+
+class OwnedReports(m.InMemoryMetrics):
+    """The metrics of one invocation, recording each ShardsOwned report as (window, value)."""
+
+    def __init__(self, clock: ManualClock, reports: list[tuple[int, float]]) -> None:
+        super().__init__()
+        self._clock, self._reports = clock, reports
+
+    def gauge(self, name: str, value: float) -> None:
+        if name == m.SHARDS_OWNED:
+            self._reports.append((self._clock.now_ms() // SHARDS_OWNED_EVERY_MS, value))
+        super().gauge(name, value)
 
 
 class ScanRecorder:
@@ -65,6 +78,7 @@ class Fleet:
     clock: ManualClock
     scans: list[tuple[int, int, str]] = field(default_factory=list)
     invocations: list[Invocation] = field(default_factory=list)
+    owned: list[tuple[int, float]] = field(default_factory=list)  # every ShardsOwned report: (window, value)
 
     def invoke(self, instance: int, instances: int, minute: int, started_at: int) -> Invocation:
         """What the handler does for the event of ``minute`` delivered at ``started_at``."""
@@ -74,7 +88,7 @@ class Fleet:
         scheduler = Scheduler(
             view,  # type: ignore[arg-type]
             self.clock,
-            metrics=m.InMemoryMetrics(),
+            metrics=OwnedReports(self.clock, self.owned),
             instance=instance,
             instances=instances,
             owner=name,
@@ -160,6 +174,28 @@ def test_a_late_successor_leaves_no_gap_and_the_predecessor_stops_once_it_took_o
     # and the successor holds every lease, under its own generation, each taken over (a new epoch)
     leases = engine.store.shard_leases()
     assert {lease.owner for lease in leases} == {new.name} and len(leases) == engine.store.shards
+
+
+@pytest.mark.parametrize("late_ms", [0, 3_000, 12_000])
+def test_shards_owned_counts_each_shard_once_through_the_hand_over(
+    engine: Engine, clock: ManualClock, late_ms: int
+) -> None:
+    # Given instance 0's invocation of minute G, and the next minute's, delivered late_ms late
+    fleet = Fleet(engine, clock)
+    g = first_minute(clock)
+    old = fleet.invoke(0, 1, g, g * PERIOD_MS)
+    new = fleet.invoke(0, 1, g + 1, (g + 1) * PERIOD_MS + late_ms)
+    end = new.started_at + 30_000
+    fleet.run_until(end)
+    # Then the fleet's ShardsOwned reports add up to the shard count in every window, the one of the
+    # hand-over too (counted by the predecessor, which held the shards as it began), from the first
+    # window the predecessor ran through to the last complete one: the alarm's sum / 6 is exact
+    windows = range(old.started_at // SHARDS_OWNED_EVERY_MS + 1, end // SHARDS_OWNED_EVERY_MS)
+    totals = dict.fromkeys(windows, 0.0)
+    for window, value in fleet.owned:
+        if window in totals:
+            totals[window] += value
+    assert totals == dict.fromkeys(windows, float(engine.store.shards))
 
 
 def test_an_invocation_without_successor_hands_its_shards_to_the_other_instances_before_the_window(

@@ -8,6 +8,10 @@ Three variants cover every branch of the app:
 - ``plan``: the deploy line ``punctual capacity`` prints for :data:`PLAN_ARGS` (the mission's
   load), parsed from its text output as an operator would copy it.
 
+Two more are stacks that must hold (issue 27): ``default_closed`` (the default with
+``-c open_index=false``) and ``plan_closed`` (the deploy line printed for :data:`PLAN_CLOSED_ARGS`,
+the plan sized for ``-c open_index=false``).
+
 Synthesis never contacts AWS: the stack is environment-agnostic and nothing looks anything up.
 The dependency layer is pip-installed once into the layer cache (``infra.layer_build``), so only
 the first session after a dependency change needs PyPI.
@@ -61,6 +65,8 @@ OPTIONS_CONTEXT: dict[str, Any] = {
 }
 # punctual capacity for the mission's load: its deploy line is the "plan" stack's context
 PLAN_ARGS = ("capacity", "--jobs", "10000000", "--peak-runs-per-second", "20000")
+# ... sized for -c open_index=false (the plan's recommendation): the "plan_closed" stack's context
+PLAN_CLOSED_ARGS = (*PLAN_ARGS, "--no-open-index")
 
 
 def printed_deploy_line(*args: str) -> str:

@@ -11,10 +11,10 @@ template (``iam_grants``): a call no statement allows fails (AccessDenied in pro
 does a statement no call used, unless ``iam_grants.UNEXERCISED`` names it with the reason only
 production exercises it.
 
-Stacks: the default (open index, stats counters), the plan's (``punctual capacity --jobs 10000000
---peak-runs-per-second 20000`` without the open index: its deploy line's context, with
-``stats_counters=false``, and the reaper sweeping with Scan) and the options stack (Fargate workers
-with a long-run queue, AWS targets, open_index=false).
+Stacks: the default (open index, stats counters), the plan's without the open index (the
+``plan_closed`` stack: the deploy line ``punctual capacity --jobs 10000000 --peak-runs-per-second
+20000 --no-open-index`` prints, with ``stats_counters=false``, and the reaper sweeping with Scan)
+and the options stack (Fargate workers with a long-run queue, AWS targets, open_index=false).
 """
 
 from __future__ import annotations
@@ -26,17 +26,14 @@ from typing import Any
 
 import pytest
 
-from punctual.capacity import Load, plan_capacity
 from tests.infra import iam_scenarios as scenario
 from tests.infra.iam_calls import Call, Recorder, iam_requests
 from tests.infra.iam_grants import UNEXERCISED, Grant, Resolver, Verdict, check, unclassified_roles
 from tests.infra.iam_harness import Stack, TargetServer
-from tests.infra.synth import Synth, synthesize
+from tests.infra.synth import Synth
 
 pytestmark = pytest.mark.infra
 
-# The deploy line of the design target's plan without the open index (the plan's recommendation)
-PLAN = Load(jobs=10_000_000, peak_runs_per_second=20_000, open_index=False)
 PUT = "dynamodb:PutItem"
 
 
@@ -87,14 +84,7 @@ def prove(template: dict[str, Any]) -> Proof:
     )
 
 
-@pytest.fixture(scope="module")
-def plan_synth(tmp_path_factory: pytest.TempPathFactory) -> Synth:
-    context = {**plan_capacity(PLAN).context, "stack_name": "PunctualPlan"}
-    assert context["open_index"] is False
-    return synthesize(tmp_path_factory.mktemp("cdk-plan"), context)
-
-
-@pytest.fixture(scope="module", params=["default", "plan", "options"])
+@pytest.fixture(scope="module", params=["default", "plan_closed", "options"])
 def proof(request: pytest.FixtureRequest) -> Proof:
     synth: Synth = request.getfixturevalue(f"{request.param}_synth")
     assert synth.error is None, synth.error

@@ -110,7 +110,7 @@ def test_lambda_error_alarms_are_rates_not_any_error(default_synth: Synth, compo
 def test_dashboard_graphs_shards_owned_as_the_fleet_total(default_synth: Synth) -> None:
     (dashboard,) = default_synth.properties("AWS::CloudWatch::Dashboard")
     body = json.dumps(dashboard["DashboardBody"])
-    assert "owned / 60" in body  # per-minute sum over every instance / ticks per minute
+    assert "owned / 6" in body  # per-minute sum over every instance / its 10 s report windows per minute
     shards_owned = body.split('\\"ShardsOwned\\",\\"service\\",\\"punctual\\",')[1].split("}")[0]
     assert '\\"id\\":\\"owned\\"' in shards_owned and '\\"stat\\":\\"Sum\\"' in shards_owned
     assert constants.START_LATENESS_MS in body

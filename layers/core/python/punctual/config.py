@@ -73,6 +73,10 @@ class Settings(BaseModel):
     # 5 s: a 20,000-run burst is claimed, enqueued and pre-leased before its second on 2 cores (the
     # CDK app's default too, from the capacity plan); docs/decisions.md, "Pre-leasing"
     lookahead_ms: Annotated[int, Field(ge=0, le=60_000)] = 5_000
+    # A scheduler loop gives up after this many ticks in a row in which nothing succeeded: the Lambda
+    # invocation fails (its Errors metric counts it), `punctual scheduler` exits 1. 0: never give up.
+    # (punctual.scheduling.health)
+    scheduler_max_failed_ticks: Annotated[int, Field(ge=0, le=86_400)] = 30
     lease_margin_s: Annotated[int, Field(ge=1, le=600)] = 30
     # Pre-leasing: messages turn visible up to prelease_s + 1 s before their instant and a
     # long-running worker leases them on arrival, so that only the target call is left at the

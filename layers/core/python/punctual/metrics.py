@@ -18,7 +18,11 @@ RUNS_DEAD = "RunsDead"
 DISPATCH_LATENESS_MS = "DispatchLatenessMs"
 SCHEDULER_SKEW_MS = "SchedulerSkewMs"
 CLAIM_CONFLICTS = "ClaimConflicts"
-SHARDS_OWNED = "ShardsOwned"
+SHARDS_OWNED = "ShardsOwned"  # gauge, once per 10 s window: the shards held as it began (SHARDS_OWNED_EVERY_MS)
+# The scheduler's health (punctual.scheduling.health), reported after every tick of its loop:
+SCHEDULER_TICK_FAILURES = "SchedulerTickFailures"  # count: ticks in which a claim failed, or that failed
+SCHEDULER_FAILED_TICKS_IN_A_ROW = "SchedulerFailedTicksInARow"  # gauge: 0 after a tick that fully succeeded
+CLAIM_LAG_MS = "ClaimLagMs"  # gauge: now - the oldest due next_run_at no claim has taken, over owned shards
 START_LATENESS_MS = "StartLatenessMs"  # a worker's lease time - the run's scheduled_at
 
 

@@ -218,7 +218,7 @@ def _cloudwatch(load: Load, runs: int) -> list[CostLine]:
         ),
         CostLine(
             "CloudWatch",
-            f"{int(value('custom_metrics'))} metrics, {int(value('alarms'))} alarms, 1 dashboard",
+            f"{int(value('custom_metrics'))} metrics, {int(value('alarms'))} alarm metrics, 1 dashboard",
             value("custom_metrics") * value("cw_metric_usd")
             + value("alarms") * value("cw_alarm_usd")
             + value("cw_dashboard_usd"),

@@ -1,9 +1,15 @@
-"""``punctual scheduler``: one long-running scheduler instance (Fargate, a VM, a laptop)."""
+"""``punctual scheduler``: one long-running scheduler instance (Fargate, a VM, a laptop).
+
+It exits with status 1 when its ticks keep achieving nothing (``PUNCTUAL_SCHEDULER_MAX_FAILED_TICKS``
+in a row; ``punctual.scheduling.health``): a supervisor (ECS, systemd) restarts it, and the restarts
+show. Each failure is logged at error level as it happens.
+"""
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import logging
 from typing import Any
 
 from punctual.cli.common import (
@@ -16,13 +22,16 @@ from punctual.cli.common import (
 from punctual.metrics import InMemoryMetrics
 from punctual.runtime.assembly import Runtime
 from punctual.runtime.process import collect_rarely
+from punctual.scheduling.health import SchedulerFailing
 from punctual.scheduling.scheduler import options_from_settings
 from punctual.scheduling.shards import OwnershipOptions
 
 
 def register(subparsers: Any) -> None:
     parser: argparse.ArgumentParser = subparsers.add_parser(
-        "scheduler", help="run one scheduler instance until SIGTERM/SIGINT (releases its shard leases on stop)"
+        "scheduler",
+        help="run one scheduler instance until SIGTERM/SIGINT (releases its shard leases on stop); exits 1 when "
+        "PUNCTUAL_SCHEDULER_MAX_FAILED_TICKS ticks in a row (default 30) failed entirely",
     )
     add_engine_flags(parser)
     parser.add_argument("--instance", type=int, default=0, help="this instance's index (prefers shards %% N == i)")
@@ -49,6 +58,9 @@ def run(args: argparse.Namespace) -> int:
     )
     try:
         scheduler.run(stop)
+    except SchedulerFailing as exc:
+        logging.getLogger("punctual.scheduler").error("%s; exiting with status 1", exc)
+        return 1
     finally:
         engine.close()
     return 0

@@ -25,6 +25,7 @@ decided by the run's first lease, at its instant (``rules.overlap_*``, ``Store.l
 from __future__ import annotations
 
 import logging
+import operator
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 
@@ -45,10 +46,17 @@ class ClaimStats:
     advanced: int = 0  # jobs moved to their next time
     conflicts: int = 0  # advances refused: another scheduler or an edit moved the job first
     errors: int = 0  # jobs that could not be planned (logged; they stay due)
+    pages: int = 0  # claim pages that completed (a page that raised counts in ``failed`` instead)
+    failed: int = 0  # claim pages that raised (set by the scheduler; the shard is retried next tick)
+    # How long the oldest job read had been due when its page was read (0: none was past due). The
+    # index lists a shard's jobs oldest first, so a page's first job gives it for free: this is the
+    # claim lag, the age of the oldest due job that no claim has taken yet. Added as a maximum.
+    lag_ms: int = 0
 
     def add(self, other: ClaimStats) -> None:
         for f in fields(self):
-            setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
+            combine = max if f.name == "lag_ms" else operator.add
+            setattr(self, f.name, combine(getattr(self, f.name), getattr(other, f.name)))
 
 
 def claim_page(
@@ -64,13 +72,13 @@ def claim_page(
 ) -> ClaimStats:
     """Claim one page (at most ``limit``) of ``shard``'s jobs due by ``now + lookahead_ms``.
 
-    Returns what happened; ``stats.due < limit`` means the shard had no more due jobs.
+    Returns what happened; ``stats.due < limit`` means the shard had no more due jobs, and
+    ``stats.lag_ms`` how long the page's oldest job had been due (0 if it was not yet).
     ``on_plans`` sees the plans before anything is written (the scheduler measures lateness).
     """
     options = options or PlanOptions()
-    stats = ClaimStats()
     due = store.due_jobs(shard, now + lookahead_ms, limit)
-    stats.due = len(due)
+    stats = ClaimStats(due=len(due), pages=1, lag_ms=max(0, now - due[0].next_run_at) if due else 0)
     plans = _plan_all(due, now, options, stats)
     if not plans:
         return stats

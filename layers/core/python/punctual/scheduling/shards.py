@@ -16,10 +16,13 @@ it still holds and claims nothing more (:attr:`ShardOwnership.handed_over`).
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 from punctual import rules
 from punctual.port import ShardLease, Store
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,23 +61,29 @@ class ShardOwnership:
 
     def refresh(self, now: int, *, force: bool = False) -> list[int]:
         """Renew held leases and acquire free ones, at most every ``renew_every_ms``. Returns owned
-        shards: none once a successor took over (:attr:`handed_over`), whose leases are given up."""
-        if self.handed_over or (not force and now - self._last_refresh < self.options.renew_every_ms):
+        shards: none once a successor took over (:attr:`handed_over`), whose leases are given up.
+
+        A refresh that raised is retried on the next call: the store's error reaches every tick until
+        a refresh succeeds, instead of ticks that own nothing and look healthy in between. Finding a
+        successor is a refresh that succeeded: the hand-over is a normal stop.
+        """
+        if self.handed_over:
+            return []
+        if not force and now - self._last_refresh < self.options.renew_every_ms:
             return self.shards
-        self._last_refresh = now
         if self._last_rebalance == 0:
             self._last_rebalance = now
         self._renew(now)
         current = {lease.shard: lease for lease in self.store.shard_leases()}
         if any(rules.succeeds(lease.owner, self.owner) for lease in current.values()):
-            self.handed_over = True  # the successor takes the rest on its own pass, if it has not yet
-            self.release_all()
-            return self.shards
+            self._hand_over(now)
+            return []
         given_back: set[int] = set()
         if now - self._last_rebalance >= self.options.rebalance_ms:
             self._last_rebalance = now
             given_back = self._give_back_foreign()
         self._acquire_free(now, current, skip=given_back)
+        self._last_refresh = now
         return self.shards
 
     def release_all(self) -> None:
@@ -82,6 +91,19 @@ class ShardOwnership:
         for lease in list(self.leases.values()):
             self.store.release_shard(lease)
         self.leases.clear()
+
+    def _hand_over(self, now: int) -> None:
+        """A successor holds a shard: stop for good, and give up the leases it has not taken yet.
+
+        Giving them up is best effort: the successor takes them over on its own pass anyway
+        (``rules.succeeds``), so a failed release does not make this refresh (nor the tick) a failure.
+        """
+        self.handed_over = True
+        self._last_refresh = now
+        try:
+            self.release_all()
+        except Exception:  # the leases left are the successor's to take, or expire
+            logger.warning("giving up the leases at the hand-over failed; the successor takes them over", exc_info=True)
 
     def _renew(self, now: int) -> None:
         for shard, lease in list(self.leases.items()):
