@@ -205,3 +205,18 @@ def test_a_skewed_clock_creates_no_duplicates_and_loses_no_time(
         assert times[: len(expected)] == expected
         assert len(times) == len(set(times))
     assert all(engine.store.get_job(j.id).status is JobStatus.ACTIVE for j in jobs)
+
+
+def test_a_scheduler_with_fewer_shards_than_the_store_was_scheduled_over_refuses_to_run(engine, clock):
+    from punctual.errors import ConfigError
+
+    # Given a store whose shard leases show it was scheduled over more shards than configured now
+    # (a redeploy with a smaller shard count: jobs in the shards beyond would never be claimed)
+    shards = engine.store.shards
+    assert engine.store.acquire_shard(shards + 3, "an-old-fleet", clock.now_ms(), 1_000) is not None
+    scheduler = Scheduler(engine, clock, metrics=m.InMemoryMetrics(), owner="new-fleet")
+    # Then its first tick says so, and its loop ends at once (an invocation error, not a retried tick)
+    with pytest.raises(ConfigError, match="would never run"):
+        scheduler.tick()
+    with pytest.raises(ConfigError):
+        Scheduler(engine, clock, metrics=m.InMemoryMetrics()).run(threading.Event(), until_ms=clock.now_ms() + 5_000)

@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 from punctual import metrics as m
 from punctual.clock import Clock, SkewCorrectedClock
 from punctual.config import Settings
-from punctual.port import Engine, SkewSource
+from punctual.errors import ConfigError
+from punctual.port import Engine, SkewSource, Store
 from punctual.scheduling.claim import ClaimStats, claim_page
 from punctual.scheduling.health import TickHealth, TickOutcome
 from punctual.scheduling.planning import Plan, PlanOptions
@@ -54,6 +55,22 @@ def options_from_settings(settings: Settings) -> SchedulerOptions:
         ),
         max_failed_ticks=settings.scheduler_max_failed_ticks,
     )
+
+
+def check_shard_layout(store: Store) -> None:
+    """Raise :class:`ConfigError` if the store was scheduled with more due shards than ``store.shards``.
+
+    Jobs keep the shard they were created in: with fewer shards, those beyond would never be
+    claimed again, silently. Their shard leases (every lease ever written stays) show it; the
+    embedded engine also records its shard count in the file. One read, at a scheduler's first tick.
+    """
+    beyond = sorted(lease.shard for lease in store.shard_leases() if lease.shard >= store.shards)
+    if beyond:
+        raise ConfigError(
+            f"this store's jobs were scheduled over {beyond[-1] + 1} due shards, but PUNCTUAL_SHARDS is "
+            f"{store.shards}: jobs in shards {beyond[0]}-{beyond[-1]} would never run; deploy with the "
+            f"shard count they were created with (-c shards=... on AWS)"
+        )
 
 
 class Scheduler:
@@ -91,6 +108,7 @@ class Scheduler:
         """
         started = self.clock.now_ms()
         if self._first_tick_at is None:
+            check_shard_layout(self.engine.store)
             self._first_tick_at = started
         held = sum(1 for lease in self.ownership.leases.values() if lease.expires_at >= started)  # coming in
         shards = self.ownership.refresh(started)
@@ -157,6 +175,8 @@ class Scheduler:
     def _tick_once(self, total: ClaimStats) -> TickOutcome:
         try:
             stats = self.tick()
+        except ConfigError:  # a wrong deployment is not retried: the loop ends (an invocation error)
+            raise
         except Exception as exc:  # one failed tick (throttling, a network blip) must not end the loop
             self._last_error = exc
             logger.exception("scheduler tick failed; retrying on the next tick")
