@@ -25,9 +25,10 @@ from punctual.execution.targets.resolutions import Resolutions
 from punctual.execution.targets.wire import Request, WireError, WirePool
 from punctual.model import MAX_EXCERPT_CHARS, HttpTarget, Job, Run, RunState, SqsTarget
 from tests.unit.test_targets import INVOCATION, JOB_ID, LOCAL, RUN_ID, SCHEDULED_AT, STRICT, server, url
+from tests.unit.wire_parsers import wire_parser
 
 pytestmark = pytest.mark.unit
-__all__ = ["server"]  # the fixture, shared with test_targets (and ``raw`` with test_wire_pool)
+__all__ = ["server", "wire_parser"]  # fixtures: server shared with test_targets (raw with test_wire_pool)
 
 
 NOW = 1_799_999_000_000
