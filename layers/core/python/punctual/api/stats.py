@@ -25,7 +25,7 @@ from punctual.api import openapi
 from punctual.api.caller import caller
 from punctual.api.schemas import IsoTime
 from punctual.clock import iso
-from punctual.runs import stats as rs
+from punctual.port import stats as rs
 
 if TYPE_CHECKING:
     from punctual.api.app import Services

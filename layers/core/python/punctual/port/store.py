@@ -28,7 +28,7 @@ from punctual.port.records import (
     SlotOutcome,
     Tenant,
 )
-from punctual.runs.stats import RunStats
+from punctual.port.stats import RunStats
 
 
 class Store(ABC):
@@ -230,7 +230,7 @@ class Store(ABC):
     @abstractmethod
     def run_stats(self, owner: str, since: int, until: int) -> RunStats | None:
         """The owner's runs that turned terminal in ``[since, until)`` (minute-aligned epoch ms),
-        aggregated as :mod:`punctual.runs.stats` defines: counts per minute and terminal state, and
+        aggregated as :mod:`punctual.port.stats` defines: counts per minute and terminal state, and
         the start-lateness histogram. Computed by the engine without reading the runs one by one.
 
         None when the deployment keeps no run figures (the aws engine with

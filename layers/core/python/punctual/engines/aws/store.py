@@ -56,7 +56,7 @@ from punctual.port import (
     RunQuery,
     Store,
 )
-from punctual.runs.stats import RunStats
+from punctual.port.stats import RunStats
 
 logger = logging.getLogger(__name__)
 

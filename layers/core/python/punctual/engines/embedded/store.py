@@ -58,7 +58,7 @@ from punctual.port import (
     RunQuery,
     Store,
 )
-from punctual.runs.stats import RunStats
+from punctual.port.stats import RunStats
 
 MAX_PAGE = 1_000  # largest page a listing returns, whatever limit asks for
 
