@@ -36,7 +36,7 @@ from punctual.config import Settings
 from punctual.dependencies import graph as dependency_graph
 from punctual.errors import ConfigError, PunctualError, Unauthorized
 from punctual.execution.targets.policy import TargetPolicy
-from punctual.jobs import checks
+from punctual.jobs import checks, lifecycle
 from punctual.jobs import runs as job_runs
 from punctual.jobs import service as jobs
 from punctual.model import AwareRfc3339, JobStatus, RunState
@@ -244,7 +244,7 @@ def delete_job(
     ] = False,
 ) -> Response[None]:
     services, owner = _caller()
-    jobs.delete_job(services.store, owner, job_id, services.clock.now_ms(), force=force)
+    lifecycle.delete_job(services.store, owner, job_id, services.clock.now_ms(), force=force)
     return Response(status_code=204, content_type=None, body=None)
 
 
@@ -257,7 +257,7 @@ def delete_job(
 )
 def pause_job(job_id: JobId) -> JobResponse:
     services, owner = _caller()
-    return JobResponse.from_job(jobs.pause_job(services.store, owner, job_id, services.clock.now_ms()))
+    return JobResponse.from_job(lifecycle.pause_job(services.store, owner, job_id, services.clock.now_ms()))
 
 
 @app.post(
@@ -269,7 +269,7 @@ def pause_job(job_id: JobId) -> JobResponse:
 )
 def resume_job(job_id: JobId) -> JobResponse:
     services, owner = _caller()
-    return JobResponse.from_job(jobs.resume_job(services.store, owner, job_id, services.clock.now_ms()))
+    return JobResponse.from_job(lifecycle.resume_job(services.store, owner, job_id, services.clock.now_ms()))
 
 
 @app.post(

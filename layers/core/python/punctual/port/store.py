@@ -96,7 +96,7 @@ class Store(ABC):
 
         Writes ``job`` with ``version = expected_version + 1`` and ``updated_at`` as given, and
         puts it in or takes it out of the due index to match its status (pause, resume and delete
-        are updates of the status; see ``punctual.jobs.service``). Returns the stored job.
+        are updates of the status; see ``punctual.jobs.lifecycle``). Returns the stored job.
         Raises :class:`ConcurrentModification` on a version mismatch, :class:`JobNotFound` if absent.
         """
 
