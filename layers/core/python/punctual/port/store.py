@@ -136,7 +136,6 @@ class Store(ABC):
     def list_runs(self, job_id: str, query: RunQuery) -> Page[Run]:
         """The job's runs matching ``query``, newest scheduled_at first. Raises :class:`InvalidCursor`."""
 
-    @abstractmethod
     def lease_run(
         self,
         job_id: str,
@@ -164,6 +163,12 @@ class Store(ABC):
         schedule lost the instant): where ``rules.withdrawn`` applies to the run as stored (its
         first lease), the run ends cancelled instead (SKIPPED), never leased.
         """
+        return self.lease_one(LeaseRequest(job_id, scheduled_at, lease_ms, overlap, withdrawn), worker_id, now)
+
+    @abstractmethod
+    def lease_one(self, request: LeaseRequest, worker_id: str, now: int) -> LeaseResult:
+        """:meth:`lease_run` of one :class:`LeaseRequest` (what an engine implements; callers use
+        :meth:`lease_run`, or :meth:`lease_runs` for a batch)."""
 
     @abstractmethod
     def heartbeat_run(self, job_id: str, scheduled_at: int, worker_id: str, attempt: int, lease_expires_at: int) -> Run:
