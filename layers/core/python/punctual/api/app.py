@@ -45,7 +45,7 @@ from punctual.port import RunQuery
 _DOCUMENT = threading.Lock()  # the OpenAPI document is generated once, by one request
 
 # Ids carry their patterns: a malformed id is 422 invalid_id, a well-formed one that does not
-# exist (or is another owner's) is 404 (docs/decisions.md, issue 10 "API document").
+# exist (or is another owner's) is 404 (docs/decisions/0064).
 JobId = Annotated[
     str,
     Path(

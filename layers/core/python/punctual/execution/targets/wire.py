@@ -1,6 +1,6 @@
 """A small asyncio HTTP/1.1 client: one request, one bounded answer, pooled keep-alive connections.
 
-Why our own: measured on the 2-core machine (docs/decisions.md, issue 9), one process calling a
+Why our own: measured on the 2-core machine (docs/decisions/0050), one process calling a
 no-op target reached ~54,000 calls/s through bare asyncio streams, ~5,000-7,000 through aiohttp,
 ~10,000 through pycurl's multi interface and a few hundred through httpx's AsyncClient. The worker
 needs more than 10,000 runs/s per machine, and what it asks of HTTP is small: send one request,
