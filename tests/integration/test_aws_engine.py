@@ -25,6 +25,7 @@ from punctual.config import EngineKind, Settings
 from punctual.engines.aws import AwsEngine, DispatchFailed, ServiceClock, SqsQueue, ensure_resources
 from punctual.engines.aws import conditions as c
 from punctual.engines.aws import items as it
+from punctual.engines.aws import job_items as ji
 from punctual.engines.aws.store import DynamoStore
 from punctual.errors import ConcurrentModification, ConfigError, InvalidCursor, JobTooLarge, LeaseLost, Throttled
 from punctual.jobs.checks import check_size
@@ -218,12 +219,13 @@ def test_items_round_trip_exactly() -> None:
         retry=RetryPolicy(backoff_s=5, max_backoff_s=50),
         last_run_at=START_MS - MINUTE,
     )
-    assert it.item_to_job(it.job_to_item(job, retention_days=30)) == job
+    assert ji.items_to_job(*ji.job_to_items(job, retention_days=30)) == job
     paused = _job(status=JobStatus.PAUSED)
-    paused_item = it.job_to_item(paused, retention_days=30)
-    assert "next_run_at" not in paused_item and it.item_to_job(paused_item) == paused  # due_shard kept
-    deleted_item = it.job_to_item(_job(status=JobStatus.DELETED), retention_days=30)
-    assert int(deleted_item["expires_at"]["N"]) == START_MS // 1000 + 30 * 86_400  # TTL in seconds
+    paused_head, paused_spec = ji.job_to_items(paused, retention_days=30)
+    assert "next_run_at" not in paused_head and ji.items_to_job(paused_head, paused_spec) == paused  # due_shard kept
+    deleted_items = ji.job_to_items(_job(status=JobStatus.DELETED), retention_days=30)
+    for item in deleted_items:  # both go with the TTL, in seconds
+        assert int(item["expires_at"]["N"]) == START_MS // 1000 + 30 * 86_400
 
     record = Attempt(number=1, worker_id="w", started_at=1, finished_at=2, outcome=AttemptOutcome.FAILED, error="x")
     run = _run(job, state=RunState.RETRYING, attempt=1, next_attempt_at=START_MS + 5, attempts=[record], note="n")
@@ -253,7 +255,8 @@ def test_run_and_job_items_stay_small() -> None:
     # the write budget assumes items under 1 KB (one write unit each)
     job = _job(payload={"report": "nightly", "recipients": ["a@example.com", "b@example.com"]})
     run = _run(job)
-    assert item_size(it.job_to_item(job, retention_days=30)) < 1024
+    head, spec = ji.job_to_items(job, retention_days=30)
+    assert item_size(head) < 512 and item_size(spec) < 1024
     assert item_size(it.run_to_item(run, open_shards=OPEN_SHARDS)) < 512
 
 

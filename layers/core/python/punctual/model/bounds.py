@@ -21,6 +21,11 @@ MAX_SECRET_CHARS = 4096  # a secret header's value as sent (stored sealed, which
 MAX_JOB_BYTES = 10 * 1024
 MAX_ERROR_CHARS = 1_000  # one attempt's error text
 MAX_EXCERPT_CHARS = 512  # one attempt's response excerpt
+# A finished run's record, as compact JSON, on the happy path: one write unit on the aws engine,
+# whose item is never larger than that JSON. A finish cuts its attempt's excerpt (then its error,
+# not below MIN_ERROR_KEPT) to fit (punctual.execution.changes.fit_record).
+RUN_RECORD_BYTES = 1024
+MIN_ERROR_KEPT = 200
 MAX_ATTEMPTS_KEPT = 25  # attempts[] on a run (max_retries + 1 plus takeovers), oldest dropped
 MAX_UPSTREAMS = 10  # jobs one job may depend on (bounds a release's read and the release record)
 

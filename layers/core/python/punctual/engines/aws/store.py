@@ -144,7 +144,9 @@ class DynamoStore(DynamoEdges, DeadlineReads, DynamoShards, DynamoTenants, Store
         request = expr.request(
             c.JOB_STILL_DUE, active=s(JobStatus.ACTIVE.value), old_next=n(advance.expected_next_run_at)
         )
-        return self._tables.update(self.jobs_table, it.job_key(advance.job_id), request, returns="NONE").applied
+        # an edit in flight on the head (a transaction) refuses the advance like a changed head: counted
+        key = it.job_key(advance.job_id)
+        return self._tables.update(self.jobs_table, key, request, returns="NONE", conflict_refuses=True).applied
 
     # -- runs --------------------------------------------------------------------------------------
 
