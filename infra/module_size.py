@@ -18,7 +18,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from infra.import_graph import PACKAGE_ROOT, PROJECT_ROOT, package_modules
+from infra.import_graph import PACKAGE_ROOT, PROJECT_ROOT, package_modules, report
 
 MAX_LINES = 400
 # module -> why it may be over MAX_LINES for now
@@ -59,15 +59,15 @@ def main() -> int:
     problems += [
         f"{name} is no longer over {MAX_LINES} lines: remove it from EXCEPTIONS" for name in stale_exceptions(counted)
     ]
-    for problem in problems:
-        print(problem, file=sys.stderr)
-    if not problems:
+
+    def summary() -> str:
         largest = max((lines, name) for name, lines in counted.items() if name not in EXCEPTIONS)
-        print(
+        return (
             f"module size: {len(counted)} modules, none over {MAX_LINES} lines but {len(EXCEPTIONS)} documented"
             f" exception(s); the largest is {largest[1]} ({largest[0]})"
         )
-    return 1 if problems else 0
+
+    return report(problems, summary)
 
 
 if __name__ == "__main__":
