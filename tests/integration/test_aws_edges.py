@@ -2,8 +2,8 @@
 
 The contract suite (tests/contract/test_dependency_races.py) proves the outcome of races on both
 engines; these tests pin the requests behind it: one transaction with a condition per job the check
-read, the owner's graph sequence past 100 actions, a single write where nothing needs a
-transaction, and how a cancelled transaction is reported.
+read, the owner's graph sequence past 100 actions, the job's own two items where nothing else is
+written, and how a cancelled transaction is reported.
 """
 
 from __future__ import annotations
@@ -102,10 +102,11 @@ def test_a_create_with_depends_on_is_one_transaction_conditioned_on_what_it_read
     middle = after(store, clock, "middle", [root])
     with Sent(engine) as sent:
         after(store, clock, "leaf", [middle])
-    # the graph sequence, then the walk (middle, then root), then one transaction
-    assert sent.names == ["GetItem", "BatchGetItem", "BatchGetItem", "TransactWriteItems"]
+    # the graph sequence, then the walk (middle, then root: each job's head, then its spec), then one transaction
+    assert sent.names == ["GetItem", *["BatchGetItem"] * 4, "TransactWriteItems"]
     assert sent.actions() == [
-        ("Put", "jobs"),  # the new job, if it does not exist
+        ("Put", "jobs"),  # the new job's head, if it does not exist
+        ("Put", "jobs"),  # its spec (engines/aws/job_items.py)
         ("Update", "jobs"),  # middle: has_dependents, version + 1; not deleted, depends_on as read
         ("Put", "leases"),  # the reverse edge middle -> leaf
         ("ConditionCheck", "jobs"),  # root: depends_on still none
@@ -113,7 +114,7 @@ def test_a_create_with_depends_on_is_one_transaction_conditioned_on_what_it_read
     ]
 
 
-def test_a_delete_or_a_patch_that_moves_no_edge_is_a_single_write(
+def test_a_delete_or_a_patch_that_moves_no_edge_is_the_jobs_own_write(
     engine: AwsEngine, store: DynamoStore, clock: ManualClock
 ) -> None:
     root = cron(store, clock, "root")
@@ -122,7 +123,9 @@ def test_a_delete_or_a_patch_that_moves_no_edge_is_a_single_write(
     with Sent(engine) as sent:
         service.update_job(store, OWNER, leaf.id, {"depends_on": {"jobs": [root.id], "when": "failed"}}, clock.now_ms())
         lifecycle.delete_job(store, OWNER, lonely.id, clock.now_ms())
-    assert "TransactWriteItems" not in sent.names and sent.names.count("PutItem") == 2
+    # each the job's head and spec alone, as Store.update_job writes them
+    transactions = [params["TransactItems"] for name, params in sent.calls if name == "TransactWriteItems"]
+    assert len(transactions) == 2 and all([next(iter(a)) for a in items] == ["Put", "Put"] for items in transactions)
     assert "GetItem" not in sent.names  # no edge was read, so no graph sequence either
 
 
@@ -134,7 +137,7 @@ def test_a_check_too_large_for_one_transaction_is_conditioned_on_the_graph_seque
     with Sent(engine) as sent:
         after(store, clock, "top", mids)  # reads 100 jobs
     kinds = [kind for kind, _ in sent.actions()]
-    assert "ConditionCheck" not in kinds and len(kinds) == 1 + 2 * 10 + 1
+    assert "ConditionCheck" not in kinds and len(kinds) == 2 + 2 * 10 + 1
     (items,) = [params["TransactItems"] for name, params in sent.calls if name == "TransactWriteItems"]
     assert items[-1]["Update"]["ConditionExpression"] == "seq = :seen_seq"
 

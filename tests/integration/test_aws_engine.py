@@ -25,8 +25,16 @@ from punctual.config import EngineKind, Settings
 from punctual.engines.aws import AwsEngine, DispatchFailed, ServiceClock, SqsQueue, ensure_resources
 from punctual.engines.aws import conditions as c
 from punctual.engines.aws import items as it
+from punctual.engines.aws import job_items as ji
 from punctual.engines.aws.store import DynamoStore
-from punctual.errors import ConcurrentModification, ConfigError, InvalidCursor, JobTooLarge, LeaseLost, Throttled
+from punctual.errors import (
+    ConcurrentModification,
+    ConfigError,
+    InvalidCursor,
+    JobTooLarge,
+    LeaseLost,
+    Throttled,
+)
 from punctual.jobs.checks import check_size
 from punctual.model import (
     MAX_JOB_BYTES,
@@ -218,12 +226,13 @@ def test_items_round_trip_exactly() -> None:
         retry=RetryPolicy(backoff_s=5, max_backoff_s=50),
         last_run_at=START_MS - MINUTE,
     )
-    assert it.item_to_job(it.job_to_item(job, retention_days=30)) == job
+    assert ji.items_to_job(*ji.job_to_items(job, retention_days=30)) == job
     paused = _job(status=JobStatus.PAUSED)
-    paused_item = it.job_to_item(paused, retention_days=30)
-    assert "next_run_at" not in paused_item and it.item_to_job(paused_item) == paused  # due_shard kept
-    deleted_item = it.job_to_item(_job(status=JobStatus.DELETED), retention_days=30)
-    assert int(deleted_item["expires_at"]["N"]) == START_MS // 1000 + 30 * 86_400  # TTL in seconds
+    paused_head, paused_spec = ji.job_to_items(paused, retention_days=30)
+    assert "next_run_at" not in paused_head and ji.items_to_job(paused_head, paused_spec) == paused  # due_shard kept
+    deleted_items = ji.job_to_items(_job(status=JobStatus.DELETED), retention_days=30)
+    for item in deleted_items:  # both go with the TTL, in seconds
+        assert int(item["expires_at"]["N"]) == START_MS // 1000 + 30 * 86_400
 
     record = Attempt(number=1, worker_id="w", started_at=1, finished_at=2, outcome=AttemptOutcome.FAILED, error="x")
     run = _run(job, state=RunState.RETRYING, attempt=1, next_attempt_at=START_MS + 5, attempts=[record], note="n")
@@ -253,7 +262,8 @@ def test_run_and_job_items_stay_small() -> None:
     # the write budget assumes items under 1 KB (one write unit each)
     job = _job(payload={"report": "nightly", "recipients": ["a@example.com", "b@example.com"]})
     run = _run(job)
-    assert item_size(it.job_to_item(job, retention_days=30)) < 1024
+    head, spec = ji.job_to_items(job, retention_days=30)
+    assert item_size(head) < 512 and item_size(spec) < 1024
     assert item_size(it.run_to_item(run, open_shards=OPEN_SHARDS)) < 512
 
 
@@ -641,7 +651,6 @@ def test_batched_claim_writes_report_each_item(store: DynamoStore) -> None:
 #   lease   table 1 (the open index key, scheduled_at, never changes; KEYS_ONLY projection)
 #   finish  table 1 + open index delete 1 + the owner's stats counter 1 (GET /stats; engines/aws/stats.py)
 EXPECTED_UNITS = {"advance": 3, "insert": 2, "lease": 1, "finish": 3}
-MAX_CLAIM_UNITS = 2 + 11  # due index move + an item of at most MAX_JOB_BYTES and its state (model/bounds.py)
 
 
 @pytest.mark.parametrize(
@@ -696,9 +705,10 @@ def test_write_units_of_one_run(
     assert sum(meter.units.values()) == (9 if not options else 6)
 
 
-def test_the_largest_job_accepted_keeps_a_claim_within_its_bound(engine: AwsEngine, store: DynamoStore) -> None:
-    """Issue 10, item 5: a claim rewrites the job item and pays 1 unit per KB of it. A job at
-    MAX_JOB_BYTES claims for at most MAX_CLAIM_UNITS (20 headers of 4 KiB made it ~93)."""
+def test_the_largest_job_accepted_claims_for_what_the_smallest_does(engine: AwsEngine, store: DynamoStore) -> None:
+    """Issue 10, item 5, then issue 30, item 1: a claim rewrites only the job's head, never its spec
+    (payload, target, headers), so a job at MAX_JOB_BYTES claims for the 3 units of any job (the
+    head's 1 and the due index's 2), where a whole job item cost 1 unit per KB of it."""
     headers = {f"x-h{i}": "v" * 4000 for i in range(20)}
     job = _job(target=HttpTarget(url="https://example.com/hook", headers=headers))
     with pytest.raises(JobTooLarge):
@@ -717,7 +727,87 @@ def test_the_largest_job_accepted_keeps_a_claim_within_its_bound(engine: AwsEngi
         advance = Advance(job.id, START_MS, START_MS + MINUTE, last_run_at=START_MS, now=START_MS)
         assert store.advance_jobs([advance]) == [True]
     meter.close()
-    assert meter.units["advance"] <= MAX_CLAIM_UNITS
+    assert meter.units["advance"] == EXPECTED_UNITS["advance"] == 3
+    assert store.get_job(job.id).payload == small.payload
+
+
+def test_a_job_stored_whole_reads_claims_and_splits_on_its_next_write(engine: AwsEngine, store: DynamoStore) -> None:
+    """A job written whole by an earlier version (no spec_version, payload and target inline) still
+    reads, lists and claims; its next write stores it as a head and a spec."""
+    # Given a job item as an earlier version stored it
+    job = _job(payload={"k": "v"})
+    head, spec = ji.job_to_items(job, retention_days=30)
+    whole = {**head, **{k: v for k, v in spec.items() if k not in ("job_id", "spec_version")}}
+    del whole["spec_version"]
+    engine.clients.dynamodb.put_item(TableName=store.jobs_table, Item=whole)
+    # Then it reads, alone and in a batch, and lists
+    assert store.get_job(job.id) == job == store.get_jobs([job.id])[job.id]
+    assert [j.id for j in store.list_jobs(job.owner).items] == [job.id]
+    # And it claims as before
+    advance = Advance(job.id, START_MS, START_MS + MINUTE, last_run_at=START_MS, now=START_MS)
+    assert store.advance_jobs([advance]) == [True]
+    claimed = store.get_job(job.id)
+    # When it is next written, it is split
+    store.update_job(claimed.model_copy(update={"payload": {"k": "w"}}), claimed.version)
+    raw = _raw().get_item(TableName=store.jobs_table, Key=it.job_key(job.id))["Item"]
+    assert "payload" not in raw and "target" not in raw and ji.needs_spec(raw)
+    assert store.get_job(job.id).payload == {"k": "w"}
+
+
+def test_a_stale_spec_is_read_again_strongly(
+    engine: AwsEngine, store: DynamoStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Specs are read eventually consistent; one older (or newer) than its head's spec_version is
+    read again with its head, strongly consistent: a reader never mixes two versions of a job."""
+    # Given a job edited once, and eventually consistent reads that still return its first spec
+    job = _job(payload={"v": 1})
+    store.create_job(job)
+    first_spec = _raw().get_item(TableName=store.jobs_table, Key=ji.spec_key(job.id))["Item"]
+    edited = store.update_job(job.model_copy(update={"payload": {"v": 2}}), job.version)
+    tables = store._tables
+    get, batch_get = tables.get, tables.batch_get
+    strong_reads: list[str] = []
+
+    def stale_get(table: str, key: Any, *, consistent: bool = True) -> Any:
+        return first_spec if not consistent else get(table, key)
+
+    def stale_batch_get(table: str, keys: list[Any], *, complete: bool = False, consistent: bool = True) -> Any:
+        if not consistent:
+            return [first_spec]
+        strong_reads.extend(key["job_id"]["S"] for key in keys)
+        return batch_get(table, keys, complete=complete)
+
+    monkeypatch.setattr(tables, "get", stale_get)
+    monkeypatch.setattr(tables, "batch_get", stale_batch_get)
+    # Then every read gives the edited job, having read its spec again strongly
+    assert store.get_job(job.id) == edited
+    assert store.get_jobs([job.id]) == {job.id: edited}
+    assert job.id + ji.SPEC_SUFFIX in strong_reads
+    # And a spec that never matches its head, even read strongly, is an error to retry, not a mixed job
+    head = _raw().get_item(TableName=store.jobs_table, Key=it.job_key(job.id))["Item"]
+
+    def stuck(table: str, keys: list[Any], **_: Any) -> list[Any]:
+        wanted = {key["job_id"]["S"] for key in keys}
+        return [item for item in (head, first_spec) if item["job_id"]["S"] in wanted]
+
+    monkeypatch.setattr(tables, "batch_get", stuck)
+    with pytest.raises(ConcurrentModification):
+        store.get_jobs([job.id])
+
+
+def test_an_edit_in_flight_refuses_an_advance(store: DynamoStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A claim's advance that meets a job's edit (a transaction in flight on its head) is a refused
+    advance, counted like a changed job, not an error that fails the shard's page."""
+    job = _job()
+    store.create_job(job)
+
+    def in_conflict(**_: Any) -> Any:
+        error = {"Error": {"Code": "TransactionConflictException", "Message": "in flight"}}
+        raise ClientError(error, "UpdateItem")  # type: ignore[arg-type]
+
+    monkeypatch.setattr(store._tables.client, "update_item", in_conflict)
+    advance = Advance(job.id, START_MS, START_MS + MINUTE, last_run_at=START_MS, now=START_MS)
+    assert store.advance_jobs([advance]) == [False]
 
 
 # -- queue -----------------------------------------------------------------------------------------

@@ -1,11 +1,13 @@
 """The capacity model's per-run counts are the measured ones (punctual.capacity.counts).
 
-Twenty runs of twenty jobs, due at the same second in one shard, go through the real claim
-(``claim_page``) and the worker Lambda's per-record path (``LambdaWorker``) on the aws engine
-against moto, with and without the ``open`` index and the GET /stats counters. Requests are
-counted on the wire (botocore events) and write units computed from the items before and after
-each write (``wire.WriteMeter``). The test asserts the model's figures equal what was counted:
-change the engine, and it says which figure in the model to change.
+Twenty runs of twenty reference jobs (a 1 KB payload, 4 KB of headers, a target answering with a
+512-character excerpt: ``counts.REFERENCE_*``), due at the same second in one shard, go through
+the real claim (``claim_page``) and the worker Lambda's per-record path (``LambdaWorker``) on the
+aws engine against moto, with and without the ``open`` index and the GET /stats counters. Requests
+are counted on the wire (botocore events), write units computed from the items before and after
+each write (``wire.WriteMeter``) and read units from the items each read returned
+(``wire.ReadMeter``). The test asserts the model's figures equal what was counted: change the
+engine or the item layout, and it says which figure in the model to change.
 """
 
 from __future__ import annotations
@@ -19,6 +21,10 @@ from moto import mock_aws
 from punctual import resources
 from punctual.capacity.counts import (
     READ_REQUESTS_LAMBDA_WORKER,
+    READS_PER_RUN,
+    REFERENCE_EXCERPT_CHARS,
+    REFERENCE_HEADER_BYTES,
+    REFERENCE_PAYLOAD_BYTES,
     SQS_EVENT_SOURCE,
     SQS_LAMBDA_WORKER,
     SQS_SCHEDULER,
@@ -26,14 +32,14 @@ from punctual.capacity.counts import (
 )
 from punctual.clock import ManualClock
 from punctual.config import EngineKind, Settings
-from punctual.engines.aws import AwsEngine, ensure_resources
+from punctual.engines.aws import AwsEngine, ensure_resources, job_items
 from punctual.execution.options import ExecutionOptions, Outcome
 from punctual.execution.sqs_events import LambdaWorker
 from punctual.execution.targets import TargetResult
-from punctual.model import Job, Run, RunState
+from punctual.model import HttpTarget, Job, Run, RunState
 from punctual.scheduling.claim import claim_page
 from tests.contract.factories import make_job
-from tests.integration.wire import RequestCounter, WriteMeter
+from tests.integration.wire import ReadMeter, RequestCounter, WriteMeter, item_size
 
 pytestmark = pytest.mark.integration
 
@@ -42,9 +48,11 @@ SHARD = 1
 T0 = 1_800_000_000_000  # on a minute boundary
 
 
-class NoOpTargets:
+class ReferenceTargets:
+    """Every call succeeds with a full-length response excerpt."""
+
     async def execute(self, job: Job, run: Run, attempt: int, timeout_s: float) -> TargetResult:
-        return TargetResult(ok=True, status_code=204)
+        return TargetResult(ok=True, status_code=200, excerpt="r" * REFERENCE_EXCERPT_CHARS)
 
     def close(self) -> None:
         pass
@@ -82,8 +90,9 @@ def test_model_counts_equal_the_measured_ones(engine: AwsEngine, clock: ManualCl
     model = per_run(open_index=open_index, stats_counters=counters, worker="lambda")
     store, queue = engine.store, engine.queue
     for _ in range(RUNS):
-        store.create_job(make_job("owner-cap", clock, shards=store.shards, shard=SHARD, payload={"n": 1}))
+        store.create_job(reference_job(clock, store.shards))
     meter = WriteMeter(engine, resources.tables(open_index=open_index))
+    reads = ReadMeter(engine)
     wire = RequestCounter(engine.clients.dynamodb, engine.clients.sqs)
 
     # the scheduler: one page of the shard
@@ -99,9 +108,9 @@ def test_model_counts_equal_the_measured_ones(engine: AwsEngine, clock: ManualCl
     wire.counts.clear()
 
     # the worker Lambda, one invocation per batch
-    worker = LambdaWorker(engine, clock, options=ExecutionOptions(), targets=NoOpTargets)
+    worker = LambdaWorker(engine, clock, options=ExecutionOptions(), targets=ReferenceTargets)
     outcomes: list[object] = []
-    with meter.phase("execute"):
+    with meter.phase("execute"), reads.phase("execute"):
         for event in events:
             failures, settled = worker.handle(event["Records"], "lambda:test")
             assert failures == []
@@ -109,10 +118,12 @@ def test_model_counts_equal_the_measured_ones(engine: AwsEngine, clock: ManualCl
     assert outcomes == [Outcome.SUCCEEDED] * RUNS
     executing = dict(wire.counts)
     meter.close()
+    reads.close()
     wire.close()
     assert all(r.state is RunState.SUCCEEDED for r in _runs(engine))
 
-    # DynamoDB write units: the model's per-step units, per run
+    # DynamoDB write units: the model's per-step units, per run; every item written is under 1 KB
+    assert max(meter.largest.values()) <= 1024, meter.largest
     steps = model.writes.by_step
     assert meter.units["claim"] == RUNS * (steps["claim"] + steps["insert"])
     assert meter.units["execute"] == RUNS * (steps["lease"] + steps["finish"] + steps["stats"])
@@ -127,7 +138,8 @@ def test_model_counts_equal_the_measured_ones(engine: AwsEngine, clock: ManualCl
     }
     # the worker reads its batch's jobs (one request), leases and finishes each run (and adds to the owner's stats
     # counter, when the deployment keeps them), and sets its message's visibility
-    assert model.dynamodb_reads == 1.0  # each run's job, read once (in its batch's BatchGetItem)
+    # each run's job, read once in its batch: the heads strongly, the specs eventually consistent
+    assert model.dynamodb_reads == READS_PER_RUN == reads.units["execute"] / RUNS
     assert {k: v / RUNS for k, v in executing.items()} == {
         **{f"dynamodb:{k}": v for k, v in READ_REQUESTS_LAMBDA_WORKER.items()},
         "dynamodb:UpdateItem": 3.0 if counters else 2.0,
@@ -140,6 +152,18 @@ def test_model_counts_equal_the_measured_ones(engine: AwsEngine, clock: ManualCl
     assert event_source["sqs:ReceiveMessage"] / RUNS == SQS_EVENT_SOURCE["ReceiveMessage"]
     assert model.sqs_detail == SQS_SCHEDULER | SQS_LAMBDA_WORKER | SQS_EVENT_SOURCE
     assert model.sqs_requests == pytest.approx(sum(model.sqs_detail.values()))
+
+
+def reference_job(clock: ManualClock, shards: int) -> Job:
+    """A job of the size the model's counts are stated for (``counts.REFERENCE_*``)."""
+    payload = {"data": "p" * (REFERENCE_PAYLOAD_BYTES - len('{"data":""}'))}
+    headers = {f"x-hdr-{i}": "h" * (REFERENCE_HEADER_BYTES // 8 - len("x-hdr-0")) for i in range(8)}
+    target = HttpTarget(url="https://example.com/hook", headers=headers)
+    job = make_job("owner-cap", clock, shards=shards, shard=SHARD, payload=payload, target=target)
+    assert len(job.model_dump_json(include={"payload"}).encode()) - len('{"payload":}') == REFERENCE_PAYLOAD_BYTES
+    assert sum(len(name) + len(value) for name, value in headers.items()) == REFERENCE_HEADER_BYTES
+    assert item_size(job_items.job_to_items(job, retention_days=30)[1]) > 5 * 1024  # the spec: 2 units to read
+    return job
 
 
 def _event(engine: AwsEngine) -> dict[str, Any]:

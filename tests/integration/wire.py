@@ -58,6 +58,7 @@ class WriteMeter:
         self._phase = ""
         self.requests: dict[str, int] = {}
         self.units: dict[str, int] = {}
+        self.largest: dict[str, int] = {}  # the largest item image (before or after) a phase wrote, bytes
         # before-parameter-build sees the API parameters; after-call shares its request context
         self._events.register("before-parameter-build.dynamodb", self._on_before)
         self._events.register("after-call.dynamodb", self._on_after)
@@ -85,9 +86,12 @@ class WriteMeter:
             return
         params, before = context.pop("meter")
         table = self._table_def(params["TableName"])
-        units = _write_units(table, before, self._image(params))
+        after = self._image(params)
+        units = _write_units(table, before, after)
         self.requests[self._phase] = self.requests.get(self._phase, 0) + 1
         self.units[self._phase] = self.units.get(self._phase, 0) + units
+        size = max(item_size(before or {}), item_size(after or {}))
+        self.largest[self._phase] = max(self.largest.get(self._phase, 0), size)
 
     def _table_def(self, physical: str) -> TableDef:
         return self._tables[physical.split("-", 1)[1]]
@@ -152,3 +156,74 @@ def _value_size(value: dict[str, Any]) -> int:
     if kind == "M":
         return 3 + sum(len(k.encode()) + _value_size(v) + 1 for k, v in raw.items())
     return 1
+
+
+_READS = ("GetItem", "BatchGetItem", "Query")
+_READ_UNIT = 4096
+
+
+class ReadMeter:
+    """Read units per phase, from the items each read returned, by DynamoDB's published rules.
+
+    A GetItem costs ceil(size / 4 KB) units strongly consistent, half that eventually consistent,
+    and a key with no item the minimum (1 or 0.5); BatchGetItem costs each key as a GetItem; a Query
+    costs the total size of the items it returned, rounded up to 4 KB once, halved unless strongly
+    consistent (a GSI's always are eventually consistent). A Query's filter is not seen: only use it
+    on queries without one.
+    """
+
+    def __init__(self, engine: AwsEngine) -> None:
+        self._events = engine.clients.dynamodb.meta.events
+        self._phase = ""
+        self.units: dict[str, float] = {}
+        self.requests: dict[str, int] = {}
+        self._events.register("before-parameter-build.dynamodb", self._on_before)
+        self._events.register("after-call.dynamodb", self._on_after)
+
+    def phase(self, name: str) -> ReadMeter:
+        self._phase = name
+        return self
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        self._phase = ""
+
+    def close(self) -> None:
+        self._events.unregister("before-parameter-build.dynamodb", self._on_before)
+        self._events.unregister("after-call.dynamodb", self._on_after)
+
+    def _on_before(self, model: Any, params: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
+        if model.name in _READS and self._phase:
+            context["read_meter"] = dict(params)
+
+    def _on_after(self, model: Any, parsed: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
+        params = context.pop("read_meter", None)
+        if params is None:
+            return
+        units = read_units(model.name, params, parsed)
+        self.units[self._phase] = self.units.get(self._phase, 0.0) + units
+        self.requests[self._phase] = self.requests.get(self._phase, 0) + 1
+
+
+def read_units(operation: str, params: dict[str, Any], parsed: dict[str, Any]) -> float:
+    """The read units of one read request (see :class:`ReadMeter`)."""
+    if operation == "GetItem":
+        factor = 1.0 if params.get("ConsistentRead") else 0.5
+        return factor * _units_of(item_size(parsed.get("Item") or {}), _READ_UNIT)
+    if operation == "BatchGetItem":
+        total = 0.0
+        for table, request in params["RequestItems"].items():
+            factor = 1.0 if request.get("ConsistentRead") else 0.5
+            found = parsed.get("Responses", {}).get(table, [])
+            unprocessed = parsed.get("UnprocessedKeys", {}).get(table, {}).get("Keys", [])
+            missing = len(request["Keys"]) - len(found) - len(unprocessed)
+            total += factor * (sum(_units_of(item_size(item), _READ_UNIT) for item in found) + missing)
+        return total
+    factor = 1.0 if params.get("ConsistentRead") and "IndexName" not in params else 0.5
+    return factor * _units_of(sum(item_size(item) for item in parsed.get("Items", [])), _READ_UNIT)
+
+
+def _units_of(size: int, unit: int) -> int:
+    return max(1, math.ceil(size / unit))

@@ -15,7 +15,7 @@ import math
 import pytest
 from pydantic import ValidationError
 
-from punctual.engines.aws import items
+from punctual.engines.aws import job_items
 from punctual.model import Job, JobSpec
 from punctual.numbers import MAX_INT, MIN_INT, first_out_of_range, parse_float, parse_int
 from tests.regressions.conftest import OWNER, TARGET, Api
@@ -92,7 +92,7 @@ def test_no_serializer_writes_infinity_or_nan() -> None:
     with pytest.raises(ValueError, match=r"payload\.big"):
         job.model_dump_json()
     with pytest.raises(ValueError):
-        items.job_to_item(job, retention_days=1)
+        job_items.job_to_items(job, retention_days=1)
 
 
 @pytest.mark.unit

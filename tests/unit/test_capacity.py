@@ -75,8 +75,8 @@ def test_mission_load_sizes_the_design_target() -> None:
     # open index 4,000 + 20,000 = 24,000 WRU/s -> >= 72 shards -> 128, each 19 %
     assert (s.open_shards, s.open_shard_utilization) == (128, 0.188)
     t = tables(MISSION)
-    # jobs: 4,000 advances; 20,000 reads (the worker reads the job of every run)
-    assert t["jobs"] == (4_000.0, 20_000.0, 5_000, 0)
+    # jobs: 4,000 advances; 40,000 read units (the worker reads the head and spec of every run's job)
+    assert t["jobs"] == (4_000.0, 40_000.0, 5_000, 0)
     assert t["jobs.due"][0] == 8_000.0 and t["jobs.due"][2] == 10_000
     # runs: insert 4,000 + lease 20,000 + finish 20,000 = 44,000; x1.2 = 52,800 -> pre-warm and quota 53,000
     assert t["runs"] == (44_000.0, 0.0, 53_000, 53_000)
@@ -177,7 +177,7 @@ def test_deploy_line_carries_the_plan() -> None:
     # leases: 11 shard renewals/s need no pre-warming once the counters are dropped
     assert """'warm_write_units={"jobs":5000,"jobs.due":10000,"runs":53000,"runs.open":29000}'""" in line
     # reads too: the worker reads 20,000 jobs/s, x1.2 = 24,000, above a new table's 12,000
-    assert """'warm_read_units={"jobs":24000}'""" in line
+    assert """'warm_read_units={"jobs":48000}'""" in line
 
 
 def test_stats_counters_are_kept_while_one_owner_fits_them() -> None:

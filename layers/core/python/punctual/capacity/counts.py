@@ -1,15 +1,20 @@
-"""Requests and write units one run costs on the aws engine: the model's per-run counts.
+"""Requests, write units and read units one run costs on the aws engine: the model's per-run counts.
 
-These are not estimates: ``tests/integration/test_capacity_counts.py`` drives runs through the
-real claim and the worker Lambda's path on the aws engine against moto, counts requests on the
-wire and write units from the items before and after each write, and asserts they equal these.
+These are not estimates: ``tests/integration/test_capacity_counts.py`` drives runs of the
+*reference job* below through the real claim and the worker Lambda's path on the aws engine against
+moto, counts requests on the wire and computes write and read units from the sizes of the items
+written and read (DynamoDB's rules: attribute names plus values, whole KB per write, whole 4 KB per
+read), and asserts they equal these.
 
-Happy path of a recurring job whose items are under 1 KB:
+Happy path of a recurring job (the reference job: a 1 KB payload, 4 KB of headers, a 512-character
+response excerpt). Every write is under 1 KB: the claim rewrites only the job's head, never its
+spec (``punctual.engines.aws.job_items``), and a finish cuts the excerpt where the run's record
+would pass 1 KB (``punctual.execution.changes.fit_record``):
 
 =========  ====================================  =====================================
 step       DynamoDB                              write units
 =========  ====================================  =====================================
-claim      UpdateItem jobs (advance)             table 1 + ``due`` key moved 2 = 3
+claim      UpdateItem jobs (advance the head)    table 1 + ``due`` key moved 2 = 3
 insert     PutItem runs                          table 1 + ``open`` entry put 1 = 2
 lease      UpdateItem runs                       1
 finish     UpdateItem runs                       table 1 + ``open`` entry deleted 1 = 2
@@ -18,7 +23,8 @@ stats      UpdateItem leases (ADD)               1 (the per-owner minute counter
 
 9 in all. Two deploy options drop units: without the ``open`` index (``-c open_index=false``)
 insert and finish cost 1 each, and without the GET /stats counters (``-c stats_counters=false``)
-the stats step costs 0: 9, 8, 7, and the design budget's 6 with both off.
+the stats step costs 0: 9, 8, 7, and the design budget's 6 with both off. They do not grow with the
+payload or the headers (up to ``MAX_JOB_BYTES``): only the worker's read of the spec does.
 """
 
 from __future__ import annotations
@@ -30,7 +36,7 @@ from dataclasses import dataclass
 class WriteUnits:
     """Write units per run, per step and per table or index."""
 
-    claim_jobs: int = 1  # the job item rewritten by the advance
+    claim_jobs: int = 1  # the job's head rewritten by the advance (under 1 KB; its spec is not written)
     claim_due: int = 2  # its due-index key moved: delete + put
     insert_runs: int = 1
     insert_open: int = 1  # the run's entry in the sparse open index (0 without it)
@@ -59,7 +65,7 @@ class PerRun:
     """What one run costs on the happy path (amortized over full batches where requests batch)."""
 
     writes: WriteUnits
-    dynamodb_reads: float  # item reads per run (each under 4 KB, strongly consistent: 1 read unit)
+    dynamodb_reads: float  # read units per run: the worker's reads of the run's job (READS_PER_RUN)
     sqs_requests: float  # SQS requests per run, the worker's and the scheduler's
     sqs_detail: dict[str, float]
 
@@ -80,11 +86,19 @@ def per_run(*, open_index: bool = True, stats_counters: bool = True, worker: str
     return PerRun(writes=writes, dynamodb_reads=READS_PER_RUN, sqs_requests=sum(sqs.values()), sqs_detail=sqs)
 
 
-# The worker reads the run's job once to learn its target: one strongly consistent item read (1 read
-# unit under 4 KB), requested for its whole batch in one BatchGetItem (0.1 requests per run at
-# batches of 10, measured). The lease and the finish return the new item (ReturnValues): no reads.
-READS_PER_RUN = 1.0
-READ_REQUESTS_LAMBDA_WORKER = {"BatchGetItem": 0.1}
+# The reference job of these counts (tests/integration/test_capacity_counts.py builds it).
+REFERENCE_PAYLOAD_BYTES = 1024
+REFERENCE_HEADER_BYTES = 4096
+REFERENCE_EXCERPT_CHARS = 512
+
+# The worker reads the run's job once, for its whole batch: the heads in one strongly consistent
+# BatchGetItem (1 read unit each: a head is under 1 KB) and the specs in one eventually consistent
+# BatchGetItem (0.5 per 4 KB: the reference job's spec is 5.3 KB, 1.0), checked against the head's
+# spec_version. 0.2 requests per run at batches of 10, measured. The lease and the finish return
+# the new item (ReturnValues): no reads. A spec of up to 4 KB reads 1.5 units, up to 8 KB 2.0, up to
+# MAX_JOB_BYTES 2.5: docs/capacity.md, "Per-run counts".
+READS_PER_RUN = 2.0
+READ_REQUESTS_LAMBDA_WORKER = {"BatchGetItem": 0.2}
 
 # SQS requests per run, at full batches of 10:
 # - the scheduler sends in batches (measured);

@@ -6,12 +6,15 @@ terminal run owes before its message may go (:func:`settle_owed`)."""
 from __future__ import annotations
 
 import contextlib
+from dataclasses import replace
 
+from punctual import rules
 from punctual.dependencies.release import release_dependents
 from punctual.errors import ConcurrentModification, RunNotFound
 from punctual.execution.options import ExecutionOptions
 from punctual.execution.targets import TargetResult
 from punctual.model import MAX_ERROR_CHARS, MAX_EXCERPT_CHARS, Attempt, AttemptOutcome, Job, Run, RunState, truncate
+from punctual.model.bounds import MIN_ERROR_KEPT, RUN_RECORD_BYTES
 from punctual.port import Alert, Queue, RunChange, Store
 from punctual.runs import retry
 from punctual.runs.alerts import Alerter, alert_once
@@ -20,7 +23,14 @@ from punctual.runs.alerts import Alerter, alert_once
 def attempt_change(
     job: Job, run: Run, verdict: retry.Verdict, record: Attempt, now: int, *, options: ExecutionOptions
 ) -> RunChange:
-    """What finishing an executed attempt writes, by its verdict (see the module docstring)."""
+    """What finishing an executed attempt writes, by its verdict (see the module docstring), with
+    its log entry fitted to the run's record (:func:`fit_record`)."""
+    return fit_record(run, _verdict_change(job, run, verdict, record, now, options=options))
+
+
+def _verdict_change(
+    job: Job, run: Run, verdict: retry.Verdict, record: Attempt, now: int, *, options: ExecutionOptions
+) -> RunChange:
     attempt, error = run.attempt, record.error or "unknown error"
     if verdict is retry.Verdict.SUCCEEDED:
         return RunChange(state=RunState.SUCCEEDED, now=now, deadline_at=now, append=record, finished_at=now)
@@ -35,6 +45,50 @@ def attempt_change(
         return RunChange(state=RunState.FAILED, now=now, deadline_at=now, append=record, finished_at=now, note=note)
     note = bounded_note(f"dead after {attempt} attempts (max_retries={job.max_retries}): {error}")
     return RunChange(state=RunState.DEAD, now=now, deadline_at=now, append=record, finished_at=now, note=note)
+
+
+def fit_record(run: Run, change: RunChange) -> RunChange:
+    """``change`` with the log entry it appends cut where ``run`` after it would outgrow
+    ``RUN_RECORD_BYTES`` as compact JSON: the response excerpt first (down to nothing), then the
+    error (down to ``MIN_ERROR_KEPT`` characters), each marked as cut. A run over the bound for
+    other reasons (many attempts, a long note or owner) keeps what it has and costs more to write.
+
+    Why: the aws engine bills each write by the item's size in whole KB, and the run's item is never
+    larger than this JSON, so a first attempt's finish stays at one write unit. Both engines store
+    the same entry.
+    """
+    record = change.append
+    if record is None or (record.response_excerpt is None and record.error is None):
+        return change  # nothing that can be cut: most finishes (a no-op answer) stop here
+    for _ in range(3):  # JSON escapes make a cut by UTF-8 bytes inexact: at most a few rounds
+        over = _record_bytes(rules.apply_change(run, change)) - RUN_RECORD_BYTES
+        if over <= 0:
+            return change
+        excerpt, error = record.response_excerpt, record.error
+        if excerpt is not None:
+            excerpt = _cut(excerpt, over, 0)
+        elif error is not None:
+            error = _cut(error, over, MIN_ERROR_KEPT)
+        if (excerpt, error) == (record.response_excerpt, record.error):
+            return change  # nothing left to cut
+        record = record.model_copy(update={"response_excerpt": excerpt, "error": error})
+        change = replace(change, append=record)
+    return change
+
+
+def _record_bytes(run: Run) -> int:
+    return len(run.model_dump_json(exclude_none=True).encode())
+
+
+def _cut(text: str, over: int, keep_chars: int) -> str | None:
+    """``text`` shorter by at least ``over`` UTF-8 bytes and marked cut, but not below ``keep_chars``
+    characters; None when nothing of it is left."""
+    data = text.encode()
+    kept = data[: max(0, len(data) - over - len(_CUT))].decode("utf-8", "ignore")
+    if len(kept) < keep_chars:
+        kept = text[:keep_chars]
+        return text if kept == text else kept + _CUT
+    return kept + _CUT if kept else None
 
 
 def bury_change(job: Job, run: Run, now: int) -> RunChange:
@@ -98,6 +152,9 @@ def attempt_record(  # noqa: PLR0917 - the fields of the record, in its order
         response_excerpt=truncate(result.excerpt, MAX_EXCERPT_CHARS),
         waited=truncate(waited, MAX_ERROR_CHARS),
     )
+
+
+_CUT = "..."  # the mark of a cut text, as model.bounds.truncate makes it
 
 
 def _alerts(state: RunState, options: ExecutionOptions) -> bool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pydantic import ConfigDict
 
-MAX_PAYLOAD_BYTES = 8 * 1024  # payload rides in the job item; every claim pays for its size
+MAX_PAYLOAD_BYTES = 8 * 1024  # the worker reads the payload for every run (aws: the job's spec item)
 MAX_PAYLOAD_DEPTH = 32  # DynamoDB allows 32 levels of nesting in an item
 MAX_TIMEOUT_S = 43_200  # SQS visibility maximum (12 h); Lambda workers cap at 15 min (docs)
 MAX_RETRIES = 20
@@ -14,13 +14,19 @@ MAX_BACKFILL = 100
 MAX_HEADERS = 20
 REDACTED = "[redacted]"  # what the API shows for a secret header's value
 MAX_SECRET_CHARS = 4096  # a secret header's value as sent (stored sealed, which is longer: up to 8192)
-# The whole spec as compact JSON. Every claim rewrites the job's item, and DynamoDB charges a write
-# by the item's size (1 unit per KB): a job under 1 KB claims for 3 units (1 + 2 for the due index
-# key), this bound caps the worst claim at 2 + 11 (the item adds its state to the spec) where 20
-# headers of 4 KiB made it ~93 (docs/decisions/0053).
+# The whole spec as compact JSON. The aws engine keeps it in the job's spec item, which a claim never
+# writes (a claim costs 3 units whatever the job's size: engines/aws/job_items.py); it bounds what
+# the worker reads per run (2.5 read units for a job at the bound) and what an edit writes (twice the job's KB, a
+# transaction). It was set when every claim rewrote the whole job (20 headers of 4 KiB: ~93 units
+# per claim; docs/decisions/0053).
 MAX_JOB_BYTES = 10 * 1024
 MAX_ERROR_CHARS = 1_000  # one attempt's error text
 MAX_EXCERPT_CHARS = 512  # one attempt's response excerpt
+# A finished run's record, as compact JSON, on the happy path: one write unit on the aws engine,
+# whose item is never larger than that JSON. A finish cuts its attempt's excerpt (then its error,
+# not below MIN_ERROR_KEPT) to fit (punctual.execution.changes.fit_record).
+RUN_RECORD_BYTES = 1024
+MIN_ERROR_KEPT = 200
 MAX_ATTEMPTS_KEPT = 25  # attempts[] on a run (max_retries + 1 plus takeovers), oldest dropped
 MAX_UPSTREAMS = 10  # jobs one job may depend on (bounds a release's read and the release record)
 

@@ -46,8 +46,8 @@ class HttpTarget(BaseModel):
         description=f"write-only headers (credentials), each value at most {MAX_SECRET_CHARS} characters; "
         f"shown as {REDACTED!r}; in a PATCH, {REDACTED!r} keeps the stored value",
     )
-    # Left out of the stored and shown target while unset: every claim rewrites the job's item,
-    # and a job under 1 KB should stay under it.
+    # Left out of the stored and shown target while unset: every run reads the job's target, and a
+    # small job's spec should stay small.
     signature: Signatures | None = Field(
         default=None,
         exclude_if=lambda value: value is None,

@@ -4,7 +4,8 @@ A decision (``punctual.port.edges``) reads through :class:`_Reads`, which keeps 
 ``depends_on`` of every job read for its edges, and its write becomes one transaction:
 
     action                                      condition
-    Put the job                                 its version as read (a create: no such job)
+    Put the job's head                          its version as read (a create: no such job)
+    Put the job's spec                          -  (:mod:`.job_items`)
     Update each new upstream:                   it exists, is not deleted, its depends_on is as read
       has_dependents, version + 1
     Put each new reverse edge                   -
@@ -31,8 +32,7 @@ value read, so an edge added meanwhile anywhere in the owner's graph refuses it,
 again. Decisions that read no edges (a delete, a PATCH adding no upstream) never read the sequence.
 
 A write with nothing to condition and no edge to move (a delete of a job without dependencies, a
-PATCH of ``when`` only) is a single conditional write, as :meth:`Store.update_job`: one write unit
-instead of a transaction's two per item.
+PATCH of ``when`` only) is the job's two actions alone, as :meth:`Store.update_job` writes them.
 """
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ class DynamoEdges(DynamoJobs, DependencyItems):
         stored = job
         if change.expected_version is not None:
             stored = job.model_copy(update={"version": change.expected_version + 1})
-        actions = [self._job_action(stored, change.expected_version)]
+        actions = self.job_actions(stored, change.expected_version)
         for upstream_id in change.linked:
             actions.append(self._linked_upstream(upstream_id, reads.seen))
             actions.append({"Put": {"TableName": self.leases_table, "Item": edge_key(upstream_id, job.id)}})
@@ -82,23 +82,12 @@ class DynamoEdges(DynamoJobs, DependencyItems):
         else:  # too many jobs to condition one by one: the owner's graph sequence stands for them
             assert reads.sequence_read  # only reads of edges make checks
             actions.append(self._graph_step(owner, as_read=True, seen=reads.sequence))
-        if len(actions) == 1:
-            return self._single_write(change)
         reasons = self._tables.transact(actions)
         if reasons is not None:
             raise _refusal(change, reasons)
         return stored
 
     # -- actions ---------------------------------------------------------------------------------------
-
-    def _job_action(self, stored: Job, expected_version: int | None) -> dict[str, Any]:
-        if expected_version is None:
-            guard = c.guarded(c.JOB_NOT_EXISTS)
-        else:
-            guard = c.guarded(c.VERSION_MATCHES, expected_version=n(expected_version))
-        item = it.job_to_item(stored, retention_days=self.retention_days)
-        put = {"TableName": self.jobs_table, "Item": item, **guard, "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}
-        return {"Put": put}
 
     def _linked_upstream(self, upstream_id: str, seen: dict[str, Item | None]) -> dict[str, Any]:
         condition, values = c.LINKABLE, {"deleted": s(JobStatus.DELETED.value)}
@@ -140,12 +129,6 @@ class DynamoEdges(DynamoJobs, DependencyItems):
         item = self._tables.get(self.leases_table, _graph_key(owner))
         return None if item is None else it.get_n(item, "seq")
 
-    def _single_write(self, change: EdgeChange) -> Job:
-        if change.expected_version is None:
-            self.create_job(change.job)
-            return change.job
-        return self.update_job(change.job, change.expected_version)
-
 
 class _Reads(EdgeReads):
     """A decision's reads: each job read for its edges leaves its raw ``depends_on`` in ``seen``."""
@@ -169,7 +152,7 @@ class _Reads(EdgeReads):
         for job_id in wanted:
             item = found.get(job_id)
             self.seen.setdefault(job_id, None if item is None else item.get("depends_on"))
-        return {job_id: it.item_to_job(item) for job_id, item in found.items()}
+        return self._store._with_specs(found)
 
     def get_jobs(self, job_ids: Collection[str]) -> dict[str, Job]:
         return self._store.get_jobs(job_ids)

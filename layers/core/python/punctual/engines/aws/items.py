@@ -5,10 +5,10 @@ Layout choices that the store relies on:
 
 - Absent means None: an optional field that is None is not written at all (never a NULL), so
   ``attribute_not_exists(x)`` in a condition means "x is None".
-- jobs: ``next_run_at`` exists only while the job is active. The ``due`` GSI needs both of its key
-  attributes (``due_shard``, ``next_run_at``), so that alone keeps the index sparse; ``due_shard``
-  stays on every job so that it round-trips (pause, then resume onto the same shard).
-  ``payload``, ``target`` and ``retry`` are compact JSON strings.
+- jobs: two items each, a small head and the spec (:mod:`.job_items`). ``next_run_at`` exists only
+  while the job is active. The ``due`` GSI needs both of its key attributes (``due_shard``,
+  ``next_run_at``), so that alone keeps the index sparse; ``due_shard`` stays on every job so that
+  it round-trips (pause, then resume onto the same shard).
 - runs: ``open_shard`` (= ``ids.shard_of(run_id, open_shards)``) exists only while the run is open,
   which keeps the ``open`` GSI sparse; its sort key is the immutable ``scheduled_at``, so leases and
   heartbeats never rewrite the index. ``attempts`` is a list of compact JSON strings, appended with
@@ -21,13 +21,11 @@ Layout choices that the store relies on:
 from __future__ import annotations
 
 import json
-from datetime import datetime
 from typing import Any, TypeGuard
 
 from punctual import ids, rules
 from punctual.errors import InvalidCursor
-from punctual.model import Attempt, Catchup, Job, JobStatus, Overlap, Run, RunState
-from punctual.model.stored import StoredReader
+from punctual.model import Attempt, Catchup, Overlap, Run, RunState
 from punctual.port import Alert, DueJob, ShardLease
 
 Item = dict[str, Any]  # a low-level attribute map
@@ -35,7 +33,6 @@ Key = dict[str, Any]
 
 SHARD_PK = "shard"
 _DAY_S = 86_400
-_JOBS = StoredReader(Job)  # stored jobs are parsed without the checks that only refuse input
 
 
 # -- scalar codecs ---------------------------------------------------------------------------------
@@ -106,79 +103,6 @@ def alert_key(owner: str, run_id: str) -> Key:
 
 
 # -- jobs ------------------------------------------------------------------------------------------
-
-
-def job_to_item(job: Job, *, retention_days: int) -> Item:
-    """The stored form of ``job``; due-index attributes only while it is active."""
-    if job.status is JobStatus.ACTIVE and job.next_run_at is None and job.depends_on is None:
-        raise ValueError(f"active job {job.id} needs next_run_at")
-    item: Item = {
-        "job_id": s(job.id),
-        "owner": s(job.owner),
-        "name": s(job.name),
-        "timezone": s(job.timezone),
-        "target": {"S": job.target.model_dump_json()},
-        "timeout_s": n(job.timeout_s),
-        "max_retries": n(job.max_retries),
-        "retry": {"S": job.retry.model_dump_json()},
-        "jitter_s": n(job.jitter_s),
-        "overlap": s(job.overlap.value),
-        "catchup": s(job.catchup.value),
-        "max_backfill": n(job.max_backfill),
-        "status": s(job.status.value),
-        "due_shard": n(job.due_shard),
-        "created_at": n(job.created_at),
-        "updated_at": n(job.updated_at),
-        "version": n(job.version),
-    }
-    _put(item, "schedule", _opt_s(job.schedule))
-    _put(item, "run_at", None if job.run_at is None else s(job.run_at.isoformat()))
-    _put(item, "payload", None if job.payload is None else js(job.payload))
-    _put(item, "last_run_at", _opt_n(job.last_run_at))
-    _put(item, "rescheduled_at", _opt_n(job.rescheduled_at))
-    _put(item, "depends_on", None if job.depends_on is None else {"S": job.depends_on.model_dump_json()})
-    if job.has_dependents:
-        item["has_dependents"] = {"BOOL": True}
-    if job.status is JobStatus.ACTIVE:
-        _put(item, "next_run_at", _opt_n(job.next_run_at))
-    if job.status is JobStatus.DELETED:
-        # kept for history until retention, then DynamoDB TTL removes it
-        item["expires_at"] = n(ttl_seconds(job.updated_at) + retention_days * _DAY_S)
-    return item
-
-
-def item_to_job(item: Item) -> Job:
-    payload = get_s(item, "payload")
-    run_at = get_s(item, "run_at")
-    depends_on = get_s(item, "depends_on")
-    data: dict[str, Any] = {
-        "id": get_s(item, "job_id"),
-        "owner": get_s(item, "owner"),
-        "name": get_s(item, "name"),
-        "schedule": get_s(item, "schedule"),
-        "timezone": get_s(item, "timezone"),
-        "run_at": None if run_at is None else datetime.fromisoformat(run_at),
-        "depends_on": None if depends_on is None else json.loads(depends_on),
-        "has_dependents": item.get("has_dependents", {}).get("BOOL", False),
-        "payload": None if payload is None else json.loads(payload),
-        "target": json.loads(item["target"]["S"]),
-        "timeout_s": get_n(item, "timeout_s"),
-        "max_retries": get_n(item, "max_retries"),
-        "retry": json.loads(item["retry"]["S"]),
-        "jitter_s": get_n(item, "jitter_s"),
-        "overlap": get_s(item, "overlap"),
-        "catchup": get_s(item, "catchup"),
-        "max_backfill": get_n(item, "max_backfill"),
-        "status": get_s(item, "status"),
-        "next_run_at": get_n(item, "next_run_at"),
-        "last_run_at": get_n(item, "last_run_at"),
-        "rescheduled_at": get_n(item, "rescheduled_at"),
-        "due_shard": get_n(item, "due_shard"),
-        "created_at": get_n(item, "created_at"),
-        "updated_at": get_n(item, "updated_at"),
-        "version": get_n(item, "version"),
-    }
-    return _JOBS.python(data)
 
 
 def item_to_due_job(item: Item) -> DueJob:

@@ -1,7 +1,13 @@
-"""The ``aws`` engine's jobs: the jobs table and its ``by_owner`` index.
+"""The ``aws`` engine's jobs: the jobs table (a head and a spec item per job) and its ``by_owner`` index.
 
 A mixin of :class:`~punctual.engines.aws.store.DynamoStore` (create, read, list and update jobs;
-the claim's ``due`` index and advances stay with the store).
+the claim's ``due`` index and advances stay with the store). The item layout and why it is two
+items: :mod:`.job_items`.
+
+Writes: a create or an update writes both items in one ``TransactWriteItems``, conditioned on the
+head (no such job; its version as read). Reads: heads strongly consistent, specs eventually
+consistent, checked against the head's ``spec_version``; a spec that does not match is read again,
+with its head, strongly consistent (an edit committed between the two reads).
 """
 
 from __future__ import annotations
@@ -12,11 +18,14 @@ from typing import Any
 from punctual import ids
 from punctual.engines.aws import conditions as c
 from punctual.engines.aws import items as it
+from punctual.engines.aws import job_items as ji
 from punctual.engines.aws.items import Item, n, s
 from punctual.engines.aws.tables import Tables
 from punctual.errors import ConcurrentModification, JobAlreadyExists, JobNotFound
 from punctual.model import Job, JobStatus
-from punctual.port import Page
+from punctual.port import JobMark, Page
+
+_TORN_READS = 3  # strongly consistent re-reads of a job whose head and spec disagree, before giving up
 
 
 class DynamoJobs:
@@ -27,15 +36,23 @@ class DynamoJobs:
     retention_days: int
 
     def create_job(self, job: Job) -> None:
-        item = it.job_to_item(job, retention_days=self.retention_days)
-        if not self._tables.put(self.jobs_table, item, c.guarded(c.JOB_NOT_EXISTS)).applied:
-            raise JobAlreadyExists(f"job {job.id} already exists", field="id")
+        reasons = self._tables.transact(self.job_actions(job, None))
+        if reasons is not None:
+            raise job_refusal(job, None, reasons)
 
     def get_job(self, job_id: str) -> Job:
-        item = self._tables.get(self.jobs_table, it.job_key(job_id))
-        if item is None:
+        head = self._tables.get(self.jobs_table, it.job_key(job_id))
+        if head is None:
             raise JobNotFound(f"job {job_id} not found", field="job_id")
-        return it.item_to_job(item)
+        if not ji.needs_spec(head):
+            return ji.items_to_job(head)
+        spec = self._tables.get(self.jobs_table, ji.spec_key(job_id), consistent=False)
+        if ji.spec_matches(head, spec):
+            return ji.items_to_job(head, spec)
+        found = self._read_torn([job_id])
+        if job_id not in found:
+            raise JobNotFound(f"job {job_id} not found", field="job_id")
+        return found[job_id]
 
     def list_jobs(
         self, owner: str, *, status: JobStatus | None = None, limit: int = 50, cursor: str | None = None
@@ -62,40 +79,108 @@ class DynamoJobs:
         if after is not None:
             position = {"o": after["owner"]["S"], "c": int(after["created_at"]["N"]), "j": after["job_id"]["S"]}
             next_cursor = ids.encode_cursor("jobs", position)
-        return Page(self._full_jobs(found), next_cursor)
-
-    def _full_jobs(self, index_items: list[Item]) -> list[Job]:
-        """The jobs behind ``by_owner`` index entries, in index order.
-
-        The index projects only ``status`` (for the filter): a claim rewrites next_run_at,
-        last_run_at and version on every run, and projecting those would add an index write
-        to every claim (docs/decisions/0007).
-        """
-        keys = [{"job_id": item["job_id"]} for item in index_items]
-        by_id = {item["job_id"]["S"]: item for item in self._tables.batch_get(self.jobs_table, keys, complete=True)}
-        return [it.item_to_job(by_id[key["job_id"]["S"]]) for key in keys if key["job_id"]["S"] in by_id]
+        # The index projects only ``status`` (for the filter): a claim rewrites next_run_at,
+        # last_run_at and version on every run, and projecting those would add an index write
+        # to every claim (docs/decisions/0007). The jobs themselves are read by key.
+        wanted = [item["job_id"]["S"] for item in found]
+        by_id = self.get_jobs(wanted)
+        return Page([by_id[job_id] for job_id in wanted if job_id in by_id], next_cursor)
 
     def get_jobs(self, job_ids: Collection[str]) -> dict[str, Job]:
+        wanted = list(dict.fromkeys(job_ids))
+        heads = self._tables.batch_get(self.jobs_table, [it.job_key(job_id) for job_id in wanted], complete=True)
+        return self._with_specs({item["job_id"]["S"]: item for item in heads})
+
+    def job_marks(self, job_ids: Collection[str]) -> dict[str, JobMark]:
+        """Status and version from the heads alone: one read unit per job, whatever its payload."""
         keys = [it.job_key(job_id) for job_id in dict.fromkeys(job_ids)]
         return {
-            item["job_id"]["S"]: it.item_to_job(item)
+            item["job_id"]["S"]: JobMark(JobStatus(item["status"]["S"]), int(item["version"]["N"]))
             for item in self._tables.batch_get(self.jobs_table, keys, complete=True)
         }
 
     def update_job(self, job: Job, expected_version: int) -> Job:
-        stored = job.model_copy(update={"version": expected_version + 1})
-        item = it.job_to_item(stored, retention_days=self.retention_days)
-        written = self._tables.put(
-            self.jobs_table,
-            item,
-            c.guarded(c.VERSION_MATCHES, expected_version=n(expected_version)),
-            old_on_failure=True,
+        actions = self.job_actions(job.model_copy(update={"version": expected_version + 1}), expected_version)
+        reasons = self._tables.transact(actions)
+        if reasons is not None:
+            raise job_refusal(job, expected_version, reasons)
+        return ji.items_to_job(actions[0]["Put"]["Item"], actions[1]["Put"]["Item"])
+
+    # -- shared with dependency decisions (.edges) ------------------------------------------------------
+
+    def job_actions(self, stored: Job, expected_version: int | None) -> list[dict[str, Any]]:
+        """The two ``TransactWriteItems`` actions that write ``stored``: its head, conditioned on no
+        such job (``expected_version`` None) or on that version, then its spec. The head comes first:
+        :func:`job_refusal` reads the first cancellation reason as the job's own."""
+        if expected_version is None:
+            guard = c.guarded(c.JOB_NOT_EXISTS)
+        else:
+            guard = c.guarded(c.VERSION_MATCHES, expected_version=n(expected_version))
+        head, spec = ji.job_to_items(stored, retention_days=self.retention_days)
+        put = {"TableName": self.jobs_table, "Item": head, **guard, "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}
+        return [{"Put": put}, {"Put": {"TableName": self.jobs_table, "Item": spec}}]
+
+    # -- reads ------------------------------------------------------------------------------------------
+
+    def _with_specs(self, heads: dict[str, Item]) -> dict[str, Job]:
+        """The jobs of ``heads`` (by id), each with its spec read eventually consistent and checked."""
+        split = [job_id for job_id, head in heads.items() if ji.needs_spec(head)]
+        specs = {}
+        if split:
+            keys = [ji.spec_key(job_id) for job_id in split]
+            for item in self._tables.batch_get(self.jobs_table, keys, complete=True, consistent=False):
+                specs[item["job_id"]["S"].removesuffix(ji.SPEC_SUFFIX)] = item
+        jobs: dict[str, Job] = {}
+        torn = []
+        for job_id, head in heads.items():
+            if not ji.needs_spec(head):
+                jobs[job_id] = ji.items_to_job(head)
+            elif ji.spec_matches(head, specs.get(job_id)):
+                jobs[job_id] = ji.items_to_job(head, specs[job_id])
+            else:
+                torn.append(job_id)
+        if torn:
+            jobs.update(self._read_torn(torn))
+        return jobs
+
+    def _read_torn(self, job_ids: list[str]) -> dict[str, Job]:
+        """Heads and specs of ``job_ids`` read together strongly consistent until they match (an
+        edit's transaction may commit between the reads of one job's two items). Jobs whose head is
+        gone are left out. Raises :class:`ConcurrentModification` if they keep disagreeing."""
+        jobs: dict[str, Job] = {}
+        pending = job_ids
+        for _ in range(_TORN_READS):
+            keys = [key for job_id in pending for key in (it.job_key(job_id), ji.spec_key(job_id))]
+            items = {item["job_id"]["S"]: item for item in self._tables.batch_get(self.jobs_table, keys, complete=True)}
+            still = []
+            for job_id in pending:
+                head, spec = items.get(job_id), items.get(job_id + ji.SPEC_SUFFIX)
+                if head is None:
+                    continue
+                if not ji.needs_spec(head):
+                    jobs[job_id] = ji.items_to_job(head)
+                elif ji.spec_matches(head, spec):
+                    jobs[job_id] = ji.items_to_job(head, spec)
+                else:
+                    still.append(job_id)
+            if not still:
+                return jobs
+            pending = still
+        raise ConcurrentModification(f"job {pending[0]} kept changing while it was read; read it again")
+
+
+def job_refusal(job: Job, expected_version: int | None, reasons: list[dict[str, Any]]) -> Exception:
+    """Why DynamoDB cancelled a job's write (:meth:`DynamoJobs.job_actions`), from the head's reason
+    (the first action): exists, absent, another version, or a transaction in flight on it."""
+    own = reasons[0] if reasons else {}
+    if own.get("Code") == "ConditionalCheckFailed":
+        if expected_version is None:
+            return JobAlreadyExists(f"job {job.id} already exists", field="id")
+        if not own.get("Item"):
+            return JobNotFound(f"job {job.id} not found", field="job_id")
+        version = it.get_n(own["Item"], "version")
+        return ConcurrentModification(
+            f"job {job.id} changed since it was read (version {version}, expected {expected_version}); "
+            "read it again and retry"
         )
-        if not written.applied:
-            if written.item is None:
-                raise JobNotFound(f"job {job.id} not found", field="job_id")
-            raise ConcurrentModification(
-                f"job {job.id} changed since it was read (version {it.get_n(written.item, 'version')}, "
-                f"expected {expected_version}); read it again and retry"
-            )
-        return it.item_to_job(item)
+    return ConcurrentModification(f"job {job.id} was being changed by another request; read it again and retry")

@@ -12,10 +12,12 @@ their decisions in :mod:`.edges`) and tenants in mixins. Every
 Conditional writes that fail ask DynamoDB for the item as it was
 (``ReturnValuesOnConditionCheckFailure=ALL_OLD``), so deciding *why* costs no extra read.
 
-Write units of one run's happy path (items under 1 KB; see tests/integration/test_aws_engine.py
-and punctual.capacity.counts): advance the job (table 1, ``due`` key move 2), insert the run
-(table 1, ``open`` put 1), lease (1), finish (table 1, ``open`` delete 1, the stats counter 1).
-``open_index=False`` drops the two ``open`` units and ``stats_counters=False`` the counter: 6.
+Write units of one run's happy path (every item written under 1 KB, whatever the job's payload and
+headers: the advance writes only the job's head, :mod:`.job_items`; see
+tests/integration/test_capacity_counts.py and punctual.capacity.counts): advance the job (table 1,
+``due`` key move 2), insert the run (table 1, ``open`` put 1), lease (1), finish (table 1, ``open``
+delete 1, the stats counter 1). ``open_index=False`` drops the two ``open`` units and
+``stats_counters=False`` the counter: 6.
 """
 
 from __future__ import annotations
@@ -144,7 +146,9 @@ class DynamoStore(DynamoEdges, DeadlineReads, DynamoShards, DynamoTenants, Store
         request = expr.request(
             c.JOB_STILL_DUE, active=s(JobStatus.ACTIVE.value), old_next=n(advance.expected_next_run_at)
         )
-        return self._tables.update(self.jobs_table, it.job_key(advance.job_id), request, returns="NONE").applied
+        # an edit in flight on the head (a transaction) refuses the advance like a changed head: counted
+        key = it.job_key(advance.job_id)
+        return self._tables.update(self.jobs_table, key, request, returns="NONE", conflict_refuses=True).applied
 
     # -- runs --------------------------------------------------------------------------------------
 

@@ -25,6 +25,7 @@ R = TypeVar("R")
 
 _CONDITION_FAILED = "ConditionalCheckFailedException"
 _TRANSACTION_CANCELLED = "TransactionCanceledException"
+_TRANSACTION_CONFLICT = "TransactionConflictException"
 _CANCELLED_BY_A_RACE = {"None", "ConditionalCheckFailed", "TransactionConflict"}  # per-action reason codes
 MAX_TRANSACTION_ACTIONS = 100  # DynamoDB's limit of actions (distinct items) per transaction
 _MAX_LIST_PAGES = 10  # Query pages one listing may read when a filter drops most items
@@ -50,6 +51,12 @@ def condition_failed(exc: ClientError) -> bool:
     return bool(exc.response.get("Error", {}).get("Code") == _CONDITION_FAILED)
 
 
+def in_conflict(exc: ClientError) -> bool:
+    """A single write refused because a transaction on the same item was in flight (a job's edit
+    is one: :mod:`.job_items`)."""
+    return bool(exc.response.get("Error", {}).get("Code") == _TRANSACTION_CONFLICT)
+
+
 def _old_image(exc: ClientError) -> Item | None:
     """The item as the failed condition saw it (ReturnValuesOnConditionCheckFailure=ALL_OLD)."""
     item = cast(dict[str, Any], exc.response).get("Item")
@@ -73,8 +80,8 @@ class Tables:
 
     # -- I/O helpers -------------------------------------------------------------------------------
 
-    def get(self, table: str, key: Key) -> Item | None:
-        item: Item | None = self.client.get_item(TableName=table, Key=key, ConsistentRead=True).get("Item")
+    def get(self, table: str, key: Key, *, consistent: bool = True) -> Item | None:
+        item: Item | None = self.client.get_item(TableName=table, Key=key, ConsistentRead=consistent).get("Item")
         return item
 
     def put(self, table: str, item: Item, guard: dict[str, Any], *, old_on_failure: bool = False) -> Written:
@@ -88,12 +95,23 @@ class Tables:
         return Written(True, item)
 
     def update(
-        self, table: str, key: Key, request: dict[str, Any], *, returns: str = "ALL_NEW", old_on_failure: bool = True
+        self,
+        table: str,
+        key: Key,
+        request: dict[str, Any],
+        *,
+        returns: str = "ALL_NEW",
+        old_on_failure: bool = True,
+        conflict_refuses: bool = False,
     ) -> Written:
+        """One conditional UpdateItem. ``conflict_refuses``: a transaction in flight on the item (an
+        edit of a job, :mod:`.job_items`) counts as a refusal too, instead of raising."""
         extra = {"ReturnValuesOnConditionCheckFailure": "ALL_OLD"} if old_on_failure else {}
         try:
             response = self.client.update_item(TableName=table, Key=key, ReturnValues=returns, **request, **extra)
         except ClientError as exc:
+            if conflict_refuses and in_conflict(exc):
+                return Written(False, None)
             if not condition_failed(exc):
                 raise
             return Written(False, _old_image(exc))
@@ -171,17 +189,20 @@ class Tables:
                 self._pool = ThreadPoolExecutor(max_workers=self._max_workers, thread_name_prefix="punctual-ddb")
             return self._pool
 
-    def batch_get(self, table: str, keys: list[Key], *, complete: bool = False) -> list[Item]:
-        """Consistent reads of ``keys`` (any number), in no particular order; missing items are absent.
+    def batch_get(self, table: str, keys: list[Key], *, complete: bool = False, consistent: bool = True) -> list[Item]:
+        """Reads of ``keys`` (any number), in no particular order; missing items are absent.
 
-        Keys DynamoDB still leaves unprocessed after the retries are skipped, or with ``complete``
-        raise :class:`Throttled` (a listing must not silently drop items its cursor moves past).
+        Strongly consistent unless ``consistent`` is False (half the read units: for items whose
+        reader can tell a stale copy, see :mod:`.job_items`). Keys DynamoDB still leaves unprocessed
+        after the retries are skipped, or with ``complete`` raise :class:`Throttled` (a listing must
+        not silently drop items its cursor moves past).
         """
         items: list[Item] = []
         for chunk_start in range(0, len(keys), _BATCH_GET):
             pending = keys[chunk_start : chunk_start + _BATCH_GET]
             for attempt in range(_BATCH_GET_TRIES):
-                response = self.client.batch_get_item(RequestItems={table: {"Keys": pending, "ConsistentRead": True}})
+                request = {table: {"Keys": pending, "ConsistentRead": consistent}}
+                response = self.client.batch_get_item(RequestItems=request)
                 items.extend(response.get("Responses", {}).get(table, []))
                 pending = response.get("UnprocessedKeys", {}).get(table, {}).get("Keys", [])
                 if not pending:
