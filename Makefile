@@ -29,6 +29,7 @@ lint: $(STAMP)
 	$(BIN)/mypy
 	for handler in functions/*/handler.py; do $(BIN)/mypy --follow-imports=silent "$$handler" || exit 1; done
 	$(BIN)/python -m infra.import_graph
+	$(BIN)/python -m infra.module_size
 
 unit: $(STAMP)
 	$(BIN)/python -m pytest -q -p no:cacheprovider -m unit

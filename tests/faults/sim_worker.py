@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from punctual import ids
 from punctual.errors import PunctualError
-from punctual.execution import batch
+from punctual.execution import batch, batch_finish
 from punctual.execution.targets.types import TargetResult, timed_out
 from punctual.port import Delivery
 from punctual.runs.alerts import LogAlerter
@@ -124,7 +124,7 @@ class SimWorker:
             else:
                 groups[delivery.not_before].append(delivery)
         if drops or hides:
-            batch.drop_or_hide(port, drops, hides)
+            batch_finish.drop_or_hide(port, drops, hides)
         for not_before, group in groups.items():
             if not_before <= now:
                 self._lease_now(port, group)
@@ -160,7 +160,7 @@ class SimWorker:
     def _begin(self, port: batch.Port, leased: batch.Leased) -> None:
         now = self.clock.now_ms()
         if not leased.may_execute:
-            batch.settle(port, [batch.Done(leased, None, now, now)])
+            batch_finish.settle(port, [batch_finish.Done(leased, None, now, now)])
             return
         run, job = leased.run, leased.job
         call = Call(
@@ -196,7 +196,7 @@ class SimWorker:
     def _beat(self, flight: InFlight) -> None:
         if flight not in self.in_flight:
             return
-        alive = batch.beat(self.port(), [flight.leased])[0]
+        alive = batch_finish.beat(self.port(), [flight.leased])[0]
         if not alive:  # the lease is lost: the call is cut, its attempt abandoned
             self.in_flight.remove(flight)
             self.sim.ledger.end(flight.call, self.sim.clock.now_ms())
@@ -213,7 +213,7 @@ class SimWorker:
         result = self.sim.target_result(leased, duration >= timeout_ms)
         if duration >= timeout_ms:
             result = timed_out(timeout_ms / SECOND)
-        batch.settle(self.port(), [batch.Done(leased, result, flight.started, self.clock.now_ms())])
+        batch_finish.settle(self.port(), [batch_finish.Done(leased, result, flight.started, self.clock.now_ms())])
 
 
 def scripted(fail: bool) -> TargetResult:

@@ -28,8 +28,9 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from punctual.api import errors
-from punctual.api.app import Services, handle
+from punctual.api.app import handle
 from punctual.api.auth import ApiKeys
+from punctual.api.caller import Services
 from punctual.console import web as console
 from punctual.errors import ConfigError
 

@@ -29,7 +29,7 @@ from botocore.exceptions import ClientError
 from punctual import ids
 from punctual.engines.aws.items import Item, Key, n, s
 from punctual.model import Run, RunState
-from punctual.runs import stats as rs
+from punctual.port import stats as rs
 
 logger = logging.getLogger("punctual.stats")
 

@@ -56,7 +56,7 @@ from punctual.port import (
     RunQuery,
     Store,
 )
-from punctual.runs.stats import RunStats
+from punctual.port.stats import RunStats
 
 logger = logging.getLogger(__name__)
 
@@ -193,17 +193,7 @@ class DynamoStore(DynamoEdges, DeadlineReads, DynamoShards, DynamoTenants, Store
             next_cursor = ids.encode_cursor("runs", {"j": job_id, "s": int(after["scheduled_at"]["N"])})
         return Page([it.item_to_run(item) for item in found], next_cursor)
 
-    def lease_run(
-        self,
-        job_id: str,
-        scheduled_at: int,
-        worker_id: str,
-        now: int,
-        lease_ms: int,
-        *,
-        overlap: Overlap = Overlap.ALLOW,
-        withdrawn: Withdrawal | None = None,
-    ) -> LeaseResult:
+    def lease_one(self, request: LeaseRequest, worker_id: str, now: int) -> LeaseResult:
         """One conditional write in the common case (scheduled, or retrying past its backoff).
 
         A run the worker says is ``withdrawn`` (its job paused, or its schedule lost the instant)
@@ -217,8 +207,9 @@ class DynamoStore(DynamoEdges, DeadlineReads, DynamoShards, DynamoTenants, Store
         were seen, which also appends the lost attempt to the log. Losing that race re-evaluates the
         run as the failed write found it, a bounded number of times.
         """
-        if withdrawn is not None:
-            cancelled = self._withdraw(job_id, scheduled_at, withdrawn, now)
+        job_id, scheduled_at, overlap = request.job_id, request.scheduled_at, request.overlap
+        if request.withdrawn is not None:
+            cancelled = self._withdraw(job_id, scheduled_at, request.withdrawn, now)
             if cancelled is not None:
                 return cancelled
         if overlap is not Overlap.ALLOW:
@@ -235,14 +226,14 @@ class DynamoStore(DynamoEdges, DeadlineReads, DynamoShards, DynamoTenants, Store
             if skipped is not None:
                 return skipped
         key = it.run_key(job_id, scheduled_at)
-        until = now + lease_ms
+        until = now + request.lease_ms
         seen: Run | None = None
         for _ in range(_LEASE_ROUNDS):
             if seen is not None and rules.is_takeover(seen):
-                request = u.takeover_request(seen, worker_id, now, until)
+                update = u.takeover_request(seen, worker_id, now, until)
             else:
-                request = u.lease_request(worker_id, now, until)
-            written = self._tables.update(self.runs_table, key, request)
+                update = u.lease_request(worker_id, now, until)
+            written = self._tables.update(self.runs_table, key, update)
             found = None if written.item is None else it.item_to_run(written.item)
             if written.applied:
                 return LeaseResult(LeaseOutcome.LEASED, found)
@@ -290,9 +281,7 @@ class DynamoStore(DynamoEdges, DeadlineReads, DynamoShards, DynamoTenants, Store
 
         def one(r: LeaseRequest) -> LeaseResult | Exception:
             try:
-                return self.lease_run(
-                    r.job_id, r.scheduled_at, worker_id, now, r.lease_ms, overlap=r.overlap, withdrawn=r.withdrawn
-                )
+                return self.lease_one(r, worker_id, now)
             except Exception as exc:
                 return exc
 

@@ -134,7 +134,7 @@ _V2 = (
 )
 
 # v3: run stats (GET /stats). Terminal runs by owner and the time they are counted at, so the
-# aggregate reads one index range per window (punctual.runs.stats, engines/embedded/stats.py).
+# aggregate reads one index range per window (punctual.port.stats, engines/embedded/stats.py).
 _DOC_COUNTED_AT_SQL = "coalesce(json_extract(doc, '$.finished_at'), scheduled_at)"
 _V3 = (f"CREATE INDEX runs_done ON runs(owner, {_DOC_COUNTED_AT_SQL}) WHERE state IN {TERMINAL_STATES_SQL}",)
 
