@@ -24,6 +24,11 @@ CORE_LAYER_DIR = PROJECT_ROOT / "layers" / "core"  # holds python/punctual: the 
 FARGATE_DOCKERFILE = "infra/fargate/Dockerfile"  # relative to PROJECT_ROOT, the image's build context
 
 DEFAULT_STACK_NAME = "Punctual"
+
+# DynamoDB in provisioned mode (infra.constructs.storage): auto scaling's maximum over its minimum, and its
+# target utilization; punctual.capacity.modes plans with the same (AUTOSCALING_MAX_FACTOR, ddb_autoscaling_target)
+AUTOSCALING_MAX_FACTOR = 4
+AUTOSCALING_TARGET_PERCENT = 70
 PROJECT_TAG = "punctual"
 
 # -- Lambda runtime -------------------------------------------------------------------------------

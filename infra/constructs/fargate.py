@@ -88,7 +88,7 @@ class FargateWorkers(Construct):
     def _build_long_run_service(
         self, shared: Shared, queue: sqs.IQueue, visibility_s: int, alerts: Alerts
     ) -> ecs.FargateTaskDefinition:
-        """``fargate_worker_count`` tasks that consume only the long-run queue."""
+        """``fargate_long_run_count`` tasks (default ``fargate_worker_count``) that consume only the long-run queue."""
         environment = {
             **shared.environment,
             "PUNCTUAL_DISPATCH_QUEUE_URL": queue.queue_url,
@@ -107,7 +107,7 @@ class FargateWorkers(Construct):
             "LongRunService",
             cluster=self.cluster,
             task_definition=task_definition,
-            desired_count=self._config.fargate_worker_count,
+            desired_count=self._config.long_run_tasks,
             assign_public_ip=True,
             vpc_subnets=ec2.SubnetSelection(subnet_type=ec2.SubnetType.PUBLIC),
             min_healthy_percent=100,
