@@ -58,7 +58,7 @@ class FargateWorkers(Construct):
         self.cluster = ecs.Cluster(self, "Cluster", vpc=self.vpc, container_insights_v2=ecs.ContainerInsights.ENABLED)
         self.task_definition = self._build_task_definition(shared.environment)
         task_role = self.task_definition.task_role
-        access.grant_tables(task_role, access.WORKER, shared.tables)
+        access.grant_tables(task_role, access.WORKER, shared.tables, prelease=shared.config.prelease_s > 0)
         # consumed by the worker itself (no event source); the runs a finish releases for dependent
         # jobs, and runs waiting on tenant limits resent fresh
         dispatch_queue.grant(task_role, *access.CONSUME, *access.SEND)
@@ -96,7 +96,7 @@ class FargateWorkers(Construct):
         }
         task_definition = self._build_task_definition(environment, prefix="LongRun")
         task_role = task_definition.task_role
-        access.grant_tables(task_role, access.WORKER, shared.tables)
+        access.grant_tables(task_role, access.WORKER, shared.tables, prelease=shared.config.prelease_s > 0)
         # its own dispatches go to its own queue: waits re-sent with a delay (punctual.execution.waits),
         # runs waiting on tenant limits resent fresh, runs released for dependent jobs
         queue.grant(task_role, *access.CONSUME, *access.SEND)

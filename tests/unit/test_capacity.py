@@ -78,9 +78,11 @@ def test_mission_load_sizes_the_design_target() -> None:
     assert (s.open_shards, s.open_shard_utilization) == (64, 0.318)
     t = tables(MISSION)
     # jobs: 364 advances; 20,000 reads (the worker reads the job of every run): x1.2 over a new table's 12,000
-    assert t["jobs"] == (363.6, 20_000.0, 0, 0) and mission.context["warm_read_units"] == {"jobs": 24_000}
+    # the Fargate tier pre-leases: each run is read once more before its instant (20,000 RRU/s on runs)
+    assert t["jobs"] == (363.6, 20_000.0, 0, 0)
+    assert mission.context["warm_read_units"] == {"jobs": 24_000, "runs": 24_000}
     # runs: insert 364 + lease 20,000 + finish 20,000 + 1 % retried (400) = 40,764; x1.2 -> 49,000, a quota raise
-    assert t["runs"] == (40_763.6, 0.0, 49_000, 49_000)
+    assert t["runs"] == (40_763.6, 20_000.0, 49_000, 49_000)
     assert t["runs.open"][:3] == (20_363.6, 0.5, 25_000)
     assert w.in_flight_runs == 29_182  # 20,000 x (10/11 s hold + 0.5 s target + 0.05 s), under 120,000
     # the Fargate tier: 9 tasks of 1 vCPU (punctual.capacity.fargate; test_fargate_workers_are_sized_by_cpu)
@@ -204,8 +206,9 @@ def test_deploy_line_carries_the_plan() -> None:
     assert '-c dynamodb_billing=provisioned -c \'provisioned_write_units={"jobs":477,' in line
     # the partitions the burst needs: pre-warmed (a provisioned table has 1,000 WCU/s per partition)
     assert """'warm_write_units={"runs":49000,"runs.open":25000}'""" in line
-    # reads too: the worker reads 20,000 jobs/s, x1.2 = 24,000, above the partition of 477 RCU's 3,000
-    assert """'warm_read_units={"jobs":24000}'""" in line
+    # reads too: the worker reads 20,000 jobs/s and, pre-leasing, 20,000 runs/s: x1.2 = 24,000 each, above the
+    # 3,000 of the one partition their 477 RCU make
+    assert """'warm_read_units={"jobs":24000,"runs":24000}'""" in line
 
 
 def test_stats_counters_are_kept_while_one_owner_fits_them() -> None:

@@ -21,18 +21,18 @@ this process, which loads the jobs and runs (not measured) and then runs the mea
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import multiprocessing
 import os
+import socket
+import subprocess
 import sys
 import threading
 import time
+import urllib.request
 import uuid
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
-from multiprocessing.connection import Connection
 from typing import Any
 
 from punctual import ids
@@ -45,32 +45,33 @@ IDLE_S = 3.0  # the idle measurement's window
 MAX_WAIT_S = 600.0  # the burst must finish within this (moto is slow: ~100-200 writes/s)
 
 
-def _serve_moto(conn: Connection) -> None:
-    from moto.server import ThreadedMotoServer
-
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    conn.send(server.get_host_and_port()[1])
-    with contextlib.suppress(EOFError, OSError):
-        conn.recv()  # until the parent closes the pipe (or is gone)
-    server.stop()
-
-
 @contextmanager
 def moto_server_process() -> Iterator[str]:
-    """The endpoint URL of a moto server in its own process, for the ``with`` block."""
-    parent, child = multiprocessing.Pipe()
-    process = multiprocessing.get_context("spawn").Process(target=_serve_moto, args=(child,), daemon=True)
-    process.start()
+    """The endpoint URL of a moto server (``python -m moto.server``, a test dependency: not in the Lambda
+    layer, so started as a command) in its own process on 127.0.0.1, for the ``with`` block."""
+    with socket.socket() as probe:  # a free port (moto.server takes no port 0)
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    process = subprocess.Popen(  # noqa: S603 - this interpreter, fixed arguments
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    endpoint = f"http://127.0.0.1:{port}"
     try:
-        if not parent.poll(60):
-            raise RuntimeError("the moto server did not start")
-        yield f"http://127.0.0.1:{parent.recv()}"
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                urllib.request.urlopen(f"{endpoint}/moto-api/", timeout=1).close()  # noqa: S310 - our own server
+                break
+            except OSError:
+                if process.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError("the moto server did not start (is moto[server] installed?)") from None
+                time.sleep(0.2)
+        yield endpoint
     finally:
-        parent.close()
         process.terminate()
-        process.join(5)
+        process.wait(10)
 
 
 @contextmanager

@@ -40,6 +40,7 @@ from punctual.capacity.load import SECONDS_PER_MONTH, CapacityMode, Load
 
 AUTOSCALING_MAX_FACTOR = 4  # auto scaling may raise a table to 4x its planned capacity (growth)
 DUE_ROW_BYTES = 250  # a due-index row: keys plus the projection a claim reads
+PRELEASE_READS = 1.0  # a pre-leased run read once before its instant (its item under 4 KB, strongly consistent)
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,8 +76,12 @@ class ModeOption:
     note: str = ""
 
 
-def table_loads(load: Load, s: Scheduling, counts: PerRun, extras: Extras) -> list[TableLoad]:
-    """Units per burst on each table and index, from the per-run units (and the retries' and waits')."""
+def table_loads(load: Load, s: Scheduling, counts: PerRun, extras: Extras, *, prelease: bool) -> list[TableLoad]:
+    """Units per burst on each table and index, from the per-run units (and the retries' and waits').
+
+    ``prelease``: the workers pre-lease (the Fargate tier), reading each run they hold once
+    before its instant (``punctual.execution.batch.hold``: strongly consistent, 1 read unit).
+    """
     b = load.burst_runs
     w = counts.writes
     rows = [
@@ -87,7 +92,7 @@ def table_loads(load: Load, s: Scheduling, counts: PerRun, extras: Extras) -> li
         TableLoad(
             "runs",
             b * (w.insert_runs + w.lease_runs + w.finish_runs + extras.runs_write_units),
-            0.0,
+            b * PRELEASE_READS if prelease else 0.0,
         ),
     ]
     if load.open_index:
@@ -166,8 +171,8 @@ def choose(load: Load, options: list[ModeOption]) -> tuple[ModeOption, str]:
         return chosen, f"{chosen.name}: as asked (--dynamodb)"
     if prov.monthly_usd < demand.monthly_usd:
         return prov, (
-            f"provisioned: ${prov.monthly_usd:,.2f} a month against ${demand.monthly_usd:,.2f} on-demand; a burst"
-            f" every {load.burst_interval_s} s leaves the capacity idle between bursts, and the burst credits"
-            f" (up to {value('ddb_burst_seconds'):.0f} s of it) carry the burst ({prov.note})"
+            f"provisioned: ${prov.monthly_usd:,.2f} a month against ${demand.monthly_usd:,.2f} on-demand: each table"
+            f" and index provisioned for its average over the {load.burst_interval_s} s between bursts (at"
+            f" {value('ddb_autoscaling_target'):.0%} utilization), the burst carried on burst credits; {prov.note}"
         )
     return demand, f"on-demand: ${demand.monthly_usd:,.2f} a month against ${prov.monthly_usd:,.2f} provisioned"

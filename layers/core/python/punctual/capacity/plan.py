@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import shlex
+from dataclasses import dataclass
 from typing import Any
 
 from punctual.capacity import cost, fleet, modes, tiers
@@ -35,27 +36,21 @@ def plan_capacity(load: Load) -> CapacityPlan:
     more = extras(counts)
     warnings: list[QuotaWarning] = []
     scheduling = fleet.scheduling(load, warnings)
-    rows = modes.table_loads(load, scheduling, counts, more)
-    mode_options = [modes.on_demand(load, rows), modes.provisioned(load, rows)]
-    mode, mode_why = modes.choose(load, mode_options)
-    provisioned = {t.name: t.write_units for t in mode.tables} if mode.name == "provisioned" else None
-    tables = _tables(load, scheduling, counts, more, warnings, mode=mode)
     storage = _storage(load, warnings)
+    # the capacity each tier needs: the Fargate tier pre-leases, reading each run once more
+    capacities = {
+        prelease: _capacity(load, scheduling, counts, more, storage, prelease=prelease) for prelease in (False, True)
+    }
 
-    def common(fargate: bool) -> list[cost.CostLine]:
-        return cost.common_lines(
-            load,
-            scheduling,
-            storage,
-            more,
-            mode_lines=mode.lines,
-            open_index=load.open_index,
-            fargate=fargate,
-        )
+    def capacity(tier: str) -> Capacity:
+        return capacities[tier == "fargate"]
 
-    options = tiers.worker_tiers(load, scheduling, tables, more, common=common, provisioned=provisioned)
+    options = tiers.worker_tiers(load, scheduling, more, capacity=capacity)
     chosen, tier_why = tiers.choose(load, [option for option, _ in options])
     warnings += next(w for option, w in options if option is chosen)
+    chosen_capacity = capacity(chosen.tier)
+    warnings += chosen_capacity.warnings
+    mode, mode_why, tables = chosen_capacity.mode, chosen_capacity.why, chosen_capacity.tables
     if not chosen.lateness.met:
         warnings.append(
             QuotaWarning(
@@ -81,10 +76,51 @@ def plan_capacity(load: Load) -> CapacityPlan:
         owner_ceilings=ceilings,
         warnings=warnings,
         worker_tiers=[option for option, _ in options],
-        dynamodb_modes=mode_options,
+        dynamodb_modes=chosen_capacity.options,
         recommendation={"tier": chosen.tier, "tier_why": tier_why, "dynamodb": mode.name, "dynamodb_why": mode_why},
-        cost_lines=[*common(workers.kind == "fargate"), *chosen.lines],
+        cost_lines=[*chosen_capacity.common(workers.kind == "fargate"), *chosen.lines],
     )
+
+
+@dataclass(frozen=True, slots=True)
+class Capacity:
+    """DynamoDB for one way of working (the workers pre-lease or not): both modes priced, the one
+    chosen, the tables' peaks and pre-warming in it, and the lines every tier shares with it."""
+
+    load: Load
+    scheduling: Scheduling
+    storage: Storage
+    extras: Extras
+    options: list[modes.ModeOption]
+    mode: modes.ModeOption
+    why: str
+    tables: list[Throughput]
+    warnings: list[QuotaWarning]
+
+    @property
+    def provisioned(self) -> dict[str, int] | None:
+        """The provisioned write units per table and index (None: on-demand)."""
+        return {t.name: t.write_units for t in self.mode.tables} if self.mode.name == "provisioned" else None
+
+    def common(self, fargate: bool) -> list[cost.CostLine]:
+        return cost.common_lines(
+            self.load,
+            self.scheduling,
+            self.storage,
+            self.extras,
+            mode_lines=self.mode.lines,
+            open_index=self.load.open_index,
+            fargate=fargate,
+        )
+
+
+def _capacity(load: Load, s: Scheduling, counts: PerRun, more: Extras, storage: Storage, *, prelease: bool) -> Capacity:
+    rows = modes.table_loads(load, s, counts, more, prelease=prelease)
+    options = [modes.on_demand(load, rows), modes.provisioned(load, rows)]
+    mode, why = modes.choose(load, options)
+    warnings: list[QuotaWarning] = []
+    tables = _tables(load, s, counts, more, warnings, mode=mode, prelease=prelease)
+    return Capacity(load, s, storage, more, options, mode, why, tables, warnings)
 
 
 def deployment(load: Load, plan: CapacityPlan) -> Deployment:
@@ -124,7 +160,14 @@ def stats_counters_for(load: Load) -> bool:
 
 
 def _tables(
-    load: Load, s: Scheduling, counts: PerRun, more: Extras, warnings: list[QuotaWarning], *, mode: modes.ModeOption
+    load: Load,
+    s: Scheduling,
+    counts: PerRun,
+    more: Extras,
+    warnings: list[QuotaWarning],
+    *,
+    mode: modes.ModeOption,
+    prelease: bool,
 ) -> list[Throughput]:
     """Each table and index at the peak: writes/s and reads/s, pre-warming and quota raises."""
     r, c = load.peak_runs_per_second, s.claim_rate_needed
@@ -135,7 +178,11 @@ def _tables(
         # each owned shard is queried once a second (0.5 RRU at least), plus the rows claimed
         ("jobs.due", c * w.claim_due, s.due_shards * 0.5 + c * 0.5 * modes.DUE_ROW_BYTES / 4096),
         ("jobs.by_owner", 0.0, 0.0),  # written by the API only; claims leave it alone
-        ("runs", c * w.insert_runs + r * (w.lease_runs + w.finish_runs + more.runs_write_units), 0.0),
+        (
+            "runs",
+            c * w.insert_runs + r * (w.lease_runs + w.finish_runs + more.runs_write_units),
+            r * modes.PRELEASE_READS if prelease else 0.0,  # pre-leased runs read before their instant
+        ),
     ]
     if load.open_index:
         rows.append(("runs.open", c * w.insert_open + r * w.finish_open, s.open_shards * 0.5 / 60))

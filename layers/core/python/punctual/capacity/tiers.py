@@ -15,6 +15,7 @@ why; ``--worker lambda|fargate`` overrides (``lambda``: standard mode, or poller
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Protocol
 
 from punctual.capacity.constants import value
 from punctual.capacity.cost_lines import GIB, MILLION, CostLine
@@ -33,19 +34,20 @@ TIERS = ("lambda-standard", "lambda-provisioned", "fargate")
 def worker_tiers(
     load: Load,
     s: Scheduling,
-    tables: list[Throughput],
     extras: Extras,
     *,
-    common: Callable[[bool], list[CostLine]],
-    provisioned: dict[str, int] | None,
+    capacity: Callable[[str], TierCapacity],
 ) -> list[tuple[TierOption, list[QuotaWarning]]]:
     """Each tier sized and priced; with each, the warnings its sizing raised (the plan keeps the chosen one's).
 
-    ``common(fargate)``: the lines every tier shares (the Fargate tier's stack has more alarms).
+    ``capacity(tier)``: DynamoDB as that tier uses it (its tables, their provisioned writes, and the
+    lines every tier shares with them: ``punctual.capacity.plan.Capacity``).
     """
     out = []
     for tier in TIERS:
         warnings: list[QuotaWarning] = []
+        dynamo = capacity(tier)
+        tables, provisioned = dynamo.tables, dynamo.provisioned
         if tier == "fargate":
             workers = size_fargate(load, s, tables, warnings, attempts=extras.attempts, provisioned_writes=provisioned)
         else:
@@ -54,7 +56,7 @@ def worker_tiers(
             )
         lateness = _lateness(load, s, workers, tables, provisioned)
         lines = [line.rounded() for line in tier_lines(load, workers, extras)]
-        shared = sum(line.monthly_usd for line in common(tier == "fargate"))
+        shared = sum(line.monthly_usd for line in dynamo.common(tier == "fargate"))
         total = round(shared + sum(line.monthly_usd for line in lines), 2)
         runs = load.runs_per_month
         out.append(
@@ -73,6 +75,18 @@ def worker_tiers(
             )
         )
     return out
+
+
+class TierCapacity(Protocol):
+    """What a tier needs of DynamoDB (``punctual.capacity.plan.Capacity``)."""
+
+    @property
+    def tables(self) -> list[Throughput]: ...
+
+    @property
+    def provisioned(self) -> dict[str, int] | None: ...
+
+    def common(self, fargate: bool) -> list[CostLine]: ...
 
 
 def choose(load: Load, options: list[TierOption]) -> tuple[TierOption, str]:
