@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import ast
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -232,16 +232,25 @@ def main() -> int:
     problems += [
         f"{name} imports {target}: the package may not import {FORBIDDEN}" for name, target in forbidden_imports(graph)
     ]
+
+    def summary() -> str:
+        kernels = sum(is_kernel(name, modules) for name in graph)
+        return (
+            f"import graph: {len(graph)} modules ({kernels} kernels), no cycles, no kernel importing a capability;"
+            f" the Lambda layer ships {len(handler_closure())} of them"
+        )
+
+    return report(problems, summary)
+
+
+def report(problems: list[str], summary: Callable[[], str]) -> int:
+    """A lint check's ending: each problem on stderr and exit status 1, or ``summary()`` on stdout and 0."""
     for problem in problems:
         print(problem, file=sys.stderr)
-    if not problems:
-        shipped = handler_closure()
-        kernels = sum(is_kernel(name, modules) for name in graph)
-        print(
-            f"import graph: {len(graph)} modules ({kernels} kernels), no cycles, no kernel importing a capability;"
-            f" the Lambda layer ships {len(shipped)} of them"
-        )
-    return 1 if problems else 0
+    if problems:
+        return 1
+    print(summary())
+    return 0
 
 
 if __name__ == "__main__":

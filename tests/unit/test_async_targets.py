@@ -34,9 +34,10 @@ from tests.unit.local_target import (
     server,
     url,
 )
+from tests.unit.wire_parsers import wire_parser
 
 pytestmark = pytest.mark.unit
-__all__ = ["server"]  # the fixture (tests.unit.local_target; ``raw`` is shared with test_wire_pool)
+__all__ = ["server", "wire_parser"]  # fixtures: local_target (``raw`` shared with test_wire_pool), both parsers
 
 
 def test_a_name_goes_to_its_checked_address_until_the_check_expires(server, monkeypatch):

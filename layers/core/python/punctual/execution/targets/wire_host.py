@@ -24,8 +24,7 @@ from collections import deque
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from punctual.execution.targets.wire import Call
-    from punctual.execution.targets.wire_parse import Connection
+    from punctual.execution.targets.wire import Call, WireConnection
 
 START_PER_KEY = 256  # slots a key starts with (at most its ceiling)
 SLOW_S = 0.05  # an answer this slow, or none for this long, while calls queue: more slots
@@ -46,7 +45,7 @@ class Host:
         self.ceiling = ceiling
         self.free = self.limit
         self.queue: deque[Call] = deque()
-        self.idle: list[Connection] = []
+        self.idle: list[WireConnection] = []
         self.warming = 0  # connections being opened ahead of calls (WirePool.warm)
         self.check: asyncio.TimerHandle | None = None  # the next look at whether to grow
         self.answered_at = 0.0  # monotonic seconds: the last answer (or the start of the wait)
@@ -83,9 +82,15 @@ class Host:
 
     def _grow(self) -> None:
         """Double the slots (up to the ceiling); the new ones go to the calls queued first."""
-        added = min(self.limit, self.ceiling - self.limit)
-        self.limit += added
+        self.widen(2 * self.limit)
         self.latency = 0.0  # the next answers tell whether this was enough
+
+    def widen(self, slots: int) -> None:
+        """At least ``slots`` slots (up to the ceiling); the new ones go to the calls queued first.
+        Also used when connections are opened ahead of a burst (``WirePool.warm``): slots with a
+        connection already open cost nothing more, so the burst starts with all of them."""
+        added = max(0, min(slots, self.ceiling) - self.limit)
+        self.limit += added
         while added and self.queue:
             entry = self.queue.popleft()
             future = entry.future
