@@ -5,7 +5,8 @@ Every field is a CDK context parameter of the same name: ``npx cdk deploy -c sha
 ("64" -> 64, "true" -> True; lists as "a,b" or a JSON list). An invalid or unknown parameter
 stops synthesis with one message naming the parameter and the problem.
 
-The defaults are what ``punctual capacity --jobs 1000000 --peak-runs-per-second 1000`` prints
+The defaults are what ``punctual capacity --jobs 1000000 --peak-runs-per-second 1000 --worker lambda
+--dynamodb on-demand`` prints
 (``infra.sizing``; a test keeps the two equal): a plain ``npx cdk deploy`` carries
 1 million jobs and 1,000 runs/s at the top of a minute in an account with default quotas, with no
 pre-warming and standard SQS polling. Larger loads deploy the line ``punctual capacity`` prints
@@ -14,9 +15,10 @@ for them (docs/capacity.md); synthesis without any sizing parameter says so (``i
 - ``shards`` / ``open_shards`` = 16: each run moves its job's key in the ``due`` index (2 write
   units) and puts then deletes its row in the ``open`` index (2 more); a shard (one partition key
   value) may use a third of a partition's 1,000 WRU/s, and 16 is the plan's minimum.
-- ``scheduler_instances`` = 1 (K): one instance claims ~300 runs/s; with a 5 s ``lookahead_ms``
-  the 1,000 runs due at second :00 are claimed during the 5 s before it, 200 runs/s. The busiest
-  instance owns ceil(shards / K) shards (instance i prefers the shards with shard % K == i).
+- ``scheduler_instances`` = 1 (K) at ``scheduler_memory_mb`` = 512 (0.29 vCPU): with a 35 s
+  ``lookahead_ms`` the 1,000 runs due at second :00 are claimed during the 35 s before it, 29 runs/s,
+  which 512 MB claims with room (4.9 ms of CPU a claim, measured; punctual.capacity.fleet). The
+  busiest instance owns ceil(shards / K) shards (instance i prefers the shards with shard % K == i).
 - ``worker_max_concurrency`` = 176: the SQS event source's cap in standard mode (at most 1,000).
   Little's law with batches of 10 and ~1.46 s per invocation, x1.2 headroom.
 
@@ -34,7 +36,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Annotated, Any, Protocol
+from typing import Annotated, Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -75,10 +77,9 @@ class InfraConfig(BaseModel):
     stats_counters: bool = True
     sweep_pages: Annotated[int, Field(ge=1, le=10_000, description="reaper Scan pages per pass")] = 8
     scheduler_instances: Annotated[int, Field(ge=1, le=100, description="K scheduler Lambdas per minute")] = 1
-    scheduler_memory_mb: Annotated[int, Field(ge=128, le=10_240, description="1,769 MB = one vCPU")] = (
-        constants.SCHEDULER_FUNCTION.memory_mb
-    )
-    lookahead_ms: Annotated[int, Field(ge=0, le=60_000, description="claim runs this far ahead")] = 5_000
+    # 1,769 MB = one vCPU; the plan sizes it from the measured CPU of a claim (punctual.capacity.fleet)
+    scheduler_memory_mb: Annotated[int, Field(ge=128, le=10_240, description="1,769 MB = one vCPU")] = 512
+    lookahead_ms: Annotated[int, Field(ge=0, le=60_000, description="claim runs this far ahead")] = 35_000
     retention_days: Annotated[int, Field(ge=1, le=3650, description="run history TTL")] = 30
 
     # -- workers --------------------------------------------------------------------------------
@@ -108,6 +109,13 @@ class InfraConfig(BaseModel):
     # tasks raised to this at minute 59 of every hour (back to fargate_worker_count at minute 5): warm for the
     # top-of-hour burst; None: scale on queue depth only
     fargate_prewarm_count: Annotated[int | None, Field(ge=1, le=100)] = None
+    # The Fargate worker tier (punctual capacity recommends it when it is the cheapest): the Lambda
+    # worker's event source is deployed disabled, the Fargate service alone consumes the dispatch queue,
+    # and runs are leased up to fargate_prelease_s ahead (PUNCTUAL_PRELEASE_S). Needs fargate_workers=true.
+    lambda_workers: bool = True
+    fargate_prelease_s: Annotated[int, Field(ge=0, le=10)] = 2
+    # tasks of the long-run queue's service; None: fargate_worker_count
+    fargate_long_run_count: Annotated[int | None, Field(ge=1, le=100)] = None
 
     # -- concurrency isolation (see the module docstring) ------------------------------------------
     lambda_concurrency_quota: Annotated[
@@ -131,6 +139,12 @@ class InfraConfig(BaseModel):
     warm_read_units: dict[str, Annotated[int, Field(ge=1, le=1_000_000)]] = Field(
         default_factory=lambda: dict(constants.DESIGN_WARM_READ_UNITS)
     )
+    # DynamoDB capacity mode: on-demand, or provisioned with auto scaling (its minimum at the given
+    # units, its maximum 4x, 70 % target utilization) on burst credits (docs/capacity.md); every table
+    # and index not listed in the units maps gets 1
+    dynamodb_billing: Literal["on-demand", "provisioned"] = "on-demand"
+    provisioned_write_units: dict[str, Annotated[int, Field(ge=1, le=1_000_000)]] = Field(default_factory=dict)
+    provisioned_read_units: dict[str, Annotated[int, Field(ge=1, le=1_000_000)]] = Field(default_factory=dict)
     retain_data: bool = True  # RETAIN tables on stack deletion; False only for throwaway stacks
     log_retention_days: int = 30
 
@@ -143,6 +157,8 @@ class InfraConfig(BaseModel):
     # API Gateway's logging role is one setting per account and region: setting it here would
     # overwrite another stack's role. Set it once (docs/deploy.md) or ask this stack to with true.
     api_cloudwatch_role: bool = False
+    # X-Ray: the API stage's sampling rule traces 1 request a second and this share of the rest
+    xray_sampling_rate: Annotated[float, Field(ge=0, le=1)] = 0.01
     # An existing regional WAFv2 web ACL to associate with the API stage (docs/deploy.md, "WAF")
     web_acl_arn: Annotated[str | None, Field(pattern=_WEB_ACL_ARN)] = None
 
@@ -184,13 +200,15 @@ class InfraConfig(BaseModel):
             raise ValueError(f"not a Lambda, Step Functions, SQS or EventBridge ARN: {', '.join(bad)}")
         return value
 
-    @field_validator("warm_write_units", "warm_read_units", mode="before")
+    @field_validator(
+        "warm_write_units", "warm_read_units", "provisioned_write_units", "provisioned_read_units", mode="before"
+    )
     @classmethod
     def _parse_units(cls, value: Any) -> Any:
         """Accept a JSON object (what ``-c warm_write_units='{"jobs.due": 40000}'`` gives)."""
         return json.loads(value) if isinstance(value, str) else value
 
-    @field_validator("warm_write_units", "warm_read_units")
+    @field_validator("warm_write_units", "warm_read_units", "provisioned_write_units", "provisioned_read_units")
     @classmethod
     def _check_units(cls, value: dict[str, int]) -> dict[str, int]:
         known = constants.warmable_resources()
@@ -220,6 +238,8 @@ class InfraConfig(BaseModel):
             raise ValueError("api_throttle_burst below a tenth of api_throttle_rate rejects ordinary bursts")
         if self.worker_batch_size > 10 and self.worker_batching_window_s < 1:
             raise ValueError("worker_batch_size above 10 needs worker_batching_window_s >= 1 (an SQS rule)")
+        if not self.lambda_workers and not self.fargate_workers:
+            raise ValueError("lambda_workers=false needs fargate_workers=true (something must consume the runs)")
         if self.worker_min_pollers is not None and self.worker_min_pollers > self.worker_max_pollers:
             raise ValueError("worker_min_pollers must be <= worker_max_pollers")
         if self.worker_reserved_concurrency is not None and self.worker_reserved_concurrency > self._worker_room:
@@ -240,6 +260,15 @@ class InfraConfig(BaseModel):
                 "AWS keeps unreserved: raise the quota (and this value) or lower the reservations"
             )
         return self
+
+    @property
+    def prelease_s(self) -> int:
+        """``PUNCTUAL_PRELEASE_S``: the Fargate tier pre-leases; Lambda workers never do (their wait is billed)."""
+        return 0 if self.lambda_workers else self.fargate_prelease_s
+
+    @property
+    def long_run_tasks(self) -> int:
+        return self.fargate_long_run_count or self.fargate_worker_count
 
     @property
     def fargate_max_tasks(self) -> int:

@@ -19,6 +19,7 @@ from infra.constructs.reaper import Reaper
 from infra.constructs.scheduler import SchedulerFleet
 from infra.constructs.secrets import Secrets
 from infra.constructs.storage import Storage
+from infra.constructs.tracing import Tracing
 from infra.constructs.workers import Workers
 from punctual import resources
 
@@ -58,6 +59,7 @@ class PunctualStack(cdk.Stack):
             self, "Api", shared=shared, dispatch_queue=dispatch.queue, dead_letter_queue=dispatch.dead_letter_queue
         )
         secrets.grant_seal(api.handler.role)
+        Tracing(self, "Tracing", config=config, stage=api.rest_api.deployment_stage)
         scheduler = SchedulerFleet(self, "Scheduler", shared=shared, dispatch_queue=dispatch.queue)
         workers = Workers(self, "Workers", shared=shared, dispatch_queue=dispatch.queue, alerts=alerts)
         secrets.grant_open(workers.handler.role)

@@ -20,7 +20,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from punctual.config import Settings
-from punctual.execution.options import RUN_METRICS, Outcome
+from punctual.execution.options import Outcome
 from punctual.execution.sqs_events import LambdaWorker
 from punctual.runtime.assembly import Runtime
 from punctual.runtime.powertools import PowertoolsMetrics
@@ -48,9 +48,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     worker_id = f"lambda:{getattr(context, 'log_stream_name', None) or 'local'}"
     failures, settled = _worker().handle(event.get("Records") or [], worker_id)
     counts = Counter(s.value if isinstance(s, Outcome) else "error" for s in settled)
+    # the runs' outcomes (RunsSucceeded, ...) are counted by the worker itself, through ``sink``
     for name, count in counts.items():
         metrics.add_metric(name=f"Delivery_{name}", unit=MetricUnit.Count, value=count)
-    for outcome, metric in RUN_METRICS.items():
-        if counts.get(outcome.value):
-            metrics.add_metric(name=metric, unit=MetricUnit.Count, value=counts[outcome.value])
     return {"batchItemFailures": [{"itemIdentifier": message_id} for message_id in failures]}

@@ -103,15 +103,22 @@ TABLE_ACCESS: Mapping[str, Mapping[str, TableAccess]] = {
 REAPER_WITHOUT_OPEN_INDEX = TableAccess((*TABLE_ACCESS[REAPER]["runs"].actions, SCAN))
 # GET /stats' run counters (``stats_counters``): the owner's minute counters, read in one batch.
 API_STATS_COUNTERS = TableAccess((*TABLE_ACCESS[API]["leases"].actions, BATCH_GET))
+# A worker that pre-leases (the Fargate tier: PUNCTUAL_PRELEASE_S > 0) reads the runs it holds before
+# their instant in one batch (punctual.execution.batch.hold); Lambda workers never pre-lease.
+WORKER_PRELEASING = TableAccess((*TABLE_ACCESS[WORKER]["runs"].actions, BATCH_GET))
 
 
-def table_access(component: str, *, open_index: bool = True, stats_counters: bool = True) -> dict[str, TableAccess]:
+def table_access(
+    component: str, *, open_index: bool = True, stats_counters: bool = True, prelease: bool = False
+) -> dict[str, TableAccess]:
     """``component``'s rows of ``TABLE_ACCESS`` for a stack deployed with these options."""
     rows = dict(TABLE_ACCESS[component])
     if component == REAPER and not open_index:
         rows["runs"] = REAPER_WITHOUT_OPEN_INDEX
     if component == API and stats_counters:
         rows["leases"] = API_STATS_COUNTERS
+    if component == WORKER and prelease:
+        rows["runs"] = WORKER_PRELEASING
     return rows
 
 
@@ -122,9 +129,11 @@ def grant_tables(
     *,
     open_index: bool = True,
     stats_counters: bool = True,
+    prelease: bool = False,
 ) -> None:
     """Grant ``role`` the rows of ``component`` (:func:`table_access`) on ``tables`` (logical name -> table)."""
-    for logical_name, access in table_access(component, open_index=open_index, stats_counters=stats_counters).items():
+    rows = table_access(component, open_index=open_index, stats_counters=stats_counters, prelease=prelease)
+    for logical_name, access in rows.items():
         table = tables[logical_name]
         role.add_to_principal_policy(iam.PolicyStatement(actions=list(access.actions), resources=[table.table_arn]))
         if access.indexes:

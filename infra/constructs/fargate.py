@@ -58,7 +58,7 @@ class FargateWorkers(Construct):
         self.cluster = ecs.Cluster(self, "Cluster", vpc=self.vpc, container_insights_v2=ecs.ContainerInsights.ENABLED)
         self.task_definition = self._build_task_definition(shared.environment)
         task_role = self.task_definition.task_role
-        access.grant_tables(task_role, access.WORKER, shared.tables)
+        access.grant_tables(task_role, access.WORKER, shared.tables, prelease=shared.config.prelease_s > 0)
         # consumed by the worker itself (no event source); the runs a finish releases for dependent
         # jobs, and runs waiting on tenant limits resent fresh
         dispatch_queue.grant(task_role, *access.CONSUME, *access.SEND)
@@ -88,7 +88,7 @@ class FargateWorkers(Construct):
     def _build_long_run_service(
         self, shared: Shared, queue: sqs.IQueue, visibility_s: int, alerts: Alerts
     ) -> ecs.FargateTaskDefinition:
-        """``fargate_worker_count`` tasks that consume only the long-run queue."""
+        """``fargate_long_run_count`` tasks (default ``fargate_worker_count``) that consume only the long-run queue."""
         environment = {
             **shared.environment,
             "PUNCTUAL_DISPATCH_QUEUE_URL": queue.queue_url,
@@ -96,7 +96,7 @@ class FargateWorkers(Construct):
         }
         task_definition = self._build_task_definition(environment, prefix="LongRun")
         task_role = task_definition.task_role
-        access.grant_tables(task_role, access.WORKER, shared.tables)
+        access.grant_tables(task_role, access.WORKER, shared.tables, prelease=shared.config.prelease_s > 0)
         # its own dispatches go to its own queue: waits re-sent with a delay (punctual.execution.waits),
         # runs waiting on tenant limits resent fresh, runs released for dependent jobs
         queue.grant(task_role, *access.CONSUME, *access.SEND)
@@ -107,7 +107,7 @@ class FargateWorkers(Construct):
             "LongRunService",
             cluster=self.cluster,
             task_definition=task_definition,
-            desired_count=self._config.fargate_worker_count,
+            desired_count=self._config.long_run_tasks,
             assign_public_ip=True,
             vpc_subnets=ec2.SubnetSelection(subnet_type=ec2.SubnetType.PUBLIC),
             min_healthy_percent=100,

@@ -58,9 +58,9 @@ def punctual_environment(
         "sweep_pages": str(config.sweep_pages),
         "lookahead_ms": str(config.lookahead_ms),
         "scheduler_max_failed_ticks": str(config.scheduler_max_failed_ticks),
-        # Lambda workers consume the dispatch queue and never pre-lease (their wait is billed either
-        # way): messages turn visible at most a second early, as before pre-leasing existed
-        "prelease_s": "0",
+        # Lambda workers never pre-lease (their wait is billed either way): messages turn visible at most
+        # a second early; the Fargate tier (lambda_workers=false) leases up to fargate_prelease_s ahead
+        "prelease_s": str(config.prelease_s),
         "retention_days": str(config.retention_days),
         "dispatch_queue_url": dispatch_queue_url,
         "dead_letter_queue_url": dead_letter_queue_url,

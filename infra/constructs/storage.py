@@ -1,7 +1,11 @@
 """DynamoDB tables, built from ``punctual.resources.TABLES`` (the one source of truth).
 
-Every table: on-demand billing (the load is a burst at the top of each minute: provisioned
-capacity would be idle 59 seconds of 60), point-in-time recovery, encryption with the AWS-managed
+Every table: on-demand billing, or with ``dynamodb_billing=provisioned`` (``punctual capacity``
+recommends it when it costs less: docs/capacity.md) provisioned capacity with auto scaling on
+each table and index: its minimum the ``provisioned_write_units`` / ``provisioned_read_units``
+given (1 for one not listed), its maximum 4x that, at 70 % target utilization; the top-of-minute
+burst runs on burst credits above it, within the partitions the warm throughput pre-warms. Then
+point-in-time recovery, encryption with the AWS-managed
 KMS key (no key policy to keep, no per-request KMS cost), TTL on the definition's attribute,
 deletion protection and RETAIN from the context. With ``warm_throughput`` (billed: off by default),
 each table and index listed in ``warm_write_units`` is pre-warmed to that many writes per second
@@ -19,6 +23,7 @@ import aws_cdk as cdk
 from aws_cdk import aws_dynamodb as dynamodb
 from constructs import Construct
 
+from infra import constants
 from infra.config import InfraConfig
 from punctual import resources
 
@@ -52,12 +57,16 @@ class Storage(Construct):
         return self.tables[resources.LEASES.logical_name]
 
     def _build_table(self, definition: resources.TableDef) -> dynamodb.Table:
+        name = definition.logical_name
         table = dynamodb.Table(
             self,
-            definition.logical_name.capitalize(),
+            name.capitalize(),
             partition_key=_attribute(definition.partition),
             sort_key=_attribute(definition.sort) if definition.sort else None,
-            billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
+            billing_mode=dynamodb.BillingMode.PROVISIONED
+            if self._provisioned
+            else dynamodb.BillingMode.PAY_PER_REQUEST,
+            **self._capacity(name),
             encryption=dynamodb.TableEncryption.AWS_MANAGED,
             point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
                 point_in_time_recovery_enabled=True
@@ -65,13 +74,52 @@ class Storage(Construct):
             time_to_live_attribute=definition.ttl_attribute,
             deletion_protection=self._config.deletion_protection,
             removal_policy=cdk.RemovalPolicy.RETAIN if self._config.retain_data else cdk.RemovalPolicy.DESTROY,
-            warm_throughput=self._warm(definition.logical_name),
+            warm_throughput=self._warm(name),
         )
         for index in definition.indexes:
             table.add_global_secondary_index(
-                **_index_props(index), warm_throughput=self._warm(f"{definition.logical_name}.{index.name}")
+                **_index_props(index),
+                **self._capacity(f"{name}.{index.name}"),
+                warm_throughput=self._warm(f"{name}.{index.name}"),
             )
+        if self._provisioned:
+            self._autoscale(table, name, [index.name for index in definition.indexes])
         return table
+
+    @property
+    def _provisioned(self) -> bool:
+        return self._config.dynamodb_billing == "provisioned"
+
+    def _units(self, name: str) -> tuple[int, int]:
+        """(read, write) capacity units of a table or ``table.index`` in provisioned mode."""
+        config = self._config
+        return config.provisioned_read_units.get(name, 1), config.provisioned_write_units.get(name, 1)
+
+    def _capacity(self, name: str) -> dict[str, Any]:
+        if not self._provisioned:
+            return {}
+        read, write = self._units(name)
+        return {"read_capacity": read, "write_capacity": write}
+
+    def _autoscale(self, table: dynamodb.Table, name: str, indexes: list[str]) -> None:
+        """Auto scaling on the table and each index: at least the planned units (a quiet hour must not
+        scale them below the next burst's need), at most AUTOSCALING_MAX_FACTOR x, at the target utilization."""
+        factor, target = constants.AUTOSCALING_MAX_FACTOR, constants.AUTOSCALING_TARGET_PERCENT
+        read, write = self._units(name)
+        table.auto_scale_read_capacity(min_capacity=read, max_capacity=read * factor).scale_on_utilization(
+            target_utilization_percent=target
+        )
+        table.auto_scale_write_capacity(min_capacity=write, max_capacity=write * factor).scale_on_utilization(
+            target_utilization_percent=target
+        )
+        for index in indexes:
+            read, write = self._units(f"{name}.{index}")
+            table.auto_scale_global_secondary_index_read_capacity(
+                index, min_capacity=read, max_capacity=read * factor
+            ).scale_on_utilization(target_utilization_percent=target)
+            table.auto_scale_global_secondary_index_write_capacity(
+                index, min_capacity=write, max_capacity=write * factor
+            ).scale_on_utilization(target_utilization_percent=target)
 
     def _warm(self, name: str) -> dynamodb.WarmThroughput | None:
         if not self._config.warm_throughput:

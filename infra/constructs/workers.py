@@ -65,6 +65,8 @@ class Workers(Construct):
                 batch_size=config.worker_batch_size,
                 max_batching_window=cdk.Duration.seconds(config.worker_batching_window_s),
                 report_batch_item_failures=True,
+                # the Fargate tier: deployed disabled (enable it to hand the queue back to Lambda workers)
+                enabled=config.lambda_workers,
                 # provisioned mode has no MaximumConcurrency: the reserved concurrency caps it
                 max_concurrency=config.worker_event_source_max_concurrency,
                 provisioned_poller_config=(

@@ -10,6 +10,7 @@ from tests.infra.synth import (
     OPTIONS_CONTEXT,
     PLAN_ARGS,
     PLAN_CLOSED_ARGS,
+    PLAN_LAMBDA_ARGS,
     Synth,
     deploy_line_context,
     printed_deploy_line,
@@ -46,6 +47,14 @@ def plan_closed_synth(tmp_path_factory: pytest.TempPathFactory) -> Synth:
     context = deploy_line_context(printed_deploy_line(*PLAN_CLOSED_ARGS))
     assert context["open_index"] == "false", context
     return synthesize(tmp_path_factory.mktemp("cdk-plan-closed"), context)
+
+
+@pytest.fixture(scope="session")
+def plan_lambda_synth(tmp_path_factory: pytest.TempPathFactory) -> Synth:
+    """The mission's plan on Lambda workers (provisioned pollers) and on-demand tables, parsed from its text."""
+    return synthesize(
+        tmp_path_factory.mktemp("cdk-plan-lambda"), deploy_line_context(printed_deploy_line(*PLAN_LAMBDA_ARGS))
+    )
 
 
 @pytest.fixture(scope="session", params=["default", "default_closed", "plan", "plan_closed"])

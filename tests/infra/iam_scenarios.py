@@ -141,9 +141,13 @@ def lambda_worker(stack: Stack, target: TargetServer) -> None:
 
 
 def fargate_worker(stack: Stack, target: TargetServer, name: str) -> None:
-    """A Fargate worker service: ``punctual worker`` polls its own queue."""
+    """A Fargate worker service: ``punctual worker`` polls its own queue. On the Fargate tier
+    (``PUNCTUAL_PRELEASE_S`` > 0) one run is due a few seconds ahead: the worker pre-leases it
+    (reads it before its instant, ``punctual.execution.batch.hold``) and leases it at its instant."""
     long_run = name == "fargate-long-run-worker"
     runs, released = _worker_runs(stack, target, prefix=name, long_run=long_run)
+    if int(stack.environment(name).get("PUNCTUAL_PRELEASE_S", "0")) > 0:
+        runs["held"] = _run_due_ahead(stack, target, prefix=name, long_run=long_run)
     with stack.long_running_worker(name):
         wait_until(lambda: _settled(stack, runs), 40, f"{name}'s runs to finish")
     _check_worker_runs(stack, runs, released)
@@ -183,6 +187,17 @@ def _worker_runs(
         job = stack.setup_api("POST", "/jobs", _spec(f"{prefix}-bob-{turn}", target.url("/ok"), **timeout), caller=bob)
         runs[turn] = str(stack.setup_api("POST", f"/jobs/{job['id']}/trigger", caller=bob)["run_id"])
     return runs, dependents
+
+
+def _run_due_ahead(stack: Stack, target: TargetServer, *, prefix: str, long_run: bool) -> str:
+    """A run due 3 s from now, inserted and dispatched as a claim would (its message visible at once)."""
+    timeout = {"timeout_s": _long(stack)} if long_run else {}
+    job = stack.setup_api("POST", "/jobs", _spec(f"{prefix}-ahead", target.url("/ok"), **timeout))
+    now = now_ms()
+    run = Run(job_id=job["id"], scheduled_at=now + 3_000, owner=OWNER, deadline_at=now + HOUR, created_at=now)
+    stack.setup.store.insert_runs([run])
+    stack.setup.queue.send([Dispatch(run.run_id, not_before=run.scheduled_at, long_run=long_run)])
+    return run.run_id
 
 
 def _settled(stack: Stack, runs: dict[str, str]) -> bool:

@@ -19,8 +19,8 @@ import boto3
 from tests.infra.iam_calls import ACCOUNT
 from tests.infra.iam_grants import REGION, Component, Resolver
 
-_TABLE_FIELDS = ("KeySchema", "AttributeDefinitions", "BillingMode")
-_INDEX_FIELDS = ("IndexName", "KeySchema", "Projection")
+_TABLE_FIELDS = ("KeySchema", "AttributeDefinitions", "BillingMode", "ProvisionedThroughput")
+_INDEX_FIELDS = ("IndexName", "KeySchema", "Projection", "ProvisionedThroughput")  # throughput: provisioned mode
 _QUEUE_ATTRIBUTES = ("VisibilityTimeout", "MessageRetentionPeriod", "DelaySeconds", "ReceiveMessageWaitTimeSeconds")
 # what each resource is for, from the names the stack gives it (for UNEXERCISED's kinds)
 _ENV_KINDS = {
@@ -98,7 +98,9 @@ def _attribute_of(token: Mapping[str, Any], attribute: str, refs: Mapping[str, M
 
 def _table(name: str, properties: Mapping[str, Any]) -> dict[str, str]:
     request: dict[str, Any] = {"TableName": name, **{k: properties[k] for k in _TABLE_FIELDS if k in properties}}
-    indexes = [{k: index[k] for k in _INDEX_FIELDS} for index in properties.get("GlobalSecondaryIndexes", [])]
+    indexes = [
+        {k: index[k] for k in _INDEX_FIELDS if k in index} for index in properties.get("GlobalSecondaryIndexes", [])
+    ]
     if indexes:
         request["GlobalSecondaryIndexes"] = indexes
     arn = boto3.client("dynamodb", region_name=REGION).create_table(**request)["TableDescription"]["TableArn"]

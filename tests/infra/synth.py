@@ -10,7 +10,9 @@ Three variants cover every branch of the app:
 
 Two more are stacks that must hold (issue 27): ``default_closed`` (the default with
 ``-c open_index=false``) and ``plan_closed`` (the deploy line printed for :data:`PLAN_CLOSED_ARGS`,
-the plan sized for ``-c open_index=false``).
+the plan sized for ``-c open_index=false``). The plan recommends the Fargate worker tier and
+provisioned tables for the mission's load (issue 30); ``plan_lambda`` is the line it prints when
+told Lambda workers and on-demand tables (:data:`PLAN_LAMBDA_ARGS`): provisioned pollers.
 
 Synthesis never contacts AWS: the stack is environment-agnostic and nothing looks anything up.
 The dependency layer is pip-installed once into the layer cache (``infra.layer_build``), so only
@@ -67,6 +69,8 @@ OPTIONS_CONTEXT: dict[str, Any] = {
 PLAN_ARGS = ("capacity", "--jobs", "10000000", "--peak-runs-per-second", "20000")
 # ... sized for -c open_index=false (the plan's recommendation): the "plan_closed" stack's context
 PLAN_CLOSED_ARGS = (*PLAN_ARGS, "--no-open-index")
+# ... on Lambda workers (provisioned pollers) and on-demand tables: the "plan_lambda" stack's context
+PLAN_LAMBDA_ARGS = (*PLAN_ARGS, "--worker", "lambda", "--dynamodb", "on-demand")
 
 
 def printed_deploy_line(*args: str) -> str:

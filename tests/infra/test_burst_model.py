@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from infra.config import InfraConfig
+from punctual.capacity.fleet import instance_claim_rate
 from punctual.capacity.simulate import simulate
 from punctual.capacity.synth import read_template
 from punctual.cli import main
@@ -34,7 +35,9 @@ def test_the_options_stack_brings_warm_throughput_and_no_open_index(options_synt
     d = read_template(options_synth.template_path)
     assert d.warm_writes == json.loads(OPTIONS_CONTEXT["warm_write_units"])
     assert d.open_index is False
-    assert d.fargate_tasks == InfraConfig.from_values(OPTIONS_CONTEXT).fargate_worker_count
+    # at the burst: the tasks the schedule raises the service to before the hour (fargate_prewarm_count)
+    assert d.fargate_tasks == InfraConfig.from_values(OPTIONS_CONTEXT).fargate_prewarm_count
+    assert d.lambda_workers is True  # Lambda workers too: the burst model runs them
     first = d.burst(2_000, steady=False)
     assert first.due_write_throughput == 12_000 and first.runs_writes_per_run == 3
 
@@ -43,19 +46,27 @@ def test_more_time_to_warm_up_means_less_lateness(options_synth: Synth) -> None:
     d = read_template(options_synth.template_path)
     first, steady = (simulate(d.burst(20_000, steady=s)) for s in (False, True))
     assert first.started == steady.started == 20_000
-    # 7 instances over 16 shards: the busiest owns 3, so the fleet claims 300 x 16 / 3 = 1,600 runs/s
-    assert first.claim_rate == steady.claim_rate == 1_600 and first.claimed_late > 0
+    # 7 instances of 512 MB over 16 shards: the busiest owns 3 and claims (0.29 vCPU - 3 polls a second) /
+    # 4.9 ms = 57/s, so the fleet claims 57 x 16 / 3 = 305 runs/s: 20,000 runs take longer than the lookahead
+    per_instance = instance_claim_rate(3, 512)
+    assert first.claim_rate == steady.claim_rate == pytest.approx(per_instance * 16 / 3, abs=0.1)
+    assert first.claimed_late > 0
+    # a burst the fleet claims in time (8,000 runs in 26 s of the 35 s lookahead): the workers decide, and
+    # warm pollers and environments start it sooner than the first burst's cold ones
+    first, steady = (simulate(d.burst(8_000, steady=s)) for s in (False, True))
+    assert first.claimed_late == steady.claimed_late == 0
     assert steady.lateness_ms["p99"] < first.lateness_ms["p99"]
 
 
 def test_the_small_default_takes_its_own_burst_and_not_the_missions(default_synth: Synth) -> None:
     d = read_template(default_synth.template_path)
-    # its load (1,000 runs/s): one instance claims 300/s, all 1,000 within the 5 s lookahead
+    # its load (1,000 runs/s): one instance claims 49/s, all 1,000 within the 35 s lookahead
     own = simulate(d.burst(1_000, steady=True))
     assert own.claimed_late == 0 and own.lateness_ms["p99"] <= 1_000
-    # the mission's 20,000 runs/s: claimed late and held to 176 concurrent workers, tens of seconds late
+    # the mission's 20,000 runs/s: claimed late (one 512 MB instance polling 16 shards claims 49 runs/s)
+    # and held to 176 concurrent workers, tens of seconds late
     mission = simulate(d.burst(20_000, steady=True))
-    assert mission.claim_rate == 300 and mission.lateness_ms["p99"] > 30_000
+    assert mission.claim_rate == pytest.approx(48.6, abs=0.1) and mission.lateness_ms["p99"] > 30_000
 
 
 def test_cli_prints_the_curve(default_synth: Synth, capsys: pytest.CaptureFixture[str]) -> None:

@@ -14,7 +14,6 @@ import pytest
 from infra import constants
 from infra.config import InfraConfig
 from punctual import resources
-from punctual.capacity.constants import CONSTANTS
 from punctual.config import EngineKind, Settings
 from punctual.scheduling import invocation
 from tests.infra.synth import Synth
@@ -389,16 +388,6 @@ def test_alarms_cover_dead_letters_lateness_errors_and_throttles(default_synth: 
         silent_failure = any(s in name for s in ("SchedulerTicksFailing", "ClaimLagHigh", "ShardsUnowned"))
         if not silent_failure and ("Invocations" not in json.dumps(alarm) or "Errors" in json.dumps(alarm)):
             assert alarm["TreatMissingData"] == "notBreaching"
-
-
-def test_punctual_capacity_prices_the_alarms_the_stack_has(default_synth: Synth, plan_synth: Synth) -> None:
-    # CloudWatch bills a standard alarm per metric it reads (a metric-math alarm reads several): the
-    # capacity model's constant "alarms" counts those, for the default stack and the plan's alike
-    def alarm_metrics(synth: Synth) -> int:
-        alarms = synth.properties("AWS::CloudWatch::Alarm")
-        return sum(sum("MetricStat" in q for q in a["Metrics"]) if "Metrics" in a else 1 for a in alarms)
-
-    assert alarm_metrics(default_synth) == alarm_metrics(plan_synth) == CONSTANTS["alarms"].value
 
 
 def test_dashboard_shows_runs_lateness_skew_queues_lambdas_and_tables(default_synth: Synth) -> None:

@@ -20,6 +20,7 @@ from botocore.exceptions import ClientError
 from moto import mock_aws
 
 from punctual import ids, resources, rules
+from punctual.capacity.constants import value
 from punctual.clock import ManualClock
 from punctual.config import EngineKind, Settings
 from punctual.engines.aws import AwsEngine, DispatchFailed, ServiceClock, SqsQueue, ensure_resources
@@ -265,6 +266,16 @@ def test_run_and_job_items_stay_small() -> None:
     head, spec = ji.job_to_items(job, retention_days=30)
     assert item_size(head) < 512 and item_size(spec) < 1024
     assert item_size(it.run_to_item(run, open_shards=OPEN_SHARDS)) < 512
+    # the capacity model's storage: a head with its index entries, and a spec less its payload
+    entries = [_index_entry(head, index) for index in (resources.DUE_INDEX, resources.BY_OWNER_INDEX)]
+    assert item_size(head) + sum(item_size(e) for e in entries) <= value("job_head_bytes")
+    assert item_size(spec) - item_size({"payload": spec["payload"]}) <= value("job_spec_bytes")
+
+
+def _index_entry(item: dict[str, Any], index: resources.IndexDef) -> dict[str, Any]:
+    """What ``index`` stores of ``item``: the table's key, the index's keys and its projection."""
+    keys = {"job_id", index.partition.name, *(() if index.sort is None else (index.sort.name,))}
+    return {k: v for k, v in item.items() if k in keys or k in index.non_key_attributes}
 
 
 def test_conditions_name_only_the_placeholders_they_use() -> None:

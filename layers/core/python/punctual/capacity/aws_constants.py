@@ -10,13 +10,21 @@ _DDB_PARTITIONS = "https://docs.aws.amazon.com/amazondynamodb/latest/developergu
 _DDB_WARM = "https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/warm-throughput.html"
 _DDB_ON_DEMAND = "https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/on-demand-capacity-mode.html"
 _DDB_PRICE = "https://aws.amazon.com/dynamodb/pricing/on-demand/"
+_DDB_PROVISIONED = "https://aws.amazon.com/dynamodb/pricing/provisioned/"
+_DDB_BURST = "https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/burst-adaptive-capacity.html"
+_DDB_AUTOSCALING = "https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/AutoScaling.html"
 _SQS_QUOTAS = "https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/quotas-messages.html"
 _SQS_PRICE = "https://aws.amazon.com/sqs/pricing/"
 _LAMBDA_SQS = "https://docs.aws.amazon.com/lambda/latest/dg/services-sqs-scaling.html"
 _LAMBDA_POLLERS = "https://docs.aws.amazon.com/lambda/latest/api/API_ProvisionedPollerConfig.html"
 _LAMBDA_QUOTAS = "https://docs.aws.amazon.com/lambda/latest/dg/gettingstarted-limits.html"
 LAMBDA_PRICE = "https://aws.amazon.com/lambda/pricing/"
+_LAMBDA_MEMORY = "https://docs.aws.amazon.com/lambda/latest/dg/configuration-memory.html"
 _FARGATE_PRICE = "https://aws.amazon.com/fargate/pricing/"
+_VPC_PRICE = "https://aws.amazon.com/vpc/pricing/"
+_EGRESS_PRICE = "https://aws.amazon.com/ec2/pricing/on-demand/"
+_XRAY_PRICE = "https://aws.amazon.com/xray/pricing/"
+_XRAY_SAMPLING = "https://docs.aws.amazon.com/xray/latest/devguide/xray-console-sampling.html"
 _APIGW_PRICE = "https://aws.amazon.com/api-gateway/pricing/"
 _CW_PRICE = "https://aws.amazon.com/cloudwatch/pricing/"
 _KMS_PRICE = "https://aws.amazon.com/kms/pricing/"
@@ -67,6 +75,34 @@ AWS_CONSTANTS = (
         ("ddb_storage_usd", 0.25, "USD per GB-month", Kind.PRICE, "table storage (standard class)"),
         ("ddb_pitr_usd", 0.2, "USD per GB-month", Kind.PRICE, "continuous backups (the stack enables PITR)"),
         ("ddb_item_overhead_bytes", 100, "bytes", Kind.LIMIT, "storage overhead per item and per index entry"),
+    ),
+    *sourced(
+        _DDB_PROVISIONED,
+        ("ddb_wcu_hour_usd", 0.00065, "USD per WCU-hour", Kind.PRICE, "provisioned write capacity unit"),
+        ("ddb_rcu_hour_usd", 0.00013, "USD per RCU-hour", Kind.PRICE, "provisioned read capacity unit"),
+        as_of="2026-12-01",
+    ),
+    *sourced(
+        _DDB_BURST,
+        (
+            "ddb_burst_seconds",
+            300,
+            "s",
+            Kind.LIMIT,
+            "provisioned mode: unused capacity kept for bursts, best effort (never above a partition's 1,000 WCU/s)",
+        ),
+        as_of="2026-12-01",
+    ),
+    *sourced(
+        _DDB_AUTOSCALING,
+        (
+            "ddb_autoscaling_target",
+            0.7,
+            "fraction",
+            Kind.ESTIMATE,
+            "target utilization of provisioned auto scaling (the console's default): consumed / provisioned",
+        ),
+        as_of="2026-12-01",
     ),
     # -- SQS ------------------------------------------------------------------------------------------
     *sourced(
@@ -156,19 +192,75 @@ AWS_CONSTANTS = (
         LAMBDA_PRICE,
         ("lambda_gb_s_usd", 1.33334e-05, "USD per GB-second", Kind.PRICE, "Arm (Graviton) duration, first tier"),
         ("lambda_request_usd", 0.2, "USD per million invocations", Kind.PRICE, "invocation requests"),
+    ),
+    *sourced(
+        LAMBDA_PRICE,
         (
             "lambda_epu_hour_usd",
-            0.185,
+            0.00925,
             "USD per EPU-hour",
-            Kind.ESTIMATE,
-            "provisioned event poller unit; NOT verified offline: check the Lambda pricing page",
+            Kind.PRICE,
+            "SQS event source in provisioned mode: one event poller per EPU, billed per second (the page's"
+            " Provisioned Mode for ESM section, SQS example, US East N. Virginia)",
         ),
+        (
+            "lambda_sqs_min_pollers",
+            2,
+            "pollers",
+            Kind.LIMIT,
+            "an SQS event source in provisioned mode keeps at least 2 pollers",
+        ),
+        as_of="2026-12-01",
+    ),
+    *sourced(
+        _LAMBDA_MEMORY,
+        ("lambda_gb_per_vcpu", 1.769, "GB", Kind.LIMIT, "Lambda memory at which a function has one full vCPU"),
+        as_of="2026-12-01",
     ),
     # -- other services -------------------------------------------------------------------------------
     *sourced(
         _FARGATE_PRICE,
         ("fargate_vcpu_hour_usd", 0.03238, "USD per vCPU-hour", Kind.PRICE, "Fargate Linux/Arm"),
         ("fargate_gb_hour_usd", 0.00356, "USD per GB-hour", Kind.PRICE, "Fargate Linux/Arm memory"),
+    ),
+    *sourced(
+        _VPC_PRICE,
+        (
+            "public_ipv4_hour_usd",
+            0.005,
+            "USD per address-hour",
+            Kind.PRICE,
+            "public IPv4 address (each Fargate task has one: public subnets, no NAT gateway)",
+        ),
+        as_of="2026-12-01",
+    ),
+    *sourced(
+        _EGRESS_PRICE,
+        (
+            "egress_gb_usd",
+            0.09,
+            "USD per GB",
+            Kind.PRICE,
+            "data transfer out to the internet (first 10 TB a month): the requests to HTTP targets",
+        ),
+        as_of="2026-12-01",
+    ),
+    *sourced(
+        _XRAY_PRICE,
+        ("xray_trace_usd", 5.0, "USD per million traces", Kind.PRICE, "X-Ray traces recorded"),
+        as_of="2026-12-01",
+    ),
+    *sourced(
+        _XRAY_SAMPLING,
+        (
+            "xray_reservoir_per_s",
+            1,
+            "traces/s",
+            Kind.LIMIT,
+            "default sampling (Lambda active tracing): the first request each second is traced ...",
+        ),
+        ("xray_fixed_rate", 0.05, "fraction", Kind.LIMIT, "... and 5 % of the others"),
+        as_of="2026-12-01",
     ),
     *sourced(
         _APIGW_PRICE,

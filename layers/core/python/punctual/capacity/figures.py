@@ -31,6 +31,7 @@ class Scheduling:
     lookahead_ms: int
     claim_rate_needed: float  # runs/s to claim every burst run before its time
     scheduler_instances: int
+    scheduler_memory_mb: int  # each instance's: its vCPU share (1,769 MB = one vCPU)
     shards_per_instance: int  # the busiest instance's: ceil(due_shards / scheduler_instances)
     claim_capacity: float  # runs/s the fleet claims: its busiest instance's rate x its share of the shards
     due_shards: int
@@ -57,6 +58,13 @@ class Workers:
     account_concurrency_needed: int
     fargate_tasks: int
     fargate_in_flight_per_task: int
+    fargate_prelease_s: int = 0  # runs leased up to this long before their instant (the Fargate tier)
+    fargate_prewarm_tasks: int = 0  # hourly bursts: the tasks the schedule raises to before the hour (0: none)
+    fargate_long_run_tasks: int = 0  # the long-run queue's service (runs longer than a Lambda may take)
+
+    @property
+    def tier(self) -> str:
+        return "fargate" if self.kind == "fargate" else f"lambda-{self.mode}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +97,20 @@ class Lateness:
 
 
 @dataclass(frozen=True, slots=True)
+class TierOption:
+    """One worker tier sized for the load: its workers, its lateness and what it costs."""
+
+    tier: str  # lambda-standard | lambda-provisioned | fargate
+    workers: Workers
+    lateness: Lateness
+    lines: list[Any]  # CostLine: the tier's own monthly lines
+    monthly_usd: float  # the whole deployment's month with this tier (every line)
+    per_million_runs_usd: float
+    meets_target: bool
+    note: str  # what sized it, or what holds it back
+
+
+@dataclass(frozen=True, slots=True)
 class CapacityPlan:
     load: dict[str, Any]
     per_run: dict[str, Any]
@@ -102,6 +124,10 @@ class CapacityPlan:
     busiest_owner_runs_per_second: int
     owner_ceilings: list[OwnerCeiling]
     warnings: list[QuotaWarning] = field(default_factory=list)
+    worker_tiers: list[TierOption] = field(default_factory=list)
+    dynamodb_modes: list[Any] = field(default_factory=list)  # punctual.capacity.modes.ModeOption
+    recommendation: dict[str, str] = field(default_factory=dict)  # tier, dynamodb, and why each
+    cost_lines: list[Any] = field(default_factory=list)  # CostLine: every line of the chosen deployment
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

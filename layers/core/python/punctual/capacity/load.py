@@ -11,8 +11,15 @@ SECONDS_PER_MONTH = 730 * 3600  # the AWS pricing calculator's month
 
 
 class WorkerKind(StrEnum):
-    LAMBDA = "lambda"  # worker Lambdas on the SQS event source (the default stack)
-    FARGATE = "fargate"  # punctual worker tasks on ECS Fargate (-c fargate_workers=true)
+    AUTO = "auto"  # the cheapest tier that meets the target (punctual.capacity.tiers)
+    LAMBDA = "lambda"  # worker Lambdas on the SQS event source: standard mode, or provisioned pollers above it
+    FARGATE = "fargate"  # punctual worker tasks on ECS Fargate, the Lambda worker's event source disabled
+
+
+class CapacityMode(StrEnum):
+    AUTO = "auto"  # the cheaper for the load (punctual.capacity.modes)
+    ON_DEMAND = "on-demand"
+    PROVISIONED = "provisioned"  # with auto scaling, bursts on credits
 
 
 class Load(BaseModel):
@@ -30,7 +37,11 @@ class Load(BaseModel):
     retention_days: Annotated[int, Field(ge=1, le=3650, description="run history kept")] = 30
     region: Annotated[str, Field(pattern=r"^[a-z]{2}(-gov)?-[a-z]+-\d$", description="AWS region")] = "us-east-1"
     target_duration_ms: Annotated[int, Field(ge=1, le=900_000, description="mean target call duration")] = 500
-    worker: WorkerKind = WorkerKind.LAMBDA
+    worker: WorkerKind = WorkerKind.AUTO
+    dynamodb: CapacityMode = CapacityMode.AUTO
+    # distinct owners with runs: a worker process asks KMS for each one's signing secret once
+    owners: Annotated[int, Field(ge=1, le=100_000_000)] = 1_000
+    payload_bytes: Annotated[int, Field(ge=0, le=262_144, description="a run's request body to its target")] = 1_024
     open_index: bool = True  # the runs table's sparse open-runs index (-c open_index=false drops it)
     # GET /stats' per-owner run counters (-c stats_counters=false drops them); None: decided by the load
     # (kept while one owner's peak fits its counter items, see punctual.capacity.plan.stats_counters_for)

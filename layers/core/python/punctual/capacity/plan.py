@@ -1,8 +1,10 @@
-"""The capacity model: a target load in, the AWS settings, quota raises and lateness out.
+"""The capacity model: a target load in, the AWS settings, quota raises, lateness and cost out.
 
 Arithmetic only, from two tables: the sourced constants (``punctual.capacity.constants``) and the
-per-run counts the tests measure (``punctual.capacity.counts``). ``docs/capacity.md`` derives each
-figure; ``punctual capacity`` prints them.
+per-run counts the tests measure (``punctual.capacity.counts``). The steps: the scheduler fleet
+(``fleet``), the DynamoDB capacity mode (``modes``), the tables' peaks and pre-warming, the worker
+tiers (``tiers``: each sized, modelled and priced), then the recommendation and its deploy line.
+``docs/capacity.md`` derives each figure; ``punctual capacity`` prints them.
 """
 
 from __future__ import annotations
@@ -10,147 +12,135 @@ from __future__ import annotations
 import json
 import math
 import shlex
+from dataclasses import dataclass
 from typing import Any
 
+from punctual.capacity import cost, fleet, modes, tiers
 from punctual.capacity.constants import value
 from punctual.capacity.counts import PerRun, per_run
-from punctual.capacity.figures import (
-    CapacityPlan,
-    Lateness,
-    QuotaWarning,
-    Scheduling,
-    Storage,
-    Throughput,
-    Workers,
-)
-from punctual.capacity.load import SECONDS_PER_MONTH, Load, WorkerKind
+from punctual.capacity.extras import Extras, extras
+from punctual.capacity.fargate import MAX_TASKS
+from punctual.capacity.figures import CapacityPlan, QuotaWarning, Scheduling, Storage, Throughput, Workers
+from punctual.capacity.load import SECONDS_PER_MONTH, Load
 from punctual.capacity.owners import owner_ceilings, owner_peak, stats_counter_ceiling
-from punctual.capacity.simulate import fleet_claim_rate, simulate
-from punctual.capacity.workers import HEADROOM, WARM_STEP, burst_settings, p99, size_workers
+from punctual.capacity.synth import Deployment
+from punctual.capacity.workers import HEADROOM, IDLE_LAMBDA_WORKER, WARM_STEP, plan_deployment
 
-DEFAULT_LOOKAHEAD_MS = 5_000
-MAX_LOOKAHEAD_MS = 60_000  # the scheduler's own bound (Settings.lookahead_ms)
-MAX_SCHEDULER_INSTANCES = 100  # the CDK app's bound
-MAX_SHARDS = 4096
-MIN_SHARDS = 16
+claim_rate_needed = fleet.claim_rate_needed  # the formula docs/capacity.md derives, where it was first
 
 
 def plan_capacity(load: Load) -> CapacityPlan:
     """Size a deployment for ``load``. Pure arithmetic plus the burst simulation; no I/O."""
     counters = stats_counters_for(load)
-    worker = "lambda" if load.worker is WorkerKind.LAMBDA else "process"
-    counts = per_run(open_index=load.open_index, stats_counters=counters, worker=worker)
+    counts = per_run(open_index=load.open_index, stats_counters=counters)
+    more = extras(counts)
     warnings: list[QuotaWarning] = []
-    scheduling = _scheduling(load, warnings)
-    tables = _tables(load, scheduling, counts, warnings)
-    workers = size_workers(load, scheduling, tables, warnings)
-    lateness = _lateness(load, scheduling, workers, tables, warnings)
+    scheduling = fleet.scheduling(load, warnings)
     storage = _storage(load, warnings)
-    context = _context(load, scheduling, workers, tables, storage, stats_counters=counters)
+    # the capacity each tier needs: the Fargate tier pre-leases, reading each run once more
+    capacities = {
+        prelease: _capacity(load, scheduling, counts, more, storage, prelease=prelease) for prelease in (False, True)
+    }
+
+    def capacity(tier: str) -> Capacity:
+        return capacities[tier == "fargate"]
+
+    options = tiers.worker_tiers(load, scheduling, more, capacity=capacity)
+    chosen, tier_why = tiers.choose(load, [option for option, _ in options])
+    warnings += next(w for option, w in options if option is chosen)
+    chosen_capacity = capacity(chosen.tier)
+    warnings += chosen_capacity.warnings
+    mode, mode_why, tables = chosen_capacity.mode, chosen_capacity.why, chosen_capacity.tables
+    if not chosen.lateness.met:
+        warnings.append(
+            QuotaWarning(
+                "target_latency",
+                f"expected start lateness p99 {chosen.lateness.steady.get('p99', math.inf):,.0f} ms at a steady"
+                f" burst exceeds the {load.target_latency_ms:,} ms target",
+            )
+        )
+    workers = chosen.workers
+    context = _context(load, scheduling, workers, tables, storage, stats_counters=counters, mode=mode)
     ceilings = owner_ceilings(load, stats_counters=counters, warnings=warnings)
     return CapacityPlan(
         load=load.model_dump(mode="json"),
-        per_run={
-            "write_units": counts.writes.by_step,
-            "write_units_total": counts.writes.total,
-            "stats_counters": counters,
-            "dynamodb_reads": counts.dynamodb_reads,
-            "sqs_requests": round(counts.sqs_requests, 3),
-            "sqs_detail": counts.sqs_detail,
-        },
+        per_run=_per_run(counts, more, workers),
         runs_per_month=load.runs_per_month,
         scheduling=scheduling,
         tables=tables,
         workers=workers,
         storage=storage,
-        lateness=lateness,
+        lateness=chosen.lateness,
         context=context,
         busiest_owner_runs_per_second=owner_peak(load),
         owner_ceilings=ceilings,
         warnings=warnings,
+        worker_tiers=[option for option, _ in options],
+        dynamodb_modes=chosen_capacity.options,
+        recommendation={"tier": chosen.tier, "tier_why": tier_why, "dynamodb": mode.name, "dynamodb_why": mode_why},
+        cost_lines=[*chosen_capacity.common(workers.kind == "fargate"), *chosen.lines],
     )
 
 
-# -- scheduling ------------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class Capacity:
+    """DynamoDB for one way of working (the workers pre-lease or not): both modes priced, the one
+    chosen, the tables' peaks and pre-warming in it, and the lines every tier shares with it."""
 
+    load: Load
+    scheduling: Scheduling
+    storage: Storage
+    extras: Extras
+    options: list[modes.ModeOption]
+    mode: modes.ModeOption
+    why: str
+    tables: list[Throughput]
+    warnings: list[QuotaWarning]
 
-def claim_rate_needed(load: Load, lookahead_ms: int) -> float:
-    """Runs/s that claim every run of the burst by its time.
+    @property
+    def provisioned(self) -> dict[str, int] | None:
+        """The provisioned write units per table and index (None: on-demand)."""
+        return {t.name: t.write_units for t in self.mode.tables} if self.mode.name == "provisioned" else None
 
-    Runs due at second k (0 <= k < S) become claimable at k - lookahead; all runs due by second t
-    must be claimed by t: C * (t + lookahead) >= R * (t + 1) for every t, the tightest at the last
-    second: C = R * S / (S - 1 + lookahead).
-    """
-    lookahead_s = max(lookahead_ms / 1000, 1.0)
-    return load.peak_runs_per_second * load.burst_seconds / (load.burst_seconds - 1 + lookahead_s)
-
-
-def _scheduling(load: Load, warnings: list[QuotaWarning]) -> Scheduling:
-    lookahead = DEFAULT_LOOKAHEAD_MS
-    # a longer lookahead spreads the claim: lengthen it before adding instances past the app's bound
-    while _fleet(claim_rate_needed(load, lookahead), warnings=[])[0] > MAX_SCHEDULER_INSTANCES:
-        if lookahead >= MAX_LOOKAHEAD_MS:
-            warnings.append(
-                QuotaWarning(
-                    "scheduler_instances",
-                    f"claiming {load.burst_runs:,} runs needs more than {MAX_SCHEDULER_INSTANCES} scheduler instances"
-                    f" even with a {MAX_LOOKAHEAD_MS // 1000} s lookahead: runs will be claimed late",
-                )
-            )
-            break
-        lookahead += 5_000
-    claim = claim_rate_needed(load, lookahead)
-    instances, due_shards = _fleet(claim, warnings=warnings)
-    instances = min(instances, MAX_SCHEDULER_INSTANCES)
-    shard_budget = value("ddb_partition_wru") * value("ddb_partition_utilization")
-    open_writes = (claim + load.peak_runs_per_second) if load.open_index else 0.0
-    open_shards = _shards(open_writes / shard_budget, at_least=1, warnings=warnings, name="open") if open_writes else 0
-    due_per_shard = 2 * claim / due_shards
-    open_per_shard = open_writes / open_shards if open_shards else 0.0
-    return Scheduling(
-        burst_runs=load.burst_runs,
-        lookahead_ms=lookahead,
-        claim_rate_needed=round(claim, 1),
-        scheduler_instances=instances,
-        shards_per_instance=math.ceil(due_shards / instances),
-        claim_capacity=round(fleet_claim_rate(instances, due_shards, value("scheduler_claims_per_s")), 1),
-        due_shards=due_shards,
-        due_shard_wru_per_s=round(due_per_shard, 1),
-        due_shard_utilization=round(due_per_shard / value("ddb_partition_wru"), 3),
-        open_shards=open_shards,
-        open_shard_wru_per_s=round(open_per_shard, 1),
-        open_shard_utilization=round(open_per_shard / value("ddb_partition_wru"), 3),
-    )
-
-
-def _fleet(claim: float, *, warnings: list[QuotaWarning]) -> tuple[int, int]:
-    """(scheduler instances, due shards) that claim ``claim`` runs/s.
-
-    Instance i of K owns the shards with shard % K == i, so the busiest owns ceil(shards / K) of
-    them and claims that share of the burst: 14 instances over 32 shards give 3 shards to four of
-    them (375 claims/s against the 300/s an instance makes). Each instance may own at most
-    floor(300 / claims per shard) shards, and K = ceil(shards / that).
-    """
-    per_instance = value("scheduler_claims_per_s")
-    at_least = max(1, math.ceil(claim / per_instance))
-    shard_budget = value("ddb_partition_wru") * value("ddb_partition_utilization")
-    shards = _shards(2 * claim / shard_budget, at_least=at_least, warnings=warnings, name="due")
-    shards_per_instance = max(1, math.floor(per_instance * shards / claim + 1e-9)) if claim else shards
-    return math.ceil(shards / shards_per_instance), shards
-
-
-def _shards(needed: float, *, at_least: int, warnings: list[QuotaWarning], name: str) -> int:
-    """The next power of two >= ``needed`` (and >= 16, >= ``at_least``), capped at 4,096."""
-    want = max(MIN_SHARDS, at_least, math.ceil(needed))
-    shards = 1 << (want - 1).bit_length()
-    if shards > MAX_SHARDS:
-        warnings.append(
-            QuotaWarning(
-                f"{name}_shards", f"{name} index needs {want:,} shards, more than the {MAX_SHARDS:,} supported"
-            )
+    def common(self, fargate: bool) -> list[cost.CostLine]:
+        return cost.common_lines(
+            self.load,
+            self.scheduling,
+            self.storage,
+            self.extras,
+            mode_lines=self.mode.lines,
+            open_index=self.load.open_index,
+            fargate=fargate,
         )
-        return MAX_SHARDS
-    return shards
+
+
+def _capacity(load: Load, s: Scheduling, counts: PerRun, more: Extras, storage: Storage, *, prelease: bool) -> Capacity:
+    rows = modes.table_loads(load, s, counts, more, prelease=prelease)
+    options = [modes.on_demand(load, rows), modes.provisioned(load, rows)]
+    mode, why = modes.choose(load, options)
+    warnings: list[QuotaWarning] = []
+    tables = _tables(load, s, counts, more, warnings, mode=mode, prelease=prelease)
+    return Capacity(load, s, storage, more, options, mode, why, tables, warnings)
+
+
+def deployment(load: Load, plan: CapacityPlan) -> Deployment:
+    """The deployment ``plan``'s deploy line synthesizes, as ``punctual burst-model`` reads it back."""
+    mode = next(m for m in plan.dynamodb_modes if m.name == plan.recommendation["dynamodb"])
+    provisioned = {t.name: t.write_units for t in mode.tables} if mode.name == "provisioned" else None
+    return plan_deployment(load, plan.scheduling, plan.workers, plan.tables, provisioned)
+
+
+def _per_run(counts: PerRun, more: Extras, w: Workers) -> dict[str, Any]:
+    sqs = per_run(worker="lambda" if w.kind == "lambda" else "process")
+    return {
+        "write_units": counts.writes.by_step,
+        "write_units_total": counts.writes.total,
+        "stats_counters": bool(counts.writes.finish_stats),
+        "dynamodb_reads": counts.dynamodb_reads,
+        "sqs_requests": round(sqs.sqs_requests, 3),
+        "sqs_detail": sqs.sqs_detail,
+        "retries_and_waits": more.to_dict(),
+    }
 
 
 # -- tables ----------------------------------------------------------------------------------------
@@ -169,24 +159,35 @@ def stats_counters_for(load: Load) -> bool:
     return owner_peak(load) <= STATS_ITEM_LIMIT
 
 
-DUE_ROW_BYTES = 250  # a due-index row: keys plus the projection a claim reads
-
-
-def _tables(load: Load, s: Scheduling, counts: PerRun, warnings: list[QuotaWarning]) -> list[Throughput]:
+def _tables(
+    load: Load,
+    s: Scheduling,
+    counts: PerRun,
+    more: Extras,
+    warnings: list[QuotaWarning],
+    *,
+    mode: modes.ModeOption,
+    prelease: bool,
+) -> list[Throughput]:
+    """Each table and index at the peak: writes/s and reads/s, pre-warming and quota raises."""
     r, c = load.peak_runs_per_second, s.claim_rate_needed
     w = counts.writes
-    strong_read = 1.0  # RRU of a strongly consistent read under 4 KB
     rows: list[tuple[str, float, float]] = [
-        ("jobs", c * w.claim_jobs, r * counts.dynamodb_reads * strong_read),
+        # the worker reads each run's job: its head and its spec, counts.READS_PER_RUN read units
+        ("jobs", c * w.claim_jobs, r * counts.dynamodb_reads),
         # each owned shard is queried once a second (0.5 RRU at least), plus the rows claimed
-        ("jobs.due", c * w.claim_due, s.due_shards * 0.5 + c * 0.5 * DUE_ROW_BYTES / 4096),
+        ("jobs.due", c * w.claim_due, s.due_shards * 0.5 + c * 0.5 * modes.DUE_ROW_BYTES / 4096),
         ("jobs.by_owner", 0.0, 0.0),  # written by the API only; claims leave it alone
-        ("runs", c * w.insert_runs + r * (w.lease_runs + w.finish_runs), 0.0),
+        (
+            "runs",
+            c * w.insert_runs + r * (w.lease_runs + w.finish_runs + more.runs_write_units),
+            r * modes.PRELEASE_READS if prelease else 0.0,  # pre-leased runs read before their instant
+        ),
     ]
     if load.open_index:
         rows.append(("runs.open", c * w.insert_open + r * w.finish_open, s.open_shards * 0.5 / 60))
-    # shard leases renewed every 3 s, and the owners' GET /stats counters, one ADD per finished run
-    rows.append(("leases", s.due_shards / 3 + r * w.finish_stats, 0.0))
+    # shard leases renewed every 3 s, the owners' GET /stats counters (one ADD per finished run), rate records
+    rows.append(("leases", s.due_shards / 3 + r * (w.finish_stats + more.leases_write_units), 0.0))
     owner = owner_peak(load)
     if w.finish_stats and owner > STATS_ITEM_LIMIT:
         warnings.append(
@@ -206,12 +207,22 @@ def _tables(load: Load, s: Scheduling, counts: PerRun, warnings: list[QuotaWarni
                 " lateness and outcomes); --stats-counters on keeps them",
             )
         )
-    return [_throughput(name, wru, rru, warnings) for name, wru, rru in rows]
+    capacity = {t.name: t for t in mode.tables}
+    return [_throughput(name, wru, rru, warnings, capacity.get(name)) for name, wru, rru in rows]
 
 
-def _throughput(name: str, wru: float, rru: float, warnings: list[QuotaWarning]) -> Throughput:
-    warm_w = _above(wru * HEADROOM, value("ddb_warm_writes"))
-    warm_r = _above(rru * HEADROOM, value("ddb_warm_reads"))
+def _throughput(
+    name: str, wru: float, rru: float, warnings: list[QuotaWarning], provisioned: modes.Provisioned | None
+) -> Throughput:
+    """Pre-warm what the burst needs beyond what the table takes at once: a new on-demand table's
+    4,000 writes and 12,000 reads a second, or a provisioned table's partitions (1,000 WCU and
+    3,000 RCU each) for its provisioned capacity."""
+    if provisioned is None:
+        ready_w, ready_r = value("ddb_warm_writes"), value("ddb_warm_reads")
+    else:
+        ready_w = value("ddb_partition_wru") * math.ceil(provisioned.write_units / value("ddb_partition_wru"))
+        ready_r = value("ddb_partition_rru") * math.ceil(provisioned.read_units / value("ddb_partition_rru"))
+    warm_w, warm_r = _above(wru * HEADROOM, ready_w), _above(rru * HEADROOM, ready_r)
     quota_w = _above(wru * HEADROOM, value("ddb_table_quota_wru"))
     quota_r = _above(rru * HEADROOM, value("ddb_table_quota_rru"))
     if warm_w or warm_r:
@@ -220,9 +231,10 @@ def _throughput(name: str, wru: float, rru: float, warnings: list[QuotaWarning])
         warnings.append(
             QuotaWarning(
                 "ddb_warm_throughput",
-                f"{name}: peak {wru:,.0f} WRU/s, {rru:,.0f} RRU/s exceeds a new table's warm throughput;"
-                f" pre-warm to {' and '.join(warm)} (billed), or expect throttling for"
-                f" ~{doublings * int(value('ddb_growth_minutes'))} min while on-demand doubles its peak",
+                f"{name}: peak {wru:,.0f} WRU/s, {rru:,.0f} RRU/s exceeds what the table takes at once;"
+                f" pre-warm to {' and '.join(warm)} (a one-time charge), or expect throttling for"
+                f" ~{doublings * int(value('ddb_growth_minutes'))} min (on-demand doubling its peak) or until"
+                " the partitions split (provisioned)",
             )
         )
     if quota_w or quota_r:
@@ -241,25 +253,7 @@ def _above(needed: float, default: float) -> int:
     return int(math.ceil(needed / WARM_STEP) * WARM_STEP) if needed > default else 0
 
 
-# -- lateness, storage, deploy ---------------------------------------------------------------------
-
-
-def _lateness(
-    load: Load, s: Scheduling, w: Workers, tables: list[Throughput], warnings: list[QuotaWarning]
-) -> Lateness:
-    first = simulate(burst_settings(load, s, w, tables, steady=False))
-    steady = simulate(burst_settings(load, s, w, tables, steady=True))
-    met = p99(steady) <= load.target_latency_ms
-    if not met:
-        warnings.append(
-            QuotaWarning(
-                "target_latency",
-                f"expected start lateness p99 {p99(steady):,.0f} ms at a steady burst exceeds the"
-                f" {load.target_latency_ms:,} ms target",
-            )
-        )
-    return Lateness(first.lateness_ms, steady.lateness_ms, load.target_latency_ms, met)
-
+# -- storage, deploy -------------------------------------------------------------------------------
 
 SWEEP_TARGET_HOURS = 24  # without the open index, sweep the whole runs table once a day ...
 MAX_SWEEP_PAGES = 200  # ... unless that needs more Scan pages than one reaper pass reads in a minute
@@ -268,7 +262,10 @@ MAX_SWEEP_PAGES = 200  # ... unless that needs more Scan pages than one reaper p
 def _storage(load: Load, warnings: list[QuotaWarning]) -> Storage:
     gib = 1024**3
     overhead = value("ddb_item_overhead_bytes")
-    jobs_gb = load.jobs * (value("job_item_bytes") + overhead) / gib
+    # a job is two items (punctual.engines.aws.job_items): its head, with its due and by_owner index
+    # entries, and its spec, which holds the payload; each item and index entry has the overhead
+    job_bytes = value("job_head_bytes") + value("job_spec_bytes") + load.payload_bytes + 4 * overhead
+    jobs_gb = load.jobs * job_bytes / gib
     runs_retained = int(load.runs_per_month / (SECONDS_PER_MONTH / 86_400) * load.retention_days)
     runs_gb = runs_retained * (value("run_item_bytes") + overhead * (1 if load.open_index else 0.5)) / gib
     storage = Storage(round(jobs_gb, 2), runs_retained, round(runs_gb, 2), round(jobs_gb + runs_gb, 2))
@@ -299,23 +296,39 @@ def _storage(load: Load, warnings: list[QuotaWarning]) -> Storage:
 
 
 def _context(
-    load: Load, s: Scheduling, w: Workers, tables: list[Throughput], storage: Storage, *, stats_counters: bool
+    load: Load,
+    s: Scheduling,
+    w: Workers,
+    tables: list[Throughput],
+    storage: Storage,
+    *,
+    stats_counters: bool,
+    mode: modes.ModeOption,
 ) -> dict[str, Any]:
     """CDK context parameters (``infra.config.InfraConfig`` names) for ``npx cdk deploy -c ...``."""
     context: dict[str, Any] = {
         "shards": s.due_shards,
         "open_shards": max(s.open_shards, 1),
         "scheduler_instances": s.scheduler_instances,
+        "scheduler_memory_mb": s.scheduler_memory_mb,
         "lookahead_ms": s.lookahead_ms,
         "retention_days": load.retention_days,
         "worker_batch_size": w.batch_size,
     }
     if w.kind == "fargate":
+        fargate_max = max(w.fargate_tasks, w.fargate_prewarm_tasks)
         context |= {
             "fargate_workers": True,
-            "fargate_worker_count": min(w.fargate_tasks, 100),
-            "fargate_worker_concurrency": min(w.fargate_in_flight_per_task, 1000),
+            "lambda_workers": False,  # the Lambda worker's event source is deployed disabled
+            "worker_max_concurrency": IDLE_LAMBDA_WORKER,  # ... and reserves the least
+            "fargate_worker_count": w.fargate_tasks,
+            "fargate_worker_max_count": min(MAX_TASKS, 2 * fargate_max),  # queue depth may add as many again
+            "fargate_worker_concurrency": w.fargate_in_flight_per_task,
+            "fargate_prelease_s": w.fargate_prelease_s,
+            "fargate_long_run_count": w.fargate_long_run_tasks,
         }
+        if w.fargate_prewarm_tasks:
+            context["fargate_prewarm_count"] = w.fargate_prewarm_tasks
     elif w.min_pollers:  # provisioned mode: pollers kept warm; the stack sets no MaximumConcurrency then
         context |= {
             "worker_min_pollers": w.min_pollers,
@@ -332,6 +345,12 @@ def _context(
         context |= {"open_index": False, "sweep_pages": storage.sweep_pages}
     if not stats_counters:
         context["stats_counters"] = False
+    if mode.name == "provisioned":
+        context |= {
+            "dynamodb_billing": "provisioned",
+            "provisioned_write_units": {t.name: t.write_units for t in mode.tables},
+            "provisioned_read_units": {t.name: t.read_units for t in mode.tables},
+        }
     warm = {t.name: t.warm_writes for t in tables if t.warm_writes}
     warm_reads = {t.name: t.warm_reads for t in tables if t.warm_reads}
     if warm or warm_reads:

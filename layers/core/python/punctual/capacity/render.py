@@ -15,7 +15,8 @@ def render(report: dict[str, Any]) -> str:
         "",
         "Scheduling",
         f"  lookahead {s['lookahead_ms']:,} ms: claim {s['claim_rate_needed']:,.0f} runs/s"
-        f" with {s['scheduler_instances']} scheduler instance{'s' if s['scheduler_instances'] > 1 else ''},"
+        f" with {s['scheduler_instances']} scheduler instance{'s' if s['scheduler_instances'] > 1 else ''}"
+        f" of {s['scheduler_memory_mb']:,} MB,"
         f" at most {s['shards_per_instance']} due shards each"
         f" ({s['claim_capacity']:,.0f} runs/s)",
         f"  due shards {s['due_shards']}: {s['due_shard_wru_per_s']:,} WRU/s each at the peak"
@@ -50,7 +51,12 @@ def render(report: dict[str, Any]) -> str:
         "Workers",
     ]
     if w["kind"] == "fargate":
-        out.append(f"  Fargate: {w['fargate_tasks']} tasks x {w['fargate_in_flight_per_task']} runs in flight each")
+        warm = f", {w['fargate_prewarm_tasks']} before each hour" if w["fargate_prewarm_tasks"] else ""
+        out.append(
+            f"  Fargate: {w['fargate_tasks']} tasks{warm} x {w['fargate_in_flight_per_task']:,} runs in flight each,"
+            f" leasing up to {w['fargate_prelease_s']} s ahead; the Lambda worker's event source disabled;"
+            f" long-run queue {w['fargate_long_run_tasks']} task"
+        )
     else:
         out.append(
             f"  Lambda, batch {w['batch_size']}, {w['invocation_s']} s per invocation:"
@@ -65,6 +71,22 @@ def render(report: dict[str, Any]) -> str:
             f"  reserved concurrency {w['reserved_concurrency']:,};"
             f" account concurrency quota {w['account_concurrency_needed']:,}"
         )
+    rec = report["recommendation"]
+    out += ["", "Worker tiers (the whole month with each; steady p99 start lateness)"]
+    for t in report["worker_tiers"]:
+        mark = "*" if t["tier"] == rec["tier"] else " "
+        p99_ms = t["lateness"]["steady"].get("p99")
+        shown = f"{p99_ms:,.0f} ms" if p99_ms is not None else "never"
+        out.append(
+            f" {mark}{t['tier']:<19} ${t['monthly_usd']:>11,.2f}  ${t['per_million_runs_usd']:>7,.3f}/M  p99 {shown:>9}"
+            f"  {'meets' if t['meets_target'] else 'MISSES'} the target; {t['note']}"
+        )
+    out.append(f"  recommended: {rec['tier_why']}")
+    out += ["", "DynamoDB capacity modes (requests or capacity a month; storage apart)"]
+    for m in report["dynamodb_modes"]:
+        mark = "*" if m["name"] == rec["dynamodb"] else " "
+        out.append(f" {mark}{m['name']:<19} ${m['monthly_usd']:>11,.2f}  {m['note']}")
+    out.append(f"  recommended: {rec['dynamodb_why']}")
     out += [
         "",
         f"Per-owner ceilings (the busiest owner: {report['busiest_owner_runs_per_second']:,} runs/s at the peak)",
@@ -90,15 +112,15 @@ def render(report: dict[str, Any]) -> str:
         f"Monthly cost ({cost['region_note']})",
     ]
     for line in cost["lines"]:
-        flag = "" if line["verified"] else "   (not in total)"
-        out.append(f"  {line['service']:<12} {line['item']:<66} ${line['monthly_usd']:>12,.2f}{flag}")
+        out.append(f"  {line['service']:<13} {line['item']:<84} ${line['monthly_usd']:>12,.2f}")
     ebs = cost["eventbridge_scheduler"]
     out += [
-        f"  {'total':<79} ${cost['monthly_usd']:>12,.2f}",
+        f"  {'total':<98} ${cost['monthly_usd']:>12,.2f}",
         f"  per million runs: ${cost['per_million_runs_usd']:,.3f}",
         "",
         f"EventBridge Scheduler, same load: ${ebs['monthly_usd']:,.2f}/month (${ebs['per_million_runs_usd']:,.3f} per"
-        f" million runs, incl. a Lambda per run to call HTTP targets); {ebs['precision_s']} s precision;"
+        f" million runs, incl. a Lambda per run to call HTTP targets and the same egress); {ebs['precision_s']} s"
+        " precision;"
         f" a burst drains in {ebs['burst_drain_s_at_default_quota']:,} s at its default 1,000 invocations/s;"
         f" schedules within the 10 M default quota: {'yes' if ebs['schedules_quota_ok'] else 'NO'}; no run history",
         "",

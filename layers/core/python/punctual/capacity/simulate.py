@@ -48,14 +48,16 @@ class BurstSettings:
     burst_seconds: int = 1
     lookahead_ms: int = 5_000
     scheduler_instances: int = 16
-    claims_per_instance: float = field(default_factory=lambda: value("scheduler_claims_per_s"))
+    # the busiest instance's claims/s (punctual.capacity.fleet.instance_claim_rate); default: one vCPU, all claims
+    claims_per_instance: float = field(default_factory=lambda: 1000 / value("scheduler_cpu_ms_per_claim"))
     due_shards: int = 128
     batch_size: int = 10
     worker_mode: str = "standard"  # standard | provisioned | fargate
     ready_concurrency: int = 5  # invocations (or Fargate slots) ready when the burst begins
     max_concurrency: int = 1_000
     scale_per_min: float = 300.0  # concurrency added per minute while messages wait (0: fixed)
-    fargate_runs_per_s: float = 0.0  # start-rate cap of a Fargate fleet (0: none)
+    fargate_runs_per_s: float = 0.0  # start-rate cap of a Fargate fleet (0: none): its receives and leases
+    early_s: float = 0.0  # pre-leasing: messages turn visible up to early_s + 1 s before their instant
     target_duration_s: float = 0.5
     dispatch_overhead_s: float = 0.05  # receive to invocation start, warm
     cold_start_s: float = 0.8  # a new execution environment (Python, two layers)
@@ -115,7 +117,10 @@ def simulate(settings: BurstSettings) -> BurstResult:
     scaled = _scaled(settings, k)
     due = _due_times(scaled)
     claimed, claimed_late = _claim_times(due, scaled)
-    available = sorted((max(claim, t - _early(i)), t) for i, (t, claim) in enumerate(zip(due, claimed, strict=True)))
+    early = scaled.early_s
+    available = sorted(
+        (max(claim, t - early - _early(i)), t) for i, (t, claim) in enumerate(zip(due, claimed, strict=True))
+    )
     starts, peak = _execute(available, scaled)
     lateness = sorted((start - t) * 1000 for start, t in starts)
     return BurstResult(
@@ -188,6 +193,7 @@ def _execute(available: list[tuple[float, float]], s: BurstSettings) -> tuple[li
     rate_cap = min(cap, s.fargate_runs_per_s) if s.fargate_runs_per_s else cap
     tokens = rate_cap * STEP_S
     warm = s.warm_environments
+    fargate = s.worker_mode == "fargate"
     index, peak = 0, 0
     t = available[0][0] if available else 0.0
     backlog_since: float | None = None
@@ -202,8 +208,11 @@ def _execute(available: list[tuple[float, float]], s: BurstSettings) -> tuple[li
             backlog_since = t
         concurrency = _concurrency(s, t - backlog_since if backlog_since is not None else 0.0)
         tokens = min(tokens + rate_cap * STEP_S, max(rate_cap * STEP_S, s.batch_size))
-        while waiting and len(busy) < concurrency and tokens >= 1 and in_flight < s.in_flight_limit:
-            size = min(s.batch_size, len(waiting), int(tokens), s.in_flight_limit - in_flight)
+        # Lambda: one invocation per batch, up to the concurrency; a Fargate fleet: runs held, up to its slots
+        room = concurrency * s.batch_size - in_flight if fargate else (s.batch_size if len(busy) < concurrency else 0)
+        while waiting and room >= 1 and tokens >= 1 and in_flight < s.in_flight_limit:
+            size = min(s.batch_size, len(waiting), int(tokens), s.in_flight_limit - in_flight, room)
+            room = room - size if fargate else (s.batch_size if len(busy) + 1 < concurrency else 0)
             batch = [waiting.popleft() for _ in range(size)]
             in_flight += size
             tokens -= len(batch)

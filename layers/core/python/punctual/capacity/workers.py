@@ -1,5 +1,5 @@
-"""Worker sizing: Lambda concurrency (standard or provisioned pollers) or Fargate tasks, and the burst
-model's input for a plan."""
+"""Lambda worker sizing (standard mode or provisioned pollers), and the burst model's input for a plan
+(``plan_deployment``: the deployment the deploy line synthesizes, whichever the tier)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 
 from punctual.capacity.constants import value
 from punctual.capacity.figures import QuotaWarning, Scheduling, Throughput, Workers
-from punctual.capacity.load import Load, WorkerKind
+from punctual.capacity.load import Load
 from punctual.capacity.simulate import BurstResult, BurstSettings, simulate
 from punctual.capacity.synth import Deployment
 
@@ -25,48 +25,57 @@ def invocation_seconds(load: Load, batch_size: int) -> float:
     return hold + load.target_duration_ms / 1000 + value("worker_batch_overhead_s")
 
 
-def size_workers(load: Load, s: Scheduling, tables: list[Throughput], warnings: list[QuotaWarning]) -> Workers:
-    r = load.peak_runs_per_second
-    batch = int(value("sqs_batch"))
-    invocation = invocation_seconds(load, batch)
-    in_flight = math.ceil(r * invocation)
+def in_flight(load: Load, warnings: list[QuotaWarning]) -> int:
+    """Messages in flight at the peak (Little's law: received and not yet deleted), checked against the
+    120,000 of one standard queue."""
+    in_flight_runs = math.ceil(load.peak_runs_per_second * invocation_seconds(load, int(value("sqs_batch"))))
     limit = int(value("sqs_in_flight"))
-    if in_flight > limit:
+    if in_flight_runs > limit:
         warnings.append(
             QuotaWarning(
                 "sqs_in_flight",
-                f"{in_flight:,} messages in flight at the peak, above the {limit:,} limit of one standard queue"
+                f"{in_flight_runs:,} messages in flight at the peak, above the {limit:,} limit of one standard queue"
                 " (a hard limit): receives fail over it; shorten target calls or split the load across stacks",
             )
         )
+    return in_flight_runs
+
+
+def size_lambda(
+    load: Load,
+    s: Scheduling,
+    tables: list[Throughput],
+    warnings: list[QuotaWarning],
+    *,
+    provisioned: bool | None,
+    provisioned_writes: dict[str, int] | None = None,
+) -> Workers:
+    """Lambda workers: standard mode (``provisioned`` False: capped at its 1,000), provisioned pollers
+    (True), or whichever the concurrency needs (None: standard up to 1,000, pollers above).
+    ``provisioned_writes``: the tables' capacity in DynamoDB's provisioned mode (None: on-demand)."""
+    r = load.peak_runs_per_second
+    batch = int(value("sqs_batch"))
+    invocation = invocation_seconds(load, batch)
+    in_flight_runs = in_flight(load, warnings)
+    limit = int(value("sqs_in_flight"))
     scheduler_reserved = 2 * s.scheduler_instances
-    if load.worker is WorkerKind.FARGATE:
-        tasks = math.ceil(r / value("worker_runs_per_vcpu"))
-        return Workers(
-            kind="fargate",
-            in_flight_runs=in_flight,
-            sqs_in_flight_limit=limit,
-            batch_size=batch,
-            invocation_s=round(invocation, 3),
-            concurrency=in_flight,
-            mode="fargate",
-            max_concurrency=in_flight,
-            min_pollers=0,
-            max_pollers=0,
-            reserved_concurrency=0,
-            account_concurrency_needed=_account(scheduler_reserved, warnings),
-            fargate_tasks=tasks,
-            fargate_in_flight_per_task=math.ceil(in_flight / tasks),
-        )
-    concurrency = _lambda_concurrency(load, s, tables, math.ceil(r / batch * invocation))
+    standard_cap = int(value("lambda_sqs_max_concurrency"))
+    ceiling = standard_cap if provisioned is False else None
+    concurrency = _lambda_concurrency(
+        load, s, tables, math.ceil(r / batch * invocation), ceiling=ceiling, provisioned=provisioned_writes
+    )
     reserved = math.ceil(concurrency * HEADROOM)
     per_poller = int(value("lambda_invocations_per_poller"))
-    if reserved <= value("lambda_sqs_max_concurrency"):
+    if provisioned is False or (provisioned is None and reserved <= standard_cap):
+        reserved = min(reserved, standard_cap)
         mode, max_concurrency, min_pollers, max_pollers = "standard", reserved, 0, 0
     else:
         mode = "provisioned"
-        min_pollers = min(int(value("lambda_min_pollers_max")), math.ceil(concurrency / per_poller))
-        max_pollers = min(int(value("lambda_max_pollers_max")), math.ceil(reserved / per_poller))
+        min_pollers = max(
+            int(value("lambda_sqs_min_pollers")),
+            min(int(value("lambda_min_pollers_max")), math.ceil(concurrency / per_poller)),
+        )
+        max_pollers = max(min_pollers, min(int(value("lambda_max_pollers_max")), math.ceil(reserved / per_poller)))
         # the pollers drive up to max_pollers x 10 invocations; the reservation caps them (the stack's
         # ReservedConcurrentExecutions, given in the deploy line as worker_reserved_concurrency)
         max_concurrency = min(max_pollers * per_poller, reserved)
@@ -89,7 +98,7 @@ def size_workers(load: Load, s: Scheduling, tables: list[Throughput], warnings: 
         )
     return Workers(
         kind="lambda",
-        in_flight_runs=in_flight,
+        in_flight_runs=in_flight_runs,
         sqs_in_flight_limit=limit,
         batch_size=batch,
         invocation_s=round(invocation, 3),
@@ -99,23 +108,31 @@ def size_workers(load: Load, s: Scheduling, tables: list[Throughput], warnings: 
         min_pollers=min_pollers,
         max_pollers=max_pollers,
         reserved_concurrency=reserved,
-        account_concurrency_needed=_account(reserved + scheduler_reserved, warnings),
+        account_concurrency_needed=account_concurrency(reserved + scheduler_reserved, warnings),
         fargate_tasks=0,
         fargate_in_flight_per_task=0,
     )
 
 
-def _lambda_concurrency(load: Load, s: Scheduling, tables: list[Throughput], estimate: int) -> int:
+def _lambda_concurrency(
+    load: Load,
+    s: Scheduling,
+    tables: list[Throughput],
+    estimate: int,
+    *,
+    ceiling: int | None,
+    provisioned: dict[str, int] | None,
+) -> int:
     """The smallest concurrency (x1.5 steps from Little's law with full batches) meeting the target.
 
     Full batches are the best case: messages arrive spread over the second before their instant,
     so at low rates an invocation receives fewer than 10 and holds them until then. The burst
     model (warm environments, concurrency already scaled) decides.
     """
-    ceiling = int(value("lambda_poller_max_concurrency"))
+    ceiling = ceiling or int(value("lambda_poller_max_concurrency"))
     concurrency = max(1, min(estimate, ceiling))
     for _ in range(16):
-        steady = _burst(load, s, tables, ready=concurrency, maximum=concurrency, scale=0.0, warm=concurrency)
+        steady = _burst(load, s, tables, concurrency=concurrency, provisioned=provisioned)
         if p99(simulate(steady)) <= load.target_latency_ms or concurrency >= ceiling:
             break
         concurrency = min(ceiling, math.ceil(concurrency * 1.5))
@@ -128,7 +145,8 @@ def _lambda_concurrency(load: Load, s: Scheduling, tables: list[Throughput], est
 OTHER_FUNCTIONS_CONCURRENCY = 100 + 100 + 4
 
 
-def _account(reserved: int, warnings: list[QuotaWarning]) -> int:
+def account_concurrency(reserved: int, warnings: list[QuotaWarning]) -> int:
+    """The account quota to hold ``reserved`` (workers and schedulers) and the other functions, rounded up."""
     needed = int(math.ceil((reserved + OTHER_FUNCTIONS_CONCURRENCY) / WARM_STEP) * WARM_STEP)
     default = int(value("lambda_account_concurrency"))
     if reserved + OTHER_FUNCTIONS_CONCURRENCY > default:
@@ -146,19 +164,22 @@ def p99(result: BurstResult) -> float:
     return result.lateness_ms.get("p99", math.inf) if result.started == result.runs else math.inf
 
 
-def burst_settings(load: Load, s: Scheduling, w: Workers, tables: list[Throughput], *, steady: bool) -> BurstSettings:
-    """The simulation's input for this plan (recommended pre-warming applied).
+def burst_settings(
+    load: Load,
+    s: Scheduling,
+    w: Workers,
+    tables: list[Throughput],
+    *,
+    steady: bool,
+    provisioned: dict[str, int] | None = None,
+) -> BurstSettings:
+    """The simulation's input for this plan: :func:`plan_deployment`, the figures the deploy line's
+    stack has, as ``punctual burst-model`` reads them from the template.
 
     ``steady``: bursts every minute keep environments warm and concurrency scaled; otherwise the
     first burst after a deploy or a quiet hour (cold environments, concurrency at its minimum).
-    Lambda workers go through :func:`plan_deployment`, the figures the deploy line's stack has, as
-    ``punctual burst-model`` reads them from the template.
     """
-    if w.mode == "fargate":
-        slots = w.fargate_tasks * w.fargate_in_flight_per_task
-        rate = w.fargate_tasks * value("worker_runs_per_vcpu")
-        return _burst(load, s, tables, ready=slots, maximum=slots, scale=0.0, warm=slots, fargate_rate=rate)
-    return plan_deployment(load, s, w, tables).burst(
+    return plan_deployment(load, s, w, tables, provisioned).burst(
         load.peak_runs_per_second,
         burst_seconds=load.burst_seconds,
         target_duration_ms=load.target_duration_ms,
@@ -166,21 +187,39 @@ def burst_settings(load: Load, s: Scheduling, w: Workers, tables: list[Throughpu
     )
 
 
-def plan_deployment(load: Load, s: Scheduling, w: Workers, tables: list[Throughput]) -> Deployment:
-    """The deployment the plan's deploy line synthesizes (Lambda workers), as ``punctual.capacity.synth`` reads it."""
+def plan_deployment(
+    load: Load, s: Scheduling, w: Workers, tables: list[Throughput], provisioned: dict[str, int] | None = None
+) -> Deployment:
+    """The deployment the plan's deploy line synthesizes, as ``punctual.capacity.synth`` reads it.
+
+    ``provisioned``: the tables' provisioned write units in provisioned mode (None: on-demand).
+    """
+    fargate = w.kind == "fargate"
     return Deployment(
         shards=s.due_shards,
         lookahead_ms=s.lookahead_ms,
         scheduler_instances=s.scheduler_instances,
         batch_size=w.batch_size,
-        max_concurrency=w.max_concurrency,
+        # the Fargate tier deploys the Lambda worker idle: worker_max_concurrency=2, reserved alike
+        max_concurrency=IDLE_LAMBDA_WORKER if fargate else w.max_concurrency,
         min_pollers=w.min_pollers,
         max_pollers=w.max_pollers,
-        reserved_concurrency=w.reserved_concurrency,
+        reserved_concurrency=IDLE_LAMBDA_WORKER if fargate else w.reserved_concurrency,
         open_index=load.open_index,
         warm_writes={t.name: t.warm_writes for t in tables if t.warm_writes},
-        fargate_tasks=0,
+        fargate_tasks=max(w.fargate_tasks, w.fargate_prewarm_tasks) if fargate else 0,
+        scheduler_memory_mb=s.scheduler_memory_mb,
+        lambda_workers=not fargate,
+        fargate_vcpu=FARGATE_TASK_VCPU if fargate else 1.0,
+        fargate_in_flight=w.fargate_in_flight_per_task,
+        prelease_s=w.fargate_prelease_s,
+        provisioned_writes=provisioned,
     )
+
+
+FARGATE_TASK_VCPU = 1.0  # infra/constructs/fargate.py: cpu=1024 (Python runs on one core), 2 GiB
+FARGATE_TASK_GB = 2.0
+IDLE_LAMBDA_WORKER = 2  # the Fargate tier: the Lambda worker's reservation, its event source disabled
 
 
 def _burst(
@@ -188,36 +227,28 @@ def _burst(
     s: Scheduling,
     tables: list[Throughput],
     *,
-    ready: int,
-    maximum: int,
-    scale: float,
-    warm: int,
-    fargate_rate: float = 0.0,
+    concurrency: int,
+    provisioned: dict[str, int] | None,
 ) -> BurstSettings:
-    by_name = {t.name: t for t in tables}
-
-    def throughput(name: str) -> float:
-        return float(by_name[name].warm_writes or value("ddb_warm_writes"))
-
-    return BurstSettings(
-        burst_runs_per_second=load.peak_runs_per_second,
-        burst_seconds=load.burst_seconds,
+    """A steady burst on Lambda workers at ``concurrency`` (standard mode up to 1,000, pollers above)."""
+    trial = Deployment(
+        shards=s.due_shards,
         lookahead_ms=s.lookahead_ms,
         scheduler_instances=s.scheduler_instances,
-        due_shards=s.due_shards,
         batch_size=int(value("sqs_batch")),
-        worker_mode="fargate"
-        if fargate_rate
-        else ("provisioned" if maximum > value("lambda_sqs_max_concurrency") else "standard"),
-        ready_concurrency=ready,
-        max_concurrency=maximum,
-        scale_per_min=scale,
-        fargate_runs_per_s=fargate_rate,
-        target_duration_s=load.target_duration_ms / 1000,
-        cold_start_s=0.0 if fargate_rate else 0.8,
-        warm_environments=warm,
-        jobs_write_throughput=throughput("jobs"),
-        due_write_throughput=throughput("jobs.due"),
-        runs_write_throughput=throughput("runs"),
-        runs_writes_per_run=4 if load.open_index else 3,
+        max_concurrency=concurrency,
+        min_pollers=0,
+        max_pollers=0,
+        reserved_concurrency=concurrency,
+        open_index=load.open_index,
+        warm_writes={t.name: t.warm_writes for t in tables if t.warm_writes},
+        fargate_tasks=0,
+        scheduler_memory_mb=s.scheduler_memory_mb,
+        provisioned_writes=provisioned,
+    )
+    return trial.burst(
+        load.peak_runs_per_second,
+        burst_seconds=load.burst_seconds,
+        target_duration_ms=load.target_duration_ms,
+        steady=True,
     )

@@ -73,6 +73,18 @@ def register(subparsers: Any) -> None:
     tenants.add_argument("--unfair", action="store_true", help="also measure without owner groups (comparison)")
     tenants.add_argument("--json", action="store_true", help="print one JSON object")
     tenants.set_defaults(func=run_tenants)
+    aws = kinds.add_parser(
+        "aws", help="CPU per run of the async worker and per claim of the scheduler on the aws engine (moto)"
+    )
+    aws.add_argument("--runs", type=int, default=300, help="runs the worker executes (moto: ~100-200 writes/s)")
+    aws.add_argument("--claims", type=int, default=1_000, help="jobs the scheduler claims")
+    aws.add_argument("--max-in-flight", type=int, default=1_000, help="the worker's --max-in-flight")
+    aws.add_argument(
+        "--stats-counters", action="store_true", help="keep GET /stats' run counters (one more write per run)"
+    )
+    aws.add_argument("--repeat", type=int, default=1, help="measure this many times; also print the medians")
+    aws.add_argument("--json", action="store_true", help="print one JSON object")
+    aws.set_defaults(func=run_aws)
     minute = kinds.add_parser(
         "minute",
         help="N every-minute cron jobs for M minutes: separate api, scheduler, worker and reaper processes;"
@@ -233,6 +245,41 @@ def run_tenants(args: argparse.Namespace) -> int:
             f" A drained after {r['a_last_finish_after_ms']} ms;"
             f" succeeded A {r['a_succeeded']:,} B {r['b_succeeded']:,}"
         )
+    return 0
+
+
+def run_aws(args: argparse.Namespace) -> int:
+    from punctual.bench.aws import bench_aws
+
+    collect_rarely()  # this process plays the worker and the scheduler, which run with these settings
+    results = [
+        bench_aws(args.runs, claims=args.claims, max_in_flight=args.max_in_flight, stats_counters=args.stats_counters)
+        for _ in range(max(1, args.repeat))
+    ]
+    median = {
+        "worker_cpu_ms_per_run": statistics.median(r["worker"]["cpu_ms_per_run"] for r in results),
+        "worker_cpu_ms_per_run_net": statistics.median(r["worker"]["cpu_ms_per_run_net"] for r in results),
+        "scheduler_cpu_ms_per_claim": statistics.median(r["scheduler"]["cpu_ms_per_claim"] for r in results),
+        "scheduler_cpu_ms_per_empty_poll": statistics.median(r["scheduler"]["cpu_ms_per_empty_poll"] for r in results),
+    }
+    if args.json:
+        print(json.dumps({"aws": results, "median": median}))
+        return 0
+    print("The aws engine against a moto server in another process (the measured process's CPU only):")
+    for r in results:
+        w, s = r["worker"], r["scheduler"]
+        print(
+            f"  worker: {w['runs_succeeded']:,} runs (no-op HTTP target) in {w['window_seconds']} s on moto: CPU"
+            f" {w['cpu_ms_per_run']} ms per run, {w['cpu_ms_per_run_net']} ms net of idle;"
+            f" {w['requests_per_run']} requests per run"
+        )
+        print(
+            f"  scheduler: {s['claims']:,} claims in {s['claim_seconds_on_moto']} s on moto:"
+            f" CPU {s['cpu_ms_per_claim']} ms per claim ({s['claims_per_cpu_second']:,} per CPU-second);"
+            f" an empty shard's poll {s['cpu_ms_per_empty_poll']} ms"
+        )
+    if len(results) > 1:
+        print("  medians: " + ", ".join(f"{k} {v}" for k, v in median.items()))
     return 0
 
 

@@ -25,7 +25,25 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--region", default="us-east-1", help="AWS region (prices are us-east-1's)")
     parser.add_argument("--target-duration-ms", type=int, default=500, help="mean target call (default 500)")
     parser.add_argument(
-        "--worker", choices=("lambda", "fargate"), default="lambda", help="worker kind (default lambda)"
+        "--worker",
+        choices=("auto", "lambda", "fargate"),
+        default="auto",
+        help="worker tier (default auto: the cheapest that meets the target; lambda: standard mode or pollers)",
+    )
+    parser.add_argument(
+        "--dynamodb",
+        choices=("auto", "on-demand", "provisioned"),
+        default="auto",
+        help="DynamoDB capacity mode (default auto: the cheaper for the load)",
+    )
+    parser.add_argument(
+        "--owners",
+        type=int,
+        default=1_000,
+        help="distinct owners with runs (KMS signing-secret requests; default 1000)",
+    )
+    parser.add_argument(
+        "--payload-bytes", type=int, default=1_024, help="a run's request body to its target (egress; default 1024)"
     )
     parser.add_argument("--no-open-index", action="store_true", help="size a stack deployed with -c open_index=false")
     parser.add_argument(
@@ -76,6 +94,9 @@ def run_capacity(args: argparse.Namespace) -> int:
             region=args.region,
             target_duration_ms=args.target_duration_ms,
             worker=args.worker,
+            dynamodb=args.dynamodb,
+            owners=args.owners,
+            payload_bytes=args.payload_bytes,
             open_index=not args.no_open_index,
             stats_counters={"auto": None, "on": True, "off": False}[args.stats_counters],
             api_requests_per_month=args.api_requests_per_month,
