@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from punctual import ids
 from punctual.errors import PunctualError
-from punctual.execution import batch
+from punctual.execution import batch, reserving
 from punctual.execution.targets.types import TargetResult, timed_out
 from punctual.port import Delivery
 from punctual.runs.alerts import LogAlerter
@@ -39,6 +39,7 @@ class InFlight:
     call: Call
     started: int  # worker clock
     stalled: bool
+    duration: int = 0
 
 
 class SimWorker:
@@ -134,16 +135,30 @@ class SimWorker:
                 self.at(not_before, lambda group=group: self._lease_now(self.port(), group))
 
     def _prelease(self, port: batch.Port, not_before: int, group: list[Delivery]) -> None:
-        holding = batch.hold(port, group)
+        holding = reserving.hold_and_reserve(port, group, instant=not_before)
         self.held.update((job_id, not_before) for job_id in holding.jobs)
         if holding.jobs:
             self.sim.user.around(sorted(holding.jobs), not_before - self.clock.offset_ms)
         self.at(not_before, lambda: self._at_instant(holding))
 
     def _at_instant(self, holding: batch.Holding) -> None:
+        """As the worker's instant task: the reserved runs called at once, then confirmed (a refused
+        confirm cuts its call); the rest leased, then called."""
         port = self.port()
-        prepared = batch.prepare(port, holding.deliveries, known=holding.jobs, seen=holding.runs, defer_cover=True)
+        reserved = [(d, holding.reserved[d.receipt]) for d in holding.deliveries if d.receipt in holding.reserved]
+        begun = reserving.begin_reserved(port, reserved, holding.jobs)
+        flights = [self._begin(port, one, settle=False) for one in begun.calls]
+        if begun.calls:
+            for flight, ok in zip(flights, reserving.confirm(port, begun), strict=True):
+                if not ok and flight is not None:  # the reservation was lost: the call is cut
+                    self._cut(flight)
+            for flight in flights:
+                if flight is not None and flight.duration == 0:
+                    self._end(flight, 0, flight.leased.job.timeout_s * SECOND)
+        rest = [*begun.rest, *(d for d in holding.deliveries if d.receipt not in holding.reserved)]
+        prepared = batch.prepare(port, rest, known=holding.jobs, seen=holding.runs, defer_cover=True)
         self._begin_all(port, prepared.leased)
+        batch.cover(port, begun.calls)
 
     def _lease_now(self, port: batch.Port, group: list[Delivery]) -> None:
         prepared = batch.prepare(port, group, defer_cover=True)
@@ -157,11 +172,13 @@ class SimWorker:
             self._begin(port, one)
         batch.cover(port, leased)
 
-    def _begin(self, port: batch.Port, leased: batch.Leased) -> None:
+    def _begin(self, port: batch.Port, leased: batch.Leased, *, settle: bool = True) -> InFlight | None:
+        """Begin ``leased``'s call; a call that answers at once is settled now unless ``settle`` is
+        False (its attempt is confirmed first: the caller ends it). Returns the call in flight."""
         now = self.clock.now_ms()
         if not leased.may_execute:
             batch.settle(port, [batch.Done(leased, None, now, now)])
-            return
+            return None
         run, job = leased.run, leased.job
         call = Call(
             run.run_id, job.id, job.owner, run.scheduled_at, run.trigger, run.attempt, self.worker_id,
@@ -180,14 +197,22 @@ class SimWorker:
             duration = leased.lease_ms + self.sim.rng.randint(5, 90) * SECOND
         else:
             duration = 0
-        flight = InFlight(leased, call, now, stalled=kind == "stall")
+        flight = InFlight(leased, call, now, stalled=kind == "stall", duration=duration)
         self.in_flight.append(flight)
         if duration == 0:
-            self._end(flight, duration, timeout_ms)
-            return
+            if settle:
+                self._end(flight, duration, timeout_ms)
+            return flight
         if not flight.stalled:
             self._plan_beat(flight)
         self.at(now + duration, lambda: self._end(flight, duration, timeout_ms))
+        return flight
+
+    def _cut(self, flight: InFlight) -> None:
+        """A call whose reservation was lost before its confirm: cut, nothing written."""
+        if flight in self.in_flight:
+            self.in_flight.remove(flight)
+            self.sim.ledger.end(flight.call, self.sim.clock.now_ms())
 
     def _plan_beat(self, flight: InFlight) -> None:
         interval = max(flight.leased.lease_ms // 3, int(self.sim.options.min_heartbeat_s * SECOND))

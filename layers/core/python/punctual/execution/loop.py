@@ -67,6 +67,10 @@ class LoopState:
         self.done: list[tuple[batch.Done, asyncio.Future[Settled]]] = []
         self.settle = asyncio.Event()
         self.running: dict[int, Running] = {}
+        # calls of reserved runs whose confirm is not back yet (execution.reserving), and those of
+        # them already answered: settled once confirmed, dropped if the confirm was refused
+        self.unconfirmed: set[str] = set()
+        self.parked: dict[str, tuple[batch.Done, asyncio.Future[Settled]]] = {}
         self.tasks: set[asyncio.Task[None]] = set()  # strong references: the loop keeps only weak ones
 
 
@@ -84,10 +88,12 @@ def prebuild_all(targets: Prebuilding, holding: batch.Holding) -> None:
 class Instant:
     """The runs held for one instant, leased together when it comes (``Worker._lease_at``)."""
 
-    done: asyncio.Future[dict[str, batch.Leased | Settled]]
+    done: asyncio.Future[bool]  # set once every call of the instant was started (or its delivery settled)
     deliveries: list[Delivery] = field(default_factory=list)
     jobs: dict[str, Job] = field(default_factory=dict)
     runs: dict[tuple[str, int], Run] = field(default_factory=dict)
+    reserved: dict[str, Run] = field(default_factory=dict)  # receipt -> the run as reserved
+    futures: dict[str, asyncio.Future[Settled]] = field(default_factory=dict)  # receipt -> its delivery's
     closed: bool = False
 
 

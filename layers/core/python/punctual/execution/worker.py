@@ -251,7 +251,8 @@ class Worker(Holding):
         futures = {delivery.receipt: future for delivery, future in group}
         deliveries = [delivery for delivery, _ in group]
         if self.options.prelease_s > 0 and not_before > self.clock.now_ms():
-            leased = await self._held_until(not_before, futures, deliveries)
+            await self._held_until(not_before, futures, deliveries)  # its instant's task starts the calls
+            return
         else:
             await self._until(not_before)
             prepared = await self._prepare(futures, deliveries, urgent=True)
@@ -292,20 +293,22 @@ class Worker(Holding):
 
     # -- execute ------------------------------------------------------------------------------
 
-    def _start(self, state: LoopState, leased: batch.Leased, future: asyncio.Future[Settled]) -> None:
-        """Start one attempt's target call; :meth:`_answered` hears how it ended (no task per run)."""
+    def _start(self, state: LoopState, leased: batch.Leased, future: asyncio.Future[Settled]) -> Running | None:
+        """Start one attempt's target call; :meth:`_answered` hears how it ended (no task per run).
+        Returns what is in flight (None: buried unexecuted, earlier attempts used up the retries)."""
         started = self.clock.now_ms()
         run = leased.run
         if self.metrics is not None and run.attempt == 1:  # a retry starts at its backoff, not its instant
             self.metrics.observe(m.START_LATENESS_MS, max(0, started - run.scheduled_at))
         if not leased.may_execute:  # earlier attempts lost their workers and used up the retries
             self._done(state, batch.Done(leased, None, started, started), future)
-            return
+            return None
         interval = max(leased.lease_ms / 3000, self.options.min_heartbeat_s)
         running = Running(leased, future, started, time.monotonic() + interval, interval)
         state.running[id(running)] = running
         job = leased.job
         running.call = state.call(job, run, run.attempt, float(job.timeout_s), partial(self._answered, state, running))
+        return running
 
     def _answered(self, state: LoopState, running: Running, result: TargetResult | BaseException) -> None:
         """An attempt's target call ended: its run is settled with the others done by then, or
@@ -324,6 +327,10 @@ class Worker(Holding):
             self._done(state, batch.Done(leased, result, running.started, self.clock.now_ms()), running.future)
 
     def _done(self, state: LoopState, done: batch.Done, future: asyncio.Future[Settled]) -> None:
+        receipt = done.leased.delivery.receipt
+        if receipt in state.unconfirmed:  # answered before its attempt was confirmed: settled after it
+            state.parked[receipt] = (done, future)
+            return
         state.done.append((done, future))
         state.settle.set()
 

@@ -52,6 +52,7 @@ from punctual.port import (
     LeaseRequest,
     LeaseResult,
     Page,
+    Reservation,
     RunChange,
     RunQuery,
     Store,
@@ -246,11 +247,43 @@ class DynamoStore(DynamoEdges, DeadlineReads, DynamoShards, DynamoTenants, Store
             found = None if written.item is None else it.item_to_run(written.item)
             if written.applied:
                 return LeaseResult(LeaseOutcome.LEASED, found)
-            outcome = rules.lease_outcome(found, now)
+            outcome = rules.lease_outcome(found, now, worker_id)
             if outcome is not LeaseOutcome.LEASED:
                 return LeaseResult(outcome, found)
             seen = found
         return LeaseResult(LeaseOutcome.HELD, seen)  # others kept winning: treat it as held
+
+    def _confirm(self, request: LeaseRequest, worker_id: str, now: int) -> LeaseResult:
+        """The confirm of this worker's reservation (``rules.confirms``): one conditional write; the
+        result is ``rules.leased`` of the seen copy, or HELD (the reservation was lost: no lease)."""
+        seen = request.seen
+        assert seen is not None
+        condition = {"worker": s(worker_id), "seen_attempt": n(seen.attempt), "scheduled": s(RunState.SCHEDULED.value)}
+        lease = u.leased_expression(worker_id, now, now + request.lease_ms).request(c.CONFIRMABLE, **condition)
+        written = self._tables.update(
+            self.runs_table, it.run_key(request.job_id, request.scheduled_at), lease, returns="NONE"
+        )
+        if written.applied:
+            return LeaseResult(LeaseOutcome.LEASED, rules.leased(seen, worker_id, now, request.lease_ms))
+        found = None if written.item is None else it.item_to_run(written.item)
+        outcome = rules.lease_outcome(found, now, worker_id)
+        return LeaseResult(LeaseOutcome.HELD if outcome is LeaseOutcome.LEASED else outcome, found)
+
+    def reserve_runs(self, reservations: Sequence[Reservation], worker_id: str, now: int) -> list[Run | None]:
+        def one(r: Reservation) -> Run | None:
+            expr = c.Expression().set("worker_id = :worker", worker=s(worker_id))
+            expr.set("lease_expires_at = :until", until=n(r.until))
+            request = expr.request(
+                c.RESERVABLE,
+                scheduled=s(RunState.SCHEDULED.value),
+                seen_attempt=n(r.seen.attempt),
+                now=n(now),
+            )
+            key = it.run_key(r.seen.job_id, r.seen.scheduled_at)
+            applied = self._tables.update(self.runs_table, key, request, returns="NONE", old_on_failure=False).applied
+            return rules.reserved(r.seen, worker_id, r.until) if applied else None
+
+        return self._tables.each(one, reservations)
 
     def _withdraw(self, job_id: str, scheduled_at: int, withdrawal: Withdrawal, now: int) -> LeaseResult | None:
         """Cancel the run if ``withdrawal`` applies to it as stored (SKIPPED); None: lease as usual
@@ -290,6 +323,8 @@ class DynamoStore(DynamoEdges, DeadlineReads, DynamoShards, DynamoTenants, Store
 
         def one(r: LeaseRequest) -> LeaseResult | Exception:
             try:
+                if r.confirm and r.seen is not None:
+                    return self._confirm(r, worker_id, now)
                 return self.lease_run(
                     r.job_id, r.scheduled_at, worker_id, now, r.lease_ms, overlap=r.overlap, withdrawn=r.withdrawn
                 )
