@@ -8,6 +8,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 NPM_STAMP := node_modules/.installed-stamp
 CHROMIUM ?= /usr/bin/chromium
+NGINX ?= /usr/sbin/nginx
 # checkov in a virtual environment of its own: its pins would downgrade the project's (infra/checkov).
 CHECKOV_VENV := .venv-checkov
 CHECKOV_STAMP := $(CHECKOV_VENV)/.installed-stamp
@@ -15,12 +16,12 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 export CDK_DISABLE_VERSION_CHECK := 1
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 
-.PHONY: run test lint unit bench synth checkov clean console-assets
+.PHONY: run test lint unit bench bench-minute nginx synth checkov clean console-assets
 
 run: $(STAMP)
 	$(BIN)/punctual dev
 
-test: lint $(STAMP) $(NPM_STAMP) $(CHROMIUM) $(CHECKOV_STAMP)
+test: lint $(STAMP) $(NPM_STAMP) $(CHROMIUM) $(NGINX) $(CHECKOV_STAMP)
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
 lint: $(STAMP)
@@ -29,6 +30,7 @@ lint: $(STAMP)
 	$(BIN)/mypy
 	for handler in functions/*/handler.py; do $(BIN)/mypy --follow-imports=silent "$$handler" || exit 1; done
 	$(BIN)/python -m infra.import_graph
+	$(BIN)/python -m infra.module_size
 
 unit: $(STAMP)
 	$(BIN)/python -m pytest -q -p no:cacheprovider -m unit
@@ -36,6 +38,10 @@ unit: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/punctual bench core
 	$(BIN)/punctual bench burst
+
+# 20,000 every-minute jobs for 3 minutes, separate processes, nginx as the webhook (~5 min; loads the machine)
+bench-minute: $(STAMP) $(NGINX)
+	$(BIN)/punctual bench minute --jobs 20000 --minutes 3
 
 synth: $(STAMP) $(NPM_STAMP)
 	npx cdk synth --no-notices -q
@@ -53,6 +59,12 @@ $(STAMP): pyproject.toml
 # The console's browser tests drive Debian's chromium (Playwright cannot download its own here).
 $(CHROMIUM):
 	apt-get update -qq && apt-get install -y -qq chromium
+
+# The minute bench's webhook (Debian's nginx-light); without it the bench uses the project's no-op target.
+$(NGINX):
+	scripts/install-nginx || echo "nginx not installed: punctual bench minute uses the project's no-op target"
+
+nginx: $(NGINX)
 
 # Refresh the console's vendored npm libraries (committed; the wheel ships them, no Node at runtime).
 console-assets: $(STAMP) $(NPM_STAMP)

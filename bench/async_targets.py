@@ -8,7 +8,7 @@ the rest queue for them, as in a burst), with the request built at the call or a
 (``prebuild``, as for pre-leased runs), unsigned or signed with the embedded engine's keys.
 Reported per call, the best of ``--rounds``: wall time, and the process's CPU time (what issue 9's
 budget counts; the target's process is not included). The collector runs with the worker's
-settings (``collect_rarely``) unless ``--default-gc``. Figures are in docs/decisions.md.
+settings (``collect_rarely``) unless ``--default-gc``. Figures are in docs/benchmarks.md.
 """
 
 from __future__ import annotations

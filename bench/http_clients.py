@@ -6,7 +6,7 @@ The target is ``punctual.bench.target`` (another process, 127.0.0.1, 204 at once
 Each candidate makes ``--calls`` POSTs with a small JSON body and the headers the HTTP target sends,
 ``concurrency`` at a time, on one event loop (uvloop where installed, as the worker uses).
 Candidates that are not installed are skipped (aiohttp and pycurl are not project dependencies).
-Figures are recorded in docs/decisions.md; the machine is shared, so compare within one run.
+Figures are recorded in docs/benchmarks.md; the machine is shared, so compare within one run.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ The CPU of each of the worker's threads (the loop, the engine pools) is printed 
 microseconds per run. ``--alone`` calls the blocking steps (receive, prepare, settle with an
 immediate success) in a loop on one thread instead, with no worker and no HTTP: their cost without
 a busy loop beside them. In one worker the same steps cost about twice as much (the GIL's
-handovers, the caches; docs/decisions.md, "Issue 9, sixth pass").
+handovers, the caches; docs/decisions/0115).
 """
 
 from __future__ import annotations

@@ -6,7 +6,10 @@ do not, because they never run. Importing ``a.b.c`` also imports the packages ``
 but that is Python's doing, not an arrow of ours: an arrow goes to the module named.
 
 ``python -m infra.import_graph`` fails (exit 1) when
-- two or more modules import each other, directly or through others (a cycle), or
+- two or more modules import each other, directly or through others (a cycle),
+- a kernel imports a capability package (the kernels are the top-level modules of ``punctual``
+  and the packages of :data:`KERNEL_PACKAGES`; every other package is a capability, and the
+  capabilities build on the kernels, never the other way round), or
 - a module of ``punctual`` imports ``functions`` or ``infra`` (the package is the bottom layer).
 
 :func:`handler_closure` is what the core Lambda layer ships: the modules the handlers in
@@ -18,7 +21,7 @@ from __future__ import annotations
 
 import ast
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -26,6 +29,9 @@ PACKAGE_ROOT = PROJECT_ROOT / "layers" / "core" / "python"  # holds punctual/
 FUNCTIONS_DIR = PROJECT_ROOT / "functions"
 PACKAGE = "punctual"
 FORBIDDEN = ("functions", "infra")  # what the package may never import
+# The kernel packages; with them, every top-level module of the package is a kernel (model, port,
+# rules, ids, clock, errors, config, numbers, metrics, resources). Every other package is a capability.
+KERNEL_PACKAGES = ("model", "port")
 
 Graph = dict[str, set[str]]
 
@@ -135,6 +141,28 @@ def forbidden_imports(graph: Graph) -> list[tuple[str, str]]:
     ]
 
 
+def is_kernel(module: str, modules: dict[str, Path]) -> bool:
+    """``module`` (a module of the package) is a kernel: the package itself, a top-level module, or a
+    module of a :data:`KERNEL_PACKAGES` package."""
+    parts = module.split(".")
+    if len(parts) == 1:
+        return True
+    if parts[1] in KERNEL_PACKAGES:
+        return True
+    return len(parts) == 2 and modules[module].name != "__init__.py"
+
+
+def upward_imports(graph: Graph, modules: dict[str, Path]) -> list[tuple[str, str]]:
+    """(kernel, target) pairs where a kernel imports a module of a capability package (lazily or not)."""
+    return [
+        (name, target)
+        for name, targets in sorted(graph.items())
+        if is_kernel(name, modules)
+        for target in sorted(targets)
+        if target in modules and not is_kernel(target, modules)
+    ]
+
+
 def closure(graph: Graph, starts: Iterable[str]) -> set[str]:
     """``starts`` and every module they reach, with the packages that contain each (Python imports those)."""
     seen: set[str] = set()
@@ -195,16 +223,34 @@ def _resolve(dotted: str, modules: dict[str, Path]) -> str:
 
 def main() -> int:
     graph = module_graph()
+    modules = package_modules()
     problems = [f"import cycle: {' <-> '.join(component)}" for component in cycles(graph)]
+    problems += [
+        f"{name} imports {target}: a kernel imports no capability package"
+        for name, target in upward_imports(graph, modules)
+    ]
     problems += [
         f"{name} imports {target}: the package may not import {FORBIDDEN}" for name, target in forbidden_imports(graph)
     ]
+
+    def summary() -> str:
+        kernels = sum(is_kernel(name, modules) for name in graph)
+        return (
+            f"import graph: {len(graph)} modules ({kernels} kernels), no cycles, no kernel importing a capability;"
+            f" the Lambda layer ships {len(handler_closure())} of them"
+        )
+
+    return report(problems, summary)
+
+
+def report(problems: list[str], summary: Callable[[], str]) -> int:
+    """A lint check's ending: each problem on stderr and exit status 1, or ``summary()`` on stdout and 0."""
     for problem in problems:
         print(problem, file=sys.stderr)
-    if not problems:
-        shipped = handler_closure()
-        print(f"import graph: {len(graph)} modules, no cycles; the Lambda layer ships {len(shipped)} of them")
-    return 1 if problems else 0
+    if problems:
+        return 1
+    print(summary())
+    return 0
 
 
 if __name__ == "__main__":

@@ -14,7 +14,8 @@ from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from punctual.api.app import Services, handle
+from punctual.api.app import handle
+from punctual.api.caller import Services
 from punctual.config import EngineKind, Settings
 from punctual.runtime.assembly import Runtime
 

@@ -5,7 +5,7 @@ prints, including ``Console: <url>#key=...``; its workers deliver runs to ``targ
 server on 127.0.0.1 that answers 200, 500, or a body with markup in it. ``browser`` is a fresh
 Chromium profile (an empty user-data-dir) per test module. Screenshots go to
 ``test-artifacts/console/`` (kept as CI artifacts); with ``PUNCTUAL_UPDATE_DOCS_IMG=1`` the ones
-named for the README are also copied to ``docs/img/``.
+shown in docs/console.md are also copied to ``docs/img/``.
 """
 
 from __future__ import annotations

@@ -26,7 +26,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from punctual.api.app import Services, handle
+from punctual.api.app import handle
+from punctual.api.caller import Services
 from punctual.clock import SystemClock
 from punctual.console import proxy
 from punctual.local.server import BackgroundServer, to_event, to_response

@@ -13,7 +13,8 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from punctual import metrics as m
-from punctual.api.app import Services, handle
+from punctual.api.app import handle
+from punctual.api.caller import Services
 from punctual.clock import ManualClock
 from punctual.config import Settings
 from punctual.port import Engine, RunQuery

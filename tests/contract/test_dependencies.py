@@ -24,7 +24,7 @@ from punctual.errors import (
     JobAlreadyExists,
     JobNotFound,
 )
-from punctual.jobs import service
+from punctual.jobs import lifecycle, service
 from punctual.model import DependsOn, HttpTarget, Job, JobSpec, JobStatus, Run, RunState, Trigger
 from punctual.port import EdgeChange, EdgeReads, Engine, ReleaseSlot, RunQuery, Store
 from tests.contract.factories import SECOND, drain, make_run
@@ -129,7 +129,7 @@ def test_a_decision_writes_the_job_its_edges_and_its_new_upstreams_at_once(store
 
 def test_a_refused_decision_writes_nothing(store: Store, clock: ManualClock) -> None:
     up, gone = cron_job(store, clock, "up"), cron_job(store, clock, "gone")
-    service.delete_job(store, OWNER, gone.id, clock.now_ms())
+    lifecycle.delete_job(store, OWNER, gone.id, clock.now_ms())
     down = dependent(store, clock, "down", [up])
     renamed = down.model_copy(update={"name": "renamed"})
     refusals: list[tuple[EdgeChange, type[Exception]]] = [
@@ -337,10 +337,10 @@ def test_paused_dependent_drops_releases_and_resume_does_not_backfill(engine: En
     store = engine.store
     up = cron_job(store, clock, "up")
     down = dependent(store, clock, "down", [up])
-    service.pause_job(store, OWNER, down.id, clock.now_ms())
+    lifecycle.pause_job(store, OWNER, down.id, clock.now_ms())
     _, released = finish(engine, clock, up)
     assert released == [] and store.get_release(down.id).generation == 1  # consumed, dropped
-    resumed = service.resume_job(store, OWNER, down.id, clock.now_ms())
+    resumed = lifecycle.resume_job(store, OWNER, down.id, clock.now_ms())
     assert resumed.status is JobStatus.ACTIVE and resumed.next_run_at is None
     assert runs_of(store, down) == []
     _, released = finish(engine, clock, up)
@@ -365,7 +365,7 @@ def test_deleted_dependent_is_unlinked_and_skipped(engine: Engine, clock: Manual
     store = engine.store
     up = cron_job(store, clock, "up")
     down = dependent(store, clock, "down", [up])
-    service.delete_job(store, OWNER, down.id, clock.now_ms())
+    lifecycle.delete_job(store, OWNER, down.id, clock.now_ms())
     assert store.dependents_of(up.id) == []
     _, released = finish(engine, clock, up)
     assert released == []
@@ -425,9 +425,9 @@ def test_deleting_a_job_with_dependents_needs_force(engine: Engine, clock: Manua
     up = cron_job(store, clock, "up")
     down = dependent(store, clock, "down", [up])
     with pytest.raises(HasDependents):
-        service.delete_job(store, OWNER, up.id, clock.now_ms())
+        lifecycle.delete_job(store, OWNER, up.id, clock.now_ms())
     assert store.get_job(up.id).status is JobStatus.ACTIVE
-    service.delete_job(store, OWNER, up.id, clock.now_ms(), force=True)
+    lifecycle.delete_job(store, OWNER, up.id, clock.now_ms(), force=True)
     assert store.get_job(down.id).status is JobStatus.ACTIVE  # valid, waiting
 
 

@@ -30,7 +30,7 @@ import pytest
 
 from punctual.clock import ManualClock
 from punctual.errors import DependencyCycle, HasDependents, InvalidTransition, JobNotFound, PunctualError
-from punctual.jobs import service
+from punctual.jobs import lifecycle, service
 from punctual.model import Job, JobSpec, JobStatus
 from punctual.port import Store
 from tests.contract.factories import HTTP
@@ -279,7 +279,7 @@ def test_a_delete_of_an_upstream_and_a_create_naming_it_leave_no_dangling_depend
         return job
 
     def delete(s: Store) -> Job:
-        return service.delete_job(s, OWNER, up.id, clock.now_ms())
+        return lifecycle.delete_job(s, OWNER, up.id, clock.now_ms())
 
     r = race(store, create, delete, engine_kind) if first == "create" else race(store, delete, create, engine_kind)
     assert_consistent(store, [up.id, *created])
@@ -301,7 +301,7 @@ def test_a_patch_naming_an_upstream_races_its_delete(store: Store, clock: Manual
     r = race(
         store,
         lambda s: depend(s, clock, down.id, [other.id, up.id]),
-        lambda s: service.delete_job(s, OWNER, up.id, clock.now_ms()),
+        lambda s: lifecycle.delete_job(s, OWNER, up.id, clock.now_ms()),
         engine_kind,
     )
     assert_consistent(store, [up.id, other.id, down.id])
@@ -321,7 +321,7 @@ def test_a_patch_of_depends_on_races_the_delete_of_the_job_itself(
     r = race(
         store,
         lambda s: depend(s, clock, down.id, [new.id]),
-        lambda s: service.delete_job(s, OWNER, down.id, clock.now_ms()),
+        lambda s: lifecycle.delete_job(s, OWNER, down.id, clock.now_ms()),
         engine_kind,
     )
     assert r.b.error is None  # the delete lands, before or after the PATCH

@@ -8,7 +8,7 @@ from punctual.clock import ManualClock
 from punctual.errors import LeaseLost
 from punctual.model import Job, RunState
 from punctual.port import RunChange, Store
-from punctual.runs.stats import LATENESS_BOUNDS_MS, lateness_bucket, minute_of, window
+from punctual.port.stats import LATENESS_BOUNDS_MS, lateness_bucket, minute_of, window
 from tests.contract.factories import MINUTE, SECOND, make_job, make_run
 
 pytestmark = pytest.mark.contract

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from punctual.clock import ManualClock
-from punctual.execution import batch
+from punctual.execution import batch, batch_finish
 from punctual.execution.delivery import process_delivery
 from punctual.execution.options import ExecutionOptions, Outcome
 from punctual.execution.targets import TargetResult
@@ -102,7 +102,7 @@ def stored(engine: Engine, run: Run) -> Run:
 
 def attempt_with(path: str, engine: Engine, clock: ManualClock, queue: Any) -> Callable[[Delivery, TargetResult], Any]:
     """One delivery through the thread worker (``process_delivery``) or the batch steps
-    (``batch.prepare`` then ``batch.settle``), with a target that answers ``result``."""
+    (``batch.prepare`` then ``batch_finish.settle``), with a target that answers ``result``."""
 
     def thread(delivery: Delivery, result: TargetResult) -> Outcome:
         class Targets:
@@ -121,7 +121,7 @@ def attempt_with(path: str, engine: Engine, clock: ManualClock, queue: Any) -> C
         if not prepared.leased:
             return prepared.settled[0][1]
         now = clock.now_ms()
-        return batch.settle(port, [batch.Done(prepared.leased[0], result, now, now)])[0]
+        return batch_finish.settle(port, [batch_finish.Done(prepared.leased[0], result, now, now)])[0]
 
     return thread if path == "thread" else batched
 

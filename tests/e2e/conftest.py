@@ -25,8 +25,8 @@ import httpx
 import pytest
 from jsonschema import Draft202012Validator, FormatChecker
 
-from punctual.api.app import Services
 from punctual.api.auth import ApiKeys
+from punctual.api.caller import Services
 from punctual.clock import SystemClock
 from punctual.config import EngineKind, Settings
 from punctual.local.server import LocalServer

@@ -26,7 +26,7 @@ pytestmark = pytest.mark.e2e
 
 # Each downstream run starts within this of its upstream's finish: the issue's 2 s. On moto (every
 # DynamoDB and SQS request serialized, ~100-200 requests/s, slower still on a loaded 2-core machine)
-# the release's seven requests alone took 0.2-1.9 s (docs/decisions.md, issue 11), so the aws bound
+# the release's seven requests alone took 0.2-1.9 s (docs/decisions/0076), so the aws bound
 # is wider there; the bound is the engine's, not the moto server's.
 RELEASE_BOUND_S = {"embedded": 2.0, "aws": 5.0}
 

@@ -17,8 +17,8 @@ from typing import Any
 import httpx
 import pytest
 
-from punctual.api.app import Services
 from punctual.api.auth import ApiKeys
+from punctual.api.caller import Services
 from punctual.clock import SystemClock, iso, to_datetime
 from punctual.config import Settings
 from punctual.engines.embedded import EmbeddedEngine

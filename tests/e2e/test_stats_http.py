@@ -7,7 +7,7 @@ import pytest
 from punctual.clock import ManualClock
 from punctual.model import RunState
 from punctual.port import RunChange
-from punctual.runs.stats import LATENESS_BOUNDS_MS
+from punctual.port.stats import LATENESS_BOUNDS_MS
 from tests.contract.factories import make_run
 from tests.e2e.conftest import Stack
 

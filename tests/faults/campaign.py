@@ -26,7 +26,7 @@ from tests.faults.chaos import Simulation, check_invariants, limit_scenario, qui
 LIMIT_EVERY = 5  # every fifth seed: the limits scenario
 SIZES = {
     "embedded": {"rate": 0.1, "jobs": 8, "fault_s": 150, "max_step_s": 2},
-    # moto answers ~100-200 requests a second: smaller scenarios, and fewer of them (docs/decisions.md)
+    # moto answers ~100-200 requests a second: smaller scenarios, and fewer of them (docs/decisions/0122)
     "aws": {"rate": 0.2, "jobs": 5, "fault_s": 90, "max_step_s": 4},
 }
 

@@ -41,7 +41,7 @@ from punctual.errors import PunctualError, Throttled
 from punctual.execution import batch
 from punctual.execution.options import ExecutionOptions
 from punctual.execution.targets.types import TargetResult
-from punctual.jobs.service import pause_job
+from punctual.jobs.lifecycle import pause_job
 from punctual.model import JobStatus, Run, RunState
 from punctual.port import Engine, Finish, LeaseOutcome, RunQuery
 from punctual.reaping.reaper import ReapOptions, reap_once

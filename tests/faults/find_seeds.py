@@ -4,7 +4,7 @@
     .venv/bin/python -m tests.faults.find_seeds --engine aws --count 100
 
 Used to prove that the simulation sees a bug (run it on the code before a fix, record the seed in
-docs/decisions.md) and to replay one: ``PUNCTUAL_FAULT_SEED=<seed> pytest tests/faults/test_randomized.py``.
+docs/decisions/0122) and to replay one: ``PUNCTUAL_FAULT_SEED=<seed> pytest tests/faults/test_randomized.py``.
 """
 
 from __future__ import annotations

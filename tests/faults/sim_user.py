@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 from punctual.clock import to_datetime
 from punctual.errors import PunctualError
 from punctual.execution.targets.policy import TargetPolicy
+from punctual.jobs import lifecycle, service
 from punctual.jobs import runs as job_runs
-from punctual.jobs import service
 from punctual.model import Catchup, JobSpec, JobStatus, Overlap
 from punctual.tenancy.service import set_tenant
 
@@ -112,13 +112,13 @@ class User:
         if action == "patch":
             self.patch(job_id)
         elif action == "pause":
-            self._do("pause", lambda now: service.pause_job(self.sim.store, self.owner, job_id, now))  # type: ignore[arg-type]
+            self._do("pause", lambda now: lifecycle.pause_job(self.sim.store, self.owner, job_id, now))  # type: ignore[arg-type]
         elif action == "resume":
-            self._do("resume", lambda now: service.resume_job(self.sim.store, self.owner, job_id, now))  # type: ignore[arg-type]
+            self._do("resume", lambda now: lifecycle.resume_job(self.sim.store, self.owner, job_id, now))  # type: ignore[arg-type]
         elif action == "delete":
             self._do(
                 "delete",
-                lambda now: service.delete_job(self.sim.store, self.owner, job_id, now, force=rng.random() < 0.5),  # type: ignore[arg-type]
+                lambda now: lifecycle.delete_job(self.sim.store, self.owner, job_id, now, force=rng.random() < 0.5),  # type: ignore[arg-type]
             )
         elif action == "trigger":
             self._trigger(job_id)
@@ -138,11 +138,11 @@ class User:
             if action == "patch":
                 self.patch(job_id, timeout_first=True)
             elif action == "pause":
-                self._do("pause", lambda now: service.pause_job(sim.store, self.owner, job_id, now))  # type: ignore[arg-type]
+                self._do("pause", lambda now: lifecycle.pause_job(sim.store, self.owner, job_id, now))  # type: ignore[arg-type]
             elif action == "resume":
-                self._do("resume", lambda now: service.resume_job(sim.store, self.owner, job_id, now))  # type: ignore[arg-type]
+                self._do("resume", lambda now: lifecycle.resume_job(sim.store, self.owner, job_id, now))  # type: ignore[arg-type]
             else:
-                self._do("delete", lambda now: service.delete_job(sim.store, self.owner, job_id, now, force=True))  # type: ignore[arg-type]
+                self._do("delete", lambda now: lifecycle.delete_job(sim.store, self.owner, job_id, now, force=True))  # type: ignore[arg-type]
 
         sim.schedule(at, act)
 

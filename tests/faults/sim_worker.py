@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from punctual import ids
 from punctual.errors import PunctualError
-from punctual.execution import batch, reserving
+from punctual.execution import batch, batch_finish, reserving
 from punctual.execution.targets.types import TargetResult, timed_out
 from punctual.port import Delivery
 from punctual.runs.alerts import LogAlerter
@@ -125,7 +125,7 @@ class SimWorker:
             else:
                 groups[delivery.not_before].append(delivery)
         if drops or hides:
-            batch.drop_or_hide(port, drops, hides)
+            batch_finish.drop_or_hide(port, drops, hides)
         for not_before, group in groups.items():
             if not_before <= now:
                 self._lease_now(port, group)
@@ -177,7 +177,7 @@ class SimWorker:
         False (its attempt is confirmed first: the caller ends it). Returns the call in flight."""
         now = self.clock.now_ms()
         if not leased.may_execute:
-            batch.settle(port, [batch.Done(leased, None, now, now)])
+            batch_finish.settle(port, [batch_finish.Done(leased, None, now, now)])
             return None
         run, job = leased.run, leased.job
         call = Call(
@@ -221,7 +221,7 @@ class SimWorker:
     def _beat(self, flight: InFlight) -> None:
         if flight not in self.in_flight:
             return
-        alive = batch.beat(self.port(), [flight.leased])[0]
+        alive = batch_finish.beat(self.port(), [flight.leased])[0]
         if not alive:  # the lease is lost: the call is cut, its attempt abandoned
             self.in_flight.remove(flight)
             self.sim.ledger.end(flight.call, self.sim.clock.now_ms())
@@ -238,7 +238,7 @@ class SimWorker:
         result = self.sim.target_result(leased, duration >= timeout_ms)
         if duration >= timeout_ms:
             result = timed_out(timeout_ms / SECOND)
-        batch.settle(self.port(), [batch.Done(leased, result, flight.started, self.clock.now_ms())])
+        batch_finish.settle(self.port(), [batch_finish.Done(leased, result, flight.started, self.clock.now_ms())])
 
 
 def scripted(fail: bool) -> TargetResult:

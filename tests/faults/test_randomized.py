@@ -3,7 +3,7 @@ steps around the real scheduler, workers and reaper, checked against the run con
 (``tests/faults/chaos.py``, ``tests/faults/promises.py``), spread over the machine's cores.
 
 CI runs ``EMBEDDED_SCENARIOS`` on the embedded engine and ``AWS_SCENARIOS`` on the aws engine
-(moto is ~100x slower per request: docs/decisions.md); ``--soak`` runs 10x as many.
+(moto is ~100x slower per request: docs/decisions/0122); ``--soak`` runs 10x as many.
 
 Reproduce one scenario: ``PUNCTUAL_FAULT_SEED=17 pytest tests/faults/test_randomized.py -k embedded``;
 find the seeds that break each invariant: ``python -m tests.faults.find_seeds``.

@@ -17,46 +17,37 @@ with its DynamoDB requests serialized (PUNCTUAL_AWS_SERIALIZE); a real table nee
 
 from __future__ import annotations
 
-import os
+import contextlib
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
 
-from punctual import ids
 from punctual.clock import SystemClock
-from punctual.model import HttpTarget, Job, Run, RunState
+from punctual.model import Run, RunState
 from punctual.port import Dispatch, Engine, Tenant
 from tests.faults import rate_windows as rw
-from tests.faults import test_worker_kill as kill
-from tests.faults.test_worker_kill import Backend, wait_for
+from tests.faults import real_workers
+from tests.faults.real_workers import TIMEOUT_S, Backend, hook_job, stop, wait_for
 
 pytestmark = pytest.mark.faults
 
-backend = kill.backend  # the same two backends as the worker-kill test (fixture)
+backend = real_workers.backend  # the fixture: both engines, and how worker processes reach them
 
 
 OWNER = "tenant-capped"
 CAP = 5
-TIMEOUT_S = 3  # lease = 3 + 1 (PUNCTUAL_LEASE_MARGIN_S) = 4 s
 
 
-class Counting(BaseHTTPRequestHandler):
+class Counting(real_workers.Target):
     """Answers 200 after ``server.delay_s``, counting the calls in flight (and the most at once)."""
 
-    server: Any
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
     def do_POST(self) -> None:
-        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.read_body()
         srv = self.server
         with srv.lock:
             srv.in_flight += 1
@@ -65,43 +56,27 @@ class Counting(BaseHTTPRequestHandler):
         time.sleep(srv.delay_s)
         with srv.lock:  # the call ends when the target answers: before the worker can see the answer
             srv.in_flight -= 1
-        try:
-            self.send_response(200)
-            self.send_header("Content-Length", "2")
-            self.end_headers()
-            self.wfile.write(b"ok")
-        except OSError:  # the worker that called was killed: its connection is gone
-            pass
+        with contextlib.suppress(OSError):  # the worker that called was killed: its connection is gone
+            self.answer()
 
 
 @pytest.fixture
 def target() -> Iterator[Any]:
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), Counting)
-    srv.daemon_threads = True
-    srv.lock, srv.in_flight, srv.most, srv.calls, srv.delay_s = threading.Lock(), 0, 0, [], 1.0
-    thread = threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    yield srv
-    srv.shutdown()
-    srv.server_close()
+    yield from real_workers.serving(Counting, lock=threading.Lock(), in_flight=0, most=0, calls=[], delay_s=1.0)
 
 
 def burst(engine: Engine, target: Any, count: int) -> list[Run]:
     """``count`` runs of OWNER due now (one job each), dispatched with their owner group."""
     now = SystemClock().now_ms()
-    url = f"http://127.0.0.1:{target.server_address[1]}/hook"
     runs = []
     for i in range(count):
-        job = Job(
-            id=ids.new_job_id(),
+        job = hook_job(
+            target,
             owner=OWNER,
             name=f"capped-{i}",
             schedule="0 0 1 1 *",
-            target=HttpTarget(url=url),
-            timeout_s=TIMEOUT_S,
             max_retries=2,
-            created_at=now,
-            updated_at=now,
+            now=now,
             next_run_at=now + 3_600_000,
         )
         engine.store.create_job(job)
@@ -115,42 +90,14 @@ def states(engine: Engine, runs: list[Run]) -> list[Run]:
     return [engine.store.get_run(run.job_id, run.scheduled_at) for run in runs]
 
 
-def embedded(backend: Backend) -> bool:
-    return "embedded" in backend.worker_args
-
-
 def scale(backend: Backend) -> int:
-    return 100 if embedded(backend) else 40
+    return 100 if backend.embedded else 40
 
 
 def workers(backend: Backend, names: list[str], concurrency: int = 8) -> list[subprocess.Popen[bytes]]:
-    """``punctual worker`` processes (``concurrency`` threads each), environment as in test_worker_kill."""
-    inherited = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "PUNCTUAL_"))}
-    env = {**inherited, **backend.worker_env, "PUNCTUAL_LEASE_MARGIN_S": "1", "PYTHONUNBUFFERED": "1"}
-    if not embedded(backend):
-        env["PUNCTUAL_AWS_SERIALIZE"] = "true"  # moto is not atomic under concurrent requests
-    command = [sys.executable, "-m", "punctual.cli", "worker", *backend.worker_args, "--allow-loopback"]
-    return [
-        subprocess.Popen(
-            [*command, "--max-in-flight", str(concurrency), "--visibility-s", "5", "--worker-id", name],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            env=env,
-        )
-        for name in names
-    ]
-
-
-def stop(procs: list[subprocess.Popen[bytes]]) -> None:
-    for proc in procs:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-    for proc in procs:
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
+    """``punctual worker`` processes (``concurrency`` threads each); on aws one at a time, serialized."""
+    env = {} if backend.embedded else {"PUNCTUAL_AWS_SERIALIZE": "true"}  # moto is not atomic under concurrent requests
+    return real_workers.start_workers(backend, names, max_in_flight=concurrency, visibility_s=5, env=env)
 
 
 def test_max_concurrency_caps_the_calls_a_target_sees(backend: Backend, target: Any) -> None:
@@ -159,7 +106,7 @@ def test_max_concurrency_caps_the_calls_a_target_sees(backend: Backend, target: 
     engine.store.put_tenant(Tenant(owner=OWNER, max_concurrency=CAP))
     count = scale(backend)
     runs = burst(engine, target, count)
-    procs = workers(backend, ["cap-a", "cap-b"] if embedded(backend) else ["cap-a"], 8 if embedded(backend) else 16)
+    procs = workers(backend, ["cap-a", "cap-b"] if backend.embedded else ["cap-a"], 8 if backend.embedded else 16)
     try:
         # When the workers drain them
         done = lambda: all(r.state is RunState.SUCCEEDED for r in states(engine, runs))  # noqa: E731
@@ -219,7 +166,7 @@ def test_max_runs_per_minute_is_a_ceiling_that_a_backlog_fills(backend: Backend,
     target.delay_s = 0.05
     runs = burst(engine, target, 24)
     due = min(r.scheduled_at for r in runs)
-    procs = workers(backend, ["rate-a", "rate-b"] if embedded(backend) else ["rate-a"])
+    procs = workers(backend, ["rate-a", "rate-b"] if backend.embedded else ["rate-a"])
     notes: set[str | None] = set()
     try:
         done = lambda: all(r.state is RunState.SUCCEEDED for r in states(engine, runs))  # noqa: E731

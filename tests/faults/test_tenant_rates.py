@@ -1,7 +1,7 @@
 """``max_runs_per_minute`` under a backlog, deterministically: issue 26, case 7.
 
 The issue's two scenarios, on a manual clock through the worker's real code paths (the batched
-worker's ``batch.prepare``/``batch.settle``, or ``process_delivery`` of the threaded and Lambda
+worker's ``batch.prepare``/``batch_finish.settle``, or ``process_delivery`` of the threaded and Lambda
 workers, with the real gate, store and queue of the embedded engine):
 
 - 12 one-time runs due at once, a limit of 6 per minute, no concurrency limit;
@@ -23,7 +23,8 @@ from typing import Any
 import pytest
 
 from punctual.clock import ManualClock
-from punctual.execution.batch import Done, Leased, Port, drop_or_hide, prepare, settle
+from punctual.execution.batch import Leased, Port, prepare
+from punctual.execution.batch_finish import Done, drop_or_hide, settle
 from punctual.execution.delivery import process_delivery
 from punctual.execution.options import ExecutionOptions
 from punctual.execution.targets import TargetResult

@@ -6,173 +6,60 @@ engines: SQLite under tmp_path, and DynamoDB + SQS on a moto server bound to 127
 
 from __future__ import annotations
 
-import logging
-import os
 import signal
 import subprocess
-import sys
 import threading
-import time
-import uuid
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from punctual import ids
 from punctual.clock import SystemClock
-from punctual.config import EngineKind, Settings
-from punctual.model import AttemptOutcome, HttpTarget, Job, Run, RunState
-from punctual.port import Dispatch, Engine
+from punctual.model import AttemptOutcome, Run, RunState
+from punctual.port import Dispatch
+from tests.faults import real_workers
+from tests.faults.real_workers import Backend, hook_job, stop, wait_for
 
 pytestmark = pytest.mark.faults
 
-TIMEOUT_S = 3  # the job's timeout; lease = 3 + 1 (PUNCTUAL_LEASE_MARGIN_S) = 4 s
-LEASE_MARGIN_S = 1
-SHARDS, OPEN_SHARDS = 4, 2  # aws engine
-DEAD_ENDPOINT = "http://127.0.0.1:9"  # nothing listens there: a worker that ignored --endpoint-url fails here
-FAKE_AWS = {
-    "AWS_ACCESS_KEY_ID": "testing",
-    "AWS_SECRET_ACCESS_KEY": "testing",
-    "AWS_DEFAULT_REGION": "us-east-1",
-    "AWS_REGION": "us-east-1",
-}
+backend = real_workers.backend  # the fixture: both engines, and how worker processes reach them
 
 
-class BlockFirst(BaseHTTPRequestHandler):
+def start_worker(backend: Backend, worker_id: str, max_in_flight: int = 1) -> subprocess.Popen[bytes]:
+    [proc] = real_workers.start_workers(backend, [worker_id], max_in_flight=max_in_flight, visibility_s=1)
+    return proc
+
+
+class BlockFirst(real_workers.Target):
     """The first request hangs until the test ends (its worker gets killed); later ones answer 200."""
 
-    server: Any
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
     def do_POST(self) -> None:
-        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.read_body()
         with self.server.lock:
             self.server.requests.append(dict(self.headers))
             first = len(self.server.requests) == 1
         if first:
             self.server.release.wait(30)
-        self.send_response(200)
-        self.send_header("Content-Length", "2")
-        self.end_headers()
-        self.wfile.write(b"ok")
+        self.answer()
 
 
 @pytest.fixture
 def target() -> Iterator[Any]:
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), BlockFirst)
-    srv.daemon_threads = True
-    srv.requests, srv.lock, srv.release = [], threading.Lock(), threading.Event()
-    thread = threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    yield srv
-    srv.release.set()
-    srv.shutdown()
-    srv.server_close()
-
-
-@dataclass
-class Backend:
-    """The engine the test reads and writes through, and how a worker process reaches the same storage."""
-
-    engine: Engine
-    worker_args: list[str]  # engine flags and engine-specific worker flags
-    worker_env: dict[str, str]  # PUNCTUAL_* (and AWS_*) settings of the worker processes
-
-
-@pytest.fixture(params=["embedded", "aws"])
-def backend(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Backend]:
-    if request.param == "embedded":
-        from punctual.engines.embedded import EmbeddedEngine
-
-        engine: Engine = EmbeddedEngine.from_settings(Settings(data_dir=str(tmp_path)), clock=SystemClock())
-        # --wait-s 0.2: the embedded queue polls SQLite; a short wait keeps the takeover quick
-        yield Backend(engine, ["--engine", "embedded", "--data-dir", str(tmp_path), "--wait-s", "0.2"], {})
-        engine.close()
-        return
-
-    from moto.server import ThreadedMotoServer
-
-    from punctual.engines.aws import AwsEngine
-    from punctual.engines.aws.bootstrap import ensure_resources
-
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    moto = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    moto.start()
-    try:
-        host, port = moto.get_host_and_port()
-        endpoint = f"http://{host}:{port}"
-        monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)  # for this process's boto3 clients (read lazily)
-        prefix = f"kill{uuid.uuid4().hex[:8]}"
-        settings = ensure_resources(
-            Settings(engine=EngineKind.AWS, shards=SHARDS, open_shards=OPEN_SHARDS, name_prefix=prefix)
-        )
-        engine = AwsEngine(settings, clock=SystemClock(), serialize=True)
-        env = {
-            **FAKE_AWS,
-            "AWS_ENDPOINT_URL": DEAD_ENDPOINT,
-            "PUNCTUAL_NAME_PREFIX": prefix,
-            "PUNCTUAL_SHARDS": str(SHARDS),
-            "PUNCTUAL_OPEN_SHARDS": str(OPEN_SHARDS),
-        }
-        # --wait-s 1: an SQS long poll is whole seconds (0 would spin on empty receives against moto)
-        args = ["--engine", "aws", "--endpoint-url", endpoint, "--wait-s", "1"]
-        yield Backend(engine, args, env)
-        engine.close()
-    finally:
-        moto.stop()
-
-
-def start_worker(backend: Backend, worker_id: str, max_in_flight: int = 1) -> subprocess.Popen[bytes]:
-    # Nothing AWS_* or PUNCTUAL_* leaks in from the developer's shell. On aws, the endpoint reaches the
-    # worker only through --endpoint-url: AWS_ENDPOINT_URL is a dead loopback port the flag must override,
-    # so even a broken flag sends nothing beyond 127.0.0.1.
-    inherited = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "PUNCTUAL_"))}
-    return subprocess.Popen(
-        [
-            *(sys.executable, "-m", "punctual.cli", "worker", *backend.worker_args),
-            *("--max-in-flight", str(max_in_flight), "--visibility-s", "1", "--allow-loopback"),
-            *("--worker-id", worker_id),
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        env={
-            **inherited,
-            **backend.worker_env,
-            "PUNCTUAL_LEASE_MARGIN_S": str(LEASE_MARGIN_S),
-            "PYTHONUNBUFFERED": "1",
-        },
-    )
-
-
-def wait_for(predicate: Callable[[], bool], timeout_s: float) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return False
+    yield from real_workers.serving(BlockFirst, requests=[], lock=threading.Lock(), release=threading.Event())
 
 
 def test_a_run_whose_worker_is_killed_is_completed_by_another_worker(backend: Backend, target: Any) -> None:
     # Given a run due now whose HTTP target hangs on the first request
     engine = backend.engine
     now = SystemClock().now_ms()
-    job = Job(
-        id=ids.new_job_id(),
+    # max_retries 1: the killed attempt used one retry (as the reaper counts it); the second completes
+    job = hook_job(
+        target,
         owner="owner-kill",
         name="kill-me",
         schedule="* * * * *",
-        target=HttpTarget(url=f"http://127.0.0.1:{target.server_address[1]}/hook"),
-        timeout_s=TIMEOUT_S,
-        max_retries=1,  # the killed attempt used one retry (as the reaper counts it); the second completes
-        created_at=now,
-        updated_at=now,
+        max_retries=1,
+        now=now,
         next_run_at=now + 3_600_000,
     )
     engine.store.create_job(job)
@@ -198,10 +85,7 @@ def test_a_run_whose_worker_is_killed_is_completed_by_another_worker(backend: Ba
         b.send_signal(signal.SIGTERM)
         assert b.wait(timeout=10) == 0
     finally:
-        for proc in (a, b):
-            if proc is not None and proc.poll() is None:
-                proc.kill()
-                proc.wait(timeout=10)
+        stop([proc for proc in (a, b) if proc is not None])
 
     done = current()
     assert done.attempt == 2
@@ -217,36 +101,20 @@ def test_a_run_whose_worker_is_killed_is_completed_by_another_worker(backend: Ba
     assert engine.dead_letters.depth() == 0  # the takeover's redeliveries did not redrive the message
 
 
-class BlockWhileA(BaseHTTPRequestHandler):
+class BlockWhileA(real_workers.Target):
     """Every request hangs until ``release`` is set (worker A is killed meanwhile); then 200."""
 
-    server: Any
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
     def do_POST(self) -> None:
-        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.read_body()
         with self.server.lock:
             self.server.requests.append(dict(self.headers))
         self.server.release.wait(30)
-        self.send_response(200)
-        self.send_header("Content-Length", "2")
-        self.end_headers()
-        self.wfile.write(b"ok")
+        self.answer()
 
 
 @pytest.fixture
 def blocking_target() -> Iterator[Any]:
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), BlockWhileA)
-    srv.daemon_threads = True
-    srv.requests, srv.lock, srv.release = [], threading.Lock(), threading.Event()
-    thread = threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    yield srv
-    srv.release.set()
-    srv.shutdown()
-    srv.server_close()
+    yield from real_workers.serving(BlockWhileA, requests=[], lock=threading.Lock(), release=threading.Event())
 
 
 def test_a_worker_killed_with_batches_in_flight_and_waiting_loses_no_run_and_repeats_none(
@@ -255,21 +123,17 @@ def test_a_worker_killed_with_batches_in_flight_and_waiting_loses_no_run_and_rep
     # Given 10 runs due now and 10 due 3 s from now (their messages arrive ~1 s early: the worker
     # pre-leases them on arrival and holds them until their instant)
     engine = backend.engine
-    url = f"http://127.0.0.1:{blocking_target.server_address[1]}/hook"
     now = SystemClock().now_ms()
     runs: list[Run] = []
     for i in range(20):
         at = now if i < 10 else now + 3_000
-        job = Job(
-            id=ids.new_job_id(),
+        job = hook_job(
+            blocking_target,
             owner="owner-kill",
             name=f"batch-{i}",
             schedule="0 0 1 1 *",
-            target=HttpTarget(url=url),
-            timeout_s=TIMEOUT_S,
             max_retries=1,
-            created_at=now,
-            updated_at=now,
+            now=now,
             next_run_at=now + 86_400_000,
         )
         engine.store.create_job(job)
@@ -297,10 +161,7 @@ def test_a_worker_killed_with_batches_in_flight_and_waiting_loses_no_run_and_rep
         b.send_signal(signal.SIGTERM)
         assert b.wait(timeout=15) == 0
     finally:
-        for proc in (a, b):
-            if proc is not None and proc.poll() is None:
-                proc.kill()
-                proc.wait(timeout=10)
+        stop([proc for proc in (a, b) if proc is not None])
 
     calls: dict[str, list[str]] = {}
     for headers in blocking_target.requests:

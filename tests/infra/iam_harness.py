@@ -29,7 +29,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from punctual.api.app import Services, handle
+from punctual.api.app import handle
+from punctual.api.caller import Services
 from punctual.clock import SystemClock
 from punctual.config import Settings
 from punctual.engines.aws import AwsEngine

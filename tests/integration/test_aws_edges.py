@@ -20,7 +20,7 @@ from punctual.config import EngineKind, Settings
 from punctual.engines.aws import AwsEngine
 from punctual.engines.aws.store import DynamoStore
 from punctual.errors import ConcurrentModification
-from punctual.jobs import service
+from punctual.jobs import lifecycle, service
 from punctual.model import HttpTarget, Job, JobSpec
 
 pytestmark = pytest.mark.integration
@@ -121,7 +121,7 @@ def test_a_delete_or_a_patch_that_moves_no_edge_is_a_single_write(
     lonely = cron(store, clock, "lonely")
     with Sent(engine) as sent:
         service.update_job(store, OWNER, leaf.id, {"depends_on": {"jobs": [root.id], "when": "failed"}}, clock.now_ms())
-        service.delete_job(store, OWNER, lonely.id, clock.now_ms())
+        lifecycle.delete_job(store, OWNER, lonely.id, clock.now_ms())
     assert "TransactWriteItems" not in sent.names and sent.names.count("PutItem") == 2
     assert "GetItem" not in sent.names  # no edge was read, so no graph sequence either
 

@@ -861,7 +861,7 @@ class _requests:  # noqa: N801 - used as a context manager, reads like a phrase
         self._events.unregister("before-call.dynamodb", self._record)
 
 
-# One upstream run's cost of releasing its dependents (docs/decisions.md, issue 11), items under 1 KB:
+# One upstream run's cost of releasing its dependents (docs/decisions/0076), items under 1 KB:
 #   no dependents      nothing (has_dependents is false: the hook returns before any I/O)
 #   each dependent     fill its release record 1
 #   each release       insert the released run (table 1 + open index put 1) 2 + complete the record 1

@@ -3,7 +3,7 @@ engine against a moto server on 127.0.0.1 (every HTTP request botocore sends is 
 ``before-send`` hook on the engine's own clients).
 
 Budget (DESIGN.md section 6): at most 0.3 SQS requests per run on the worker's happy path. The
-figures are printed (``pytest -s``) and kept in the README ("Measured").
+figures are printed (``pytest -s``) and kept in docs/benchmarks.md.
 """
 
 from __future__ import annotations

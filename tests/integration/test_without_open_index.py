@@ -1,7 +1,7 @@
 """The aws engine deployed without the runs ``open`` index (Settings.open_index=False).
 
 The reaper then finds runs past their deadline by sweeping the runs table, a bounded number of
-Scan pages per pass, continuing where the last pass stopped (docs/decisions.md, issue 14).
+Scan pages per pass, continuing where the last pass stopped (docs/decisions/0069).
 """
 
 from __future__ import annotations

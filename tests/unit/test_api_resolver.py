@@ -16,7 +16,8 @@ from typing import Any
 
 import pytest
 
-from punctual.api.app import Services, handle
+from punctual.api.app import handle
+from punctual.api.caller import Services
 from punctual.clock import ManualClock
 from punctual.config import Settings
 from punctual.engines.embedded import EmbeddedEngine

@@ -1,8 +1,9 @@
 """The worker's async targets (``AsyncTargets`` over the ``wire`` client) keep the HTTP target's rules.
 
-The same local server as ``test_targets`` (127.0.0.1); each scenario of the blocking HTTP target is
-repeated through the event loop, plus what only the pooled client can get wrong: reuse per
-(scheme, host name, checked address, port), bodies it must not read to the end, stale connections.
+The HTTP target's scenarios run through both clients in ``test_targets`` (the same local server on
+127.0.0.1, ``tests.unit.local_target``); here is what only the pooled client can get wrong: checked
+addresses kept for their time, reuse per (scheme, host name, checked address, port), bodies it must
+not read to the end, stale connections, requests built ahead.
 """
 
 from __future__ import annotations
@@ -12,131 +13,31 @@ import json
 import socket
 import ssl
 import threading
-import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from punctual.clock import iso
-from punctual.execution.targets import TargetPolicy
 from punctual.execution.targets.aio import AsyncTargets
 from punctual.execution.targets.resolutions import Resolutions
 from punctual.execution.targets.wire import Request, WireError, WirePool
-from punctual.model import MAX_EXCERPT_CHARS, HttpTarget, Job, Run, RunState, SqsTarget
-from tests.unit.test_targets import INVOCATION, JOB_ID, LOCAL, RUN_ID, SCHEDULED_AT, STRICT, server, url
+from punctual.model import HttpTarget, Job, Run, SqsTarget
+from tests.unit.local_target import (
+    INVOCATION,
+    LOCAL,
+    RUN_ID,
+    SCHEDULED_AT,
+    STRICT,
+    job_with,
+    run_of,
+    send_async,
+    server,
+    url,
+)
+from tests.unit.wire_parsers import wire_parser
 
 pytestmark = pytest.mark.unit
-__all__ = ["server"]  # the fixture, shared with test_targets (and ``raw`` with test_wire_pool)
-
-
-NOW = 1_799_999_000_000
-
-
-def job_with(target: Any) -> Job:
-    return Job(
-        id=JOB_ID,
-        owner="alice",
-        name="n",
-        target=target,
-        payload=INVOCATION.payload,
-        schedule="* * * * *",
-        timeout_s=30,
-        max_retries=3,
-        created_at=NOW,
-        updated_at=NOW,
-        next_run_at=SCHEDULED_AT,
-        due_shard=0,
-    )
-
-
-def run_of(job: Job) -> Run:
-    return Run(
-        job_id=job.id,
-        owner=job.owner,
-        scheduled_at=SCHEDULED_AT,
-        state=RunState.RUNNING,
-        attempt=INVOCATION.attempt,
-        created_at=NOW,
-        deadline_at=SCHEDULED_AT + 60_000,
-    )
-
-
-def execute(target: Any, policy: TargetPolicy = LOCAL, timeout_s: float = 5.0, targets: AsyncTargets | None = None):
-    async def go():
-        executor = targets or AsyncTargets(policy)
-        try:
-            job = job_with(target)
-            return await executor.execute(job, run_of(job), INVOCATION.attempt, timeout_s)
-        finally:
-            if targets is None:
-                executor.close()
-
-    return asyncio.run(go())
-
-
-def test_posts_the_payload_with_idempotency_and_run_headers(server):
-    result = execute(HttpTarget(url=url(server, "/ok"), headers={"Authorization": "Bearer t0ken"}))
-    assert result.ok and result.status_code == 200 and result.excerpt == "accepted"
-    [(method, path, headers, body)] = server.requests
-    assert (method, path) == ("POST", "/ok")
-    assert json.loads(body) == {"report": "nightly", "n": 1}
-    assert headers["Idempotency-Key"] == RUN_ID
-    assert headers["X-Punctual-Run-Id"] == RUN_ID
-    assert headers["X-Punctual-Attempt"] == "2"
-    assert headers["X-Punctual-Scheduled-At"] == iso(SCHEDULED_AT)
-    assert headers["X-Punctual-Job-Id"] == JOB_ID
-    assert headers["Authorization"] == "Bearer t0ken"
-    assert headers["Host"] == f"127.0.0.1:{server.server_address[1]}"
-
-
-def test_get_sends_no_body_and_query_strings_are_kept(server):
-    assert not execute(HttpTarget(url=url(server, "/ok?x=1&y=%20"), method="GET")).ok  # 404: path is /ok?x=...
-    [(method, path, headers, body)] = server.requests
-    assert method == "GET" and path == "/ok?x=1&y=%20" and body == b"" and "Content-Length" not in headers
-
-
-@pytest.mark.parametrize(
-    ("path", "status", "retryable"),
-    [("/fail", 503, True), ("/bad", 400, False), ("/missing", 404, False), ("/redirect", 302, False)],
-)
-def test_non_2xx_fails_retryably_or_not_and_redirects_are_not_followed(server, path, status, retryable):
-    result = execute(HttpTarget(url=url(server, path)))
-    assert not result.ok and result.status_code == status and result.retryable is retryable
-    assert len(server.requests) == 1
-    if status == 302:
-        assert "not followed" in (result.error or "")
-
-
-def test_timeout_is_a_retryable_timed_out_failure(server):
-    started = time.monotonic()
-    result = execute(HttpTarget(url=url(server, "/slow")), timeout_s=0.5)
-    assert time.monotonic() - started < 3
-    assert not result.ok and result.timed_out and result.retryable
-
-
-def test_excerpt_is_bounded(server):
-    result = execute(HttpTarget(url=url(server, "/big")))
-    assert result.ok and result.excerpt is not None
-    assert len(result.excerpt) == MAX_EXCERPT_CHARS and result.excerpt.endswith("...")
-
-
-def test_connection_refused_is_retryable():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    result = execute(HttpTarget(url=f"http://127.0.0.1:{port}/x"))
-    assert not result.ok and result.retryable and not result.timed_out
-
-
-def test_loopback_and_metadata_are_refused_before_connecting(server):
-    result = execute(HttpTarget(url=url(server, "/ok")), policy=STRICT)
-    assert not result.ok and not result.retryable and "loopback" in (result.error or "")
-    everything = TargetPolicy(allow_private=True, allow_loopback=True)
-    for target_url in ("http://169.254.169.254/latest/meta-data/", "http://[::ffff:169.254.169.254]/"):
-        refused = execute(HttpTarget(url=target_url), policy=everything)
-        assert not refused.ok and not refused.retryable and "refused" in (refused.error or "")
-    assert server.requests == []
+__all__ = ["server", "wire_parser"]  # fixtures: local_target (``raw`` shared with test_wire_pool), both parsers
 
 
 def test_a_name_goes_to_its_checked_address_until_the_check_expires(server, monkeypatch):
@@ -156,21 +57,21 @@ def test_a_name_goes_to_its_checked_address_until_the_check_expires(server, monk
     resolutions = Resolutions(ttl_s=10, now=lambda: now[0])
     port = server.server_address[1]
     target = HttpTarget(url=f"http://rebind.test:{port}/ok")
-    result = execute(target, targets=AsyncTargets(LOCAL, resolutions=resolutions))
+    result = send_async(target, targets=AsyncTargets(LOCAL, resolutions=resolutions))
     assert result.ok
     [(_, _, headers, _)] = server.requests
     assert headers["Host"] == f"rebind.test:{port}"
     # Then within the check's 10 s the next attempt goes to the address checked, without a lookup
     now[0] += 9.9
-    assert execute(target, targets=AsyncTargets(LOCAL, resolutions=resolutions)).ok
+    assert send_async(target, targets=AsyncTargets(LOCAL, resolutions=resolutions)).ok
     assert lookups == ["rebind.test"] and len(server.requests) == 2
     # and once it expired, the name is resolved again and refused (no unchecked address is ever used)
     now[0] += 0.2
-    refused = execute(target, targets=AsyncTargets(LOCAL, resolutions=resolutions))
+    refused = send_async(target, targets=AsyncTargets(LOCAL, resolutions=resolutions))
     assert not refused.ok and "link-local" in (refused.error or "")
     assert lookups == ["rebind.test", "rebind.test"] and len(server.requests) == 2
     # and a refusal is not kept: the next attempt asks again
-    assert not execute(target, targets=AsyncTargets(LOCAL, resolutions=resolutions)).ok
+    assert not send_async(target, targets=AsyncTargets(LOCAL, resolutions=resolutions)).ok
     assert len(lookups) == 3
 
 
@@ -185,7 +86,7 @@ def test_aws_kinds_run_off_the_loop_through_the_blocking_dispatcher():
             return succeeded(None, "sent")
 
     targets = AsyncTargets(LOCAL, sync=Recording())  # type: ignore[arg-type]
-    result = execute(SqsTarget(queue_url="https://sqs.us-east-1.amazonaws.com/123456789012/q"), targets=targets)
+    result = send_async(SqsTarget(queue_url="https://sqs.us-east-1.amazonaws.com/123456789012/q"), targets=targets)
     assert result.ok and calls and calls[0] != threading.main_thread().name
 
 

@@ -17,7 +17,8 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from punctual.errors import InvalidSchedule
-from punctual.scheduling.cron import fire_times, latest_fire_at_or_before, next_fire, validate_cron
+from punctual.model.cron_syntax import validate_cron
+from punctual.scheduling.cron import fire_times, latest_fire_at_or_before, next_fire
 from tests.unit.test_schedule import DST_ZONES, ZONES, local, ms, transitions
 
 pytestmark = pytest.mark.unit

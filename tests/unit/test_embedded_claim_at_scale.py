@@ -1,4 +1,4 @@
-"""What keeps the embedded engine's claim flat at 10M jobs (docs/decisions.md, issue 14): advances
+"""What keeps the embedded engine's claim flat at 10M jobs (docs/decisions/0098, 0099, 0106): advances
 go to the rows the due query found (by rowid, in file order), and checkpoints run on a thread of
 their own. Speed is proven by ``punctual bench core``; these tests prove the mechanics are correct.
 """

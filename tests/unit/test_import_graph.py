@@ -65,10 +65,44 @@ def test_the_package_may_not_import_functions_or_infra(tmp_path: Path) -> None:
     assert ig.forbidden_imports(ig.module_graph(root)) == [("punctual.a", "infra.stack")]
 
 
+def test_a_kernel_may_not_import_a_capability_package_even_lazily(tmp_path: Path) -> None:
+    # Given top-level modules and a kernel package (the kernels) beside a capability package
+    root = _package(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "errors.py": "",
+            "rules.py": "from punctual import errors\nfrom punctual.model import jobs\n",
+            "model/__init__.py": "from punctual.model.jobs import Job\n",
+            "model/jobs.py": "def check(text):\n    from punctual.scheduling.cron import ok\n    return ok(text)\n",
+            "port/__init__.py": "from punctual.scheduling import stats\n",
+            "scheduling/__init__.py": "",
+            "scheduling/cron.py": "from punctual.model import jobs\nfrom punctual import errors\n",
+            "scheduling/stats.py": "",
+        },
+    )
+    modules = ig.package_modules(root)
+    kernels = {name for name in modules if ig.is_kernel(name, modules)}
+    assert kernels == {
+        "punctual",
+        "punctual.errors",
+        "punctual.rules",
+        "punctual.model",
+        "punctual.model.jobs",
+        "punctual.port",
+    }
+    # Then the kernels' arrows up are refused, the lazy one included; a capability may import a kernel
+    assert ig.upward_imports(ig.module_graph(root), modules) == [
+        ("punctual.model.jobs", "punctual.scheduling.cron"),
+        ("punctual.port", "punctual.scheduling.stats"),
+    ]
+
+
 def test_the_real_package_has_no_cycles_and_imports_nothing_above_it() -> None:
     graph = ig.module_graph()
     assert ig.cycles(graph) == []
     assert ig.forbidden_imports(graph) == []
+    assert ig.upward_imports(graph, ig.package_modules()) == []
 
 
 def test_the_layer_ships_what_the_handlers_import_and_not_the_cli_benches_or_local_server() -> None:

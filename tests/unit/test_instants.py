@@ -1,5 +1,5 @@
 """Which claimed instants a job changed before them still has (``scheduling.instants``), and what the
-worker's lease does with the answer (``execution.delivery.withdrawal_of`` + ``rules.withdrawn``)."""
+worker's lease does with the answer (``execution.leasing.withdrawal_of`` + ``rules.withdrawn``)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 import pytest
 
 from punctual import ids, rules
-from punctual.execution.delivery import withdrawal_of
+from punctual.execution.leasing import withdrawal_of
 from punctual.model import DependsOn, HttpTarget, Job, Run, RunState, Trigger, Withdrawal
 from punctual.scheduling.instants import CLAIM_HORIZON_MS, still_planned
 

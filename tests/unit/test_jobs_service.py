@@ -26,7 +26,7 @@ from punctual.errors import (
     JobNotFound,
     RunNotFound,
 )
-from punctual.jobs import checks
+from punctual.jobs import checks, lifecycle
 from punctual.jobs import runs as job_runs
 from punctual.jobs import service as jobs
 from punctual.model import HttpTarget, Job, JobSpec, JobStatus, RunState, Trigger
@@ -154,7 +154,7 @@ def test_another_owners_job_is_not_found_with_the_same_message_as_a_missing_one(
     with pytest.raises(JobNotFound) as absent:
         jobs.get_job(store, "bob", missing)
     assert foreign.value.message.replace(job.id, "ID") == absent.value.message.replace(missing, "ID")
-    for action in (jobs.pause_job, jobs.resume_job, jobs.delete_job):
+    for action in (lifecycle.pause_job, lifecycle.resume_job, lifecycle.delete_job):
         with pytest.raises(JobNotFound):
             action(store, "bob", job.id, NOW)
     with pytest.raises(JobNotFound):
@@ -214,7 +214,7 @@ def test_invalid_updates_name_the_field_and_change_nothing(store: Store) -> None
 
 def test_update_of_a_paused_job_keeps_it_paused(store: Store) -> None:
     job = jobs.create_job(store, "alice", cron(), NOW).job
-    jobs.pause_job(store, "alice", job.id, NOW)
+    lifecycle.pause_job(store, "alice", job.id, NOW)
     updated = jobs.update_job(store, "alice", job.id, {"schedule": "*/5 * * * *"}, NOW)
     assert updated.status is JobStatus.PAUSED and updated.next_run_at is None
 
@@ -238,7 +238,7 @@ def test_empty_update_is_a_read(store: Store) -> None:
 def test_an_empty_update_of_a_deleted_job_is_refused_like_any_other(store: Store) -> None:
     # issue 26: docs/api.md says every PATCH of a deleted job is 409; PATCH {} answered 200
     job = jobs.create_job(store, "alice", cron(), NOW).job
-    jobs.delete_job(store, "alice", job.id, NOW)
+    lifecycle.delete_job(store, "alice", job.id, NOW)
     with pytest.raises(InvalidTransition):
         jobs.update_job(store, "alice", job.id, {}, NOW)
 
@@ -248,44 +248,44 @@ def test_an_empty_update_of_a_deleted_job_is_refused_like_any_other(store: Store
 
 def test_pause_leaves_the_due_index_and_is_idempotent(store: Store) -> None:
     job = jobs.create_job(store, "alice", cron(), NOW).job
-    paused = jobs.pause_job(store, "alice", job.id, NOW + 1)
+    paused = lifecycle.pause_job(store, "alice", job.id, NOW + 1)
     assert paused.status is JobStatus.PAUSED and paused.next_run_at is None
     assert due_ids(store, NOW + 10 * 3_600_000) == set()
-    assert jobs.pause_job(store, "alice", job.id, NOW + 2) == paused  # no second write
+    assert lifecycle.pause_job(store, "alice", job.id, NOW + 2) == paused  # no second write
 
 
 def test_resume_hands_times_missed_while_paused_to_the_catch_up_policy(store: Store) -> None:
     job = jobs.create_job(store, "alice", cron(), NOW).job
-    jobs.pause_job(store, "alice", job.id, NOW)
+    lifecycle.pause_job(store, "alice", job.id, NOW)
     # Resumed three hours later: due at the first time after its last run (created, never run),
     # which is in the past, so the scheduler's catch-up policy decides what runs
-    resumed = jobs.resume_job(store, "alice", job.id, NOW + 3 * 3_600_000 + 60_000)
+    resumed = lifecycle.resume_job(store, "alice", job.id, NOW + 3 * 3_600_000 + 60_000)
     assert resumed.status is JobStatus.ACTIVE and resumed.next_run_at == NOW + 3_600_000
     assert job.id in due_ids(store, NOW + 3_600_000)
-    assert jobs.resume_job(store, "alice", job.id, NOW) == resumed  # already active: no-op
+    assert lifecycle.resume_job(store, "alice", job.id, NOW) == resumed  # already active: no-op
 
 
 def test_resume_after_runs_continues_after_the_last_run(store: Store) -> None:
     job = jobs.create_job(store, "alice", cron(), NOW).job
     first = NOW + 3_600_000
     assert store.advance_jobs([Advance(job.id, first, first + 3_600_000, first, first)]) == [True]
-    jobs.pause_job(store, "alice", job.id, first + 10)
-    resumed = jobs.resume_job(store, "alice", job.id, first + 10 * 3_600_000)
+    lifecycle.pause_job(store, "alice", job.id, first + 10)
+    resumed = lifecycle.resume_job(store, "alice", job.id, first + 10 * 3_600_000)
     assert resumed.next_run_at == first + 3_600_000
 
 
 def test_deleted_jobs_leave_the_index_stay_readable_and_refuse_changes(store: Store, engine: EmbeddedEngine) -> None:
     job = jobs.create_job(store, "alice", cron(), NOW).job
-    deleted = jobs.delete_job(store, "alice", job.id, NOW + 5)
+    deleted = lifecycle.delete_job(store, "alice", job.id, NOW + 5)
     assert deleted.status is JobStatus.DELETED and deleted.next_run_at is None
     assert jobs.get_job(store, "alice", job.id).status is JobStatus.DELETED
     assert jobs.list_jobs(store, "alice").items == []
     assert [j.id for j in jobs.list_jobs(store, "alice", status=JobStatus.DELETED).items] == [job.id]
     assert due_ids(store, NOW + 10 * 3_600_000) == set()
-    assert jobs.delete_job(store, "alice", job.id, NOW + 6) == deleted  # idempotent
+    assert lifecycle.delete_job(store, "alice", job.id, NOW + 6) == deleted  # idempotent
     for refused in (
-        lambda: jobs.pause_job(store, "alice", job.id, NOW),
-        lambda: jobs.resume_job(store, "alice", job.id, NOW),
+        lambda: lifecycle.pause_job(store, "alice", job.id, NOW),
+        lambda: lifecycle.resume_job(store, "alice", job.id, NOW),
         lambda: jobs.update_job(store, "alice", job.id, {"name": "x"}, NOW),
         lambda: job_runs.trigger_job(store, engine.queue, "alice", job.id, NOW),
     ):
@@ -297,9 +297,9 @@ def test_a_completed_job_cannot_be_paused_or_resumed(store: Store) -> None:
     job = jobs.create_job(store, "alice", once(NOW + 1_000), NOW).job
     store.advance_jobs([Advance(job.id, NOW + 1_000, None, NOW + 1_000, NOW + 1_000)])
     with pytest.raises(InvalidTransition):
-        jobs.pause_job(store, "alice", job.id, NOW + 2_000)
+        lifecycle.pause_job(store, "alice", job.id, NOW + 2_000)
     with pytest.raises(InvalidTransition):
-        jobs.resume_job(store, "alice", job.id, NOW + 2_000)
+        lifecycle.resume_job(store, "alice", job.id, NOW + 2_000)
 
 
 # -- runs ---------------------------------------------------------------------------------------------
@@ -307,7 +307,7 @@ def test_a_completed_job_cannot_be_paused_or_resumed(store: Store) -> None:
 
 def test_trigger_inserts_a_manual_run_and_sends_its_dispatch(store: Store, engine: EmbeddedEngine) -> None:
     job = jobs.create_job(store, "alice", cron(), NOW).job
-    jobs.pause_job(store, "alice", job.id, NOW)  # a paused job can still be run by hand
+    lifecycle.pause_job(store, "alice", job.id, NOW)  # a paused job can still be run by hand
     run = job_runs.trigger_job(store, engine.queue, "alice", job.id, NOW + 7, retention_s=60)
     assert run.trigger is Trigger.MANUAL and run.state is RunState.SCHEDULED and run.scheduled_at == NOW + 7
     assert run.expires_at == (NOW + 7) // 1000 + 60 and run.deadline_at > NOW + 7
@@ -373,7 +373,7 @@ def test_too_many_lost_races_surface_as_a_conflict(store: Store) -> None:
     job = jobs.create_job(store, "alice", cron(), NOW).job
     racing: Any = RacingStore(store, races=jobs.WRITE_ATTEMPTS)
     with pytest.raises(ConcurrentModification):
-        jobs.pause_job(racing, "alice", job.id, NOW)
+        lifecycle.pause_job(racing, "alice", job.id, NOW)
 
 
 def test_http_target_type_round_trips(store: Store) -> None:

@@ -14,13 +14,9 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from punctual.errors import InvalidSchedule, InvalidTimezone
-from punctual.scheduling.cron import (
-    fire_times,
-    latest_fire_at_or_before,
-    next_fire,
-    validate_cron,
-    validate_timezone,
-)
+from punctual.model.cron_syntax import validate_cron
+from punctual.model.times import validate_timezone
+from punctual.scheduling.cron import fire_times, latest_fire_at_or_before, next_fire
 
 pytestmark = pytest.mark.unit
 

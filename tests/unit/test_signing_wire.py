@@ -30,8 +30,7 @@ from punctual.execution.targets.aio import AsyncTargets
 from punctual.execution.targets.request_rules import target_url
 from punctual.execution.targets.signing import SignatureError, verify
 from punctual.model import HttpTarget, Job
-from tests.unit.test_async_targets import job_with, run_of
-from tests.unit.test_targets import LOCAL
+from tests.unit.local_target import LOCAL, job_with, run_of
 
 pytestmark = pytest.mark.unit
 

@@ -1,112 +1,71 @@
-"""Targets: the HTTP target against a local server on 127.0.0.1, the SSRF policy, the AWS targets on moto."""
+"""Targets: the HTTP target against a local server on 127.0.0.1 through both clients (the blocking
+one and the worker's asyncio one), the SSRF policy, the AWS targets on moto."""
 
 from __future__ import annotations
 
 import io
 import json
 import socket
-import threading
 import time
 import zipfile
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, NamedTuple
 
 import boto3
 import pytest
 from moto import mock_aws
 
-from punctual import ids
 from punctual.clock import iso
 from punctual.errors import InvalidInput
-from punctual.execution.targets import Invocation, TargetPolicy, TargetRefused, Targets, check_target, http
+from punctual.execution.targets import Invocation, TargetPolicy, TargetRefused, TargetResult, Targets, check_target
 from punctual.execution.targets.aws import AwsTargets, client_error_result
 from punctual.execution.targets.policy import address_refusal
 from punctual.model import (
     MAX_EXCERPT_CHARS,
     EventBridgeTarget,
     HttpTarget,
-    Job,
     LambdaTarget,
-    Run,
     SqsTarget,
     StepFunctionsTarget,
 )
+from tests.unit.local_target import (
+    INVOCATION,
+    JOB_ID,
+    LOCAL,
+    RUN_ID,
+    SCHEDULED_AT,
+    STRICT,
+    job_with,
+    run_of,
+    send_async,
+    send_blocking,
+    server,
+    url,
+)
 
 pytestmark = pytest.mark.unit
-
-LOCAL = TargetPolicy(allow_loopback=True)
-STRICT = TargetPolicy()
-SCHEDULED_AT = 1_800_000_000_000
-JOB_ID = "job_" + "a" * 32
-RUN_ID = ids.run_id_for(JOB_ID, SCHEDULED_AT)
-INVOCATION = Invocation(RUN_ID, JOB_ID, SCHEDULED_AT, 2, {"report": "nightly", "n": 1})
+__all__ = ["server"]  # the fixture (tests.unit.local_target)
 
 
-# -- a local HTTP target ----------------------------------------------------------------------------
+class Client(NamedTuple):
+    send: Callable[..., TargetResult]
+    timeout_slack_s: float  # how long a call timed out at 0.5 s may take in all
 
 
-class Recorder(BaseHTTPRequestHandler):
-    """Answers by path: /ok 200, /fail 503, /bad 400, /redirect 302, /big 200 with 100 KB, /slow hangs."""
-
-    server: Any
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-    def _handle(self) -> None:
-        length = int(self.headers.get("Content-Length") or 0)
-        body = self.rfile.read(length) if length else b""
-        self.server.requests.append((self.command, self.path, dict(self.headers), body))
-        if self.path == "/slow":
-            self.server.release.wait(5)
-        status, reply, extra = {
-            "/ok": (200, b"accepted", {}),
-            "/fail": (503, b"try later", {}),
-            "/bad": (400, b"bad payload", {}),
-            "/redirect": (302, b"", {"Location": "http://169.254.169.254/latest/meta-data/"}),
-            "/big": (200, "é".encode() * 50_000, {}),
-            "/slow": (200, b"late", {}),
-        }.get(self.path, (404, b"no", {}))
-        self.send_response(status)
-        for name, value in extra.items():
-            self.send_header(name, value)
-        self.send_header("Content-Length", str(len(reply)))
-        self.end_headers()
-        self.wfile.write(reply)
-
-    def do_GET(self) -> None:
-        self._handle()
-
-    def do_POST(self) -> None:
-        self._handle()
+@pytest.fixture(params=["blocking", "async"])
+def client(request: pytest.FixtureRequest) -> Client:
+    """The HTTP target through either client: the blocking one (``http.send``: the Lambda workers,
+    the threaded worker) and the worker's asyncio one (``AsyncTargets`` over ``wire``), which also
+    starts and closes an event loop per call here."""
+    return Client(send_blocking, 2.0) if request.param == "blocking" else Client(send_async, 3.0)
 
 
-@pytest.fixture
-def server() -> Iterator[Any]:
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), Recorder)
-    srv.requests = []
-    srv.release = threading.Event()
-    srv.daemon_threads = True
-    thread = threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    yield srv
-    srv.release.set()
-    srv.shutdown()
-    srv.server_close()
+# -- a local HTTP target, through both clients ------------------------------------------------------------
 
 
-def url(server: Any, path: str) -> str:
-    return f"http://127.0.0.1:{server.server_address[1]}{path}"
-
-
-def send(target: HttpTarget, policy: TargetPolicy = LOCAL, timeout_s: float = 5.0):
-    return http.send(target, INVOCATION, policy, time.monotonic() + timeout_s)
-
-
-def test_http_target_posts_the_payload_with_idempotency_and_run_headers(server):
+def test_http_target_posts_the_payload_with_idempotency_and_run_headers(client, server):
     target = HttpTarget(url=url(server, "/ok"), headers={"Authorization": "Bearer t0ken"})
-    result = send(target)
+    result = client.send(target)
     assert result.ok and result.status_code == 200 and result.excerpt == "accepted"
     [(method, path, headers, body)] = server.requests
     assert (method, path) == ("POST", "/ok")
@@ -121,53 +80,52 @@ def test_http_target_posts_the_payload_with_idempotency_and_run_headers(server):
     assert headers["Host"] == f"127.0.0.1:{server.server_address[1]}"
 
 
-def test_http_get_sends_no_body(server):
-    assert send(HttpTarget(url=url(server, "/ok"), method="GET")).ok
-    [(method, _, headers, body)] = server.requests
-    assert method == "GET" and body == b"" and headers["Idempotency-Key"] == RUN_ID
+def test_http_get_sends_no_body_and_query_strings_are_kept(client, server):
+    assert not client.send(HttpTarget(url=url(server, "/ok?x=1&y=%20"), method="GET")).ok  # 404: path is /ok?x=...
+    [(method, path, headers, body)] = server.requests
+    assert method == "GET" and path == "/ok?x=1&y=%20" and body == b"" and "Content-Length" not in headers
+    assert headers["Idempotency-Key"] == RUN_ID
 
 
 @pytest.mark.parametrize(
     ("path", "status", "retryable"),
     [("/fail", 503, True), ("/bad", 400, False), ("/missing", 404, False), ("/redirect", 302, False)],
 )
-def test_http_non_2xx_fails_retryably_or_not(server, path, status, retryable):
-    result = send(HttpTarget(url=url(server, path)))
+def test_http_non_2xx_fails_retryably_or_not_and_redirects_are_not_followed(client, server, path, status, retryable):
+    result = client.send(HttpTarget(url=url(server, path)))
     assert not result.ok and result.status_code == status and result.retryable is retryable
     assert result.error and str(status) in result.error
+    assert len(server.requests) == 1
+    if status == 302:
+        assert "not followed" in (result.error or "")
 
 
-def test_http_redirects_are_not_followed(server):
-    result = send(HttpTarget(url=url(server, "/redirect")))
-    assert "not followed" in (result.error or "") and len(server.requests) == 1
-
-
-def test_http_timeout_is_a_retryable_timed_out_failure(server):
+def test_http_timeout_is_a_retryable_timed_out_failure(client, server):
     started = time.monotonic()
-    result = send(HttpTarget(url=url(server, "/slow")), timeout_s=0.5)
-    assert time.monotonic() - started < 2
+    result = client.send(HttpTarget(url=url(server, "/slow")), timeout_s=0.5)
+    assert time.monotonic() - started < client.timeout_slack_s
     assert not result.ok and result.timed_out and result.retryable
 
 
-def test_http_excerpt_is_bounded(server):
-    result = send(HttpTarget(url=url(server, "/big")))
+def test_http_excerpt_is_bounded(client, server):
+    result = client.send(HttpTarget(url=url(server, "/big")))
     assert result.ok and result.excerpt is not None
     assert len(result.excerpt) == MAX_EXCERPT_CHARS and result.excerpt.endswith("...")
 
 
-def test_http_connection_refused_is_retryable():
+def test_http_connection_refused_is_retryable(client):
     with socket.socket() as sock:  # a port nobody listens on
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    result = send(HttpTarget(url=f"http://127.0.0.1:{port}/x"))
+    result = client.send(HttpTarget(url=f"http://127.0.0.1:{port}/x"))
     assert not result.ok and result.retryable and not result.timed_out
 
 
 # -- SSRF -----------------------------------------------------------------------------------------------
 
 
-def test_loopback_is_refused_unless_the_policy_allows_it(server):
-    result = send(HttpTarget(url=url(server, "/ok")), policy=STRICT)
+def test_loopback_is_refused_unless_the_policy_allows_it(client, server):
+    result = client.send(HttpTarget(url=url(server, "/ok")), policy=STRICT)
     assert not result.ok and not result.retryable and "loopback" in (result.error or "")
     assert server.requests == []  # refused before connecting
 
@@ -182,12 +140,14 @@ def test_loopback_is_refused_unless_the_policy_allows_it(server):
         "http://metadata.google.internal/computeMetadata/v1/",
     ],
 )
-def test_metadata_and_link_local_targets_are_refused_whatever_the_policy(target_url):
+def test_metadata_and_link_local_targets_are_refused_whatever_the_policy(client, target_url, monkeypatch):
     everything = TargetPolicy(allow_private=True, allow_loopback=True)
-    started = time.monotonic()
-    result = send(HttpTarget(url=target_url), policy=everything)
+    connects: list[object] = []  # every socket's connect, the blocking client's and the event loop's
+    monkeypatch.setattr(socket.socket, "connect", lambda sock, address: connects.append(address))
+    monkeypatch.setattr(socket.socket, "connect_ex", lambda sock, address: connects.append(address))
+    result = client.send(HttpTarget(url=target_url), policy=everything)
     assert not result.ok and not result.retryable and "refused" in (result.error or "")
-    assert time.monotonic() - started < 0.5  # never connected
+    assert connects == []  # never connected (a wall-clock bound was flaky on a loaded machine)
     with pytest.raises(TargetRefused) as refused:
         check_target(HttpTarget(url=target_url), everything)
     assert refused.value.field == "target.url"
@@ -200,8 +160,8 @@ def test_a_name_is_judged_by_the_addresses_it_resolves_to(monkeypatch):
         return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (answers[host], port))]
 
     monkeypatch.setattr(socket, "getaddrinfo", fake_getaddrinfo)
-    assert "link-local" in (send(HttpTarget(url="http://evil.example/")).error or "")
-    assert "private" in (send(HttpTarget(url="http://intranet.example/")).error or "")
+    assert "link-local" in (send_blocking(HttpTarget(url="http://evil.example/")).error or "")
+    assert "private" in (send_blocking(HttpTarget(url="http://intranet.example/")).error or "")
     # and check_target (no DNS at creation) lets the names through: they are checked per attempt
     check_target(HttpTarget(url="http://evil.example/"), STRICT)
 
@@ -218,7 +178,7 @@ def test_the_connection_goes_to_the_checked_address_not_a_second_lookup(server, 
 
     monkeypatch.setattr(socket, "getaddrinfo", rebinding)
     port = server.server_address[1]
-    result = send(HttpTarget(url=f"http://rebind.test:{port}/ok"))
+    result = send_blocking(HttpTarget(url=f"http://rebind.test:{port}/ok"))
     # Then the request reached the address that was checked, with the name as Host
     assert result.ok
     [(_, _, headers, _)] = server.requests
@@ -272,35 +232,18 @@ def test_check_target_refuses_bad_urls_and_reserved_headers():
 # -- the dispatcher -----------------------------------------------------------------------------------
 
 
-def make_job(target: Any) -> Job:
-    return Job(
-        id=JOB_ID,
-        owner="o",
-        name="j",
-        schedule="* * * * *",
-        target=target,
-        payload={"x": 1},
-        created_at=0,
-        updated_at=0,
-    )
-
-
-def make_run() -> Run:
-    return Run(job_id=JOB_ID, scheduled_at=SCHEDULED_AT, owner="o", deadline_at=0, created_at=0)
-
-
 def test_targets_dispatches_http_and_turns_exceptions_into_retryable_failures(server):
-    job = make_job(HttpTarget(url=url(server, "/ok")))
-    assert Targets(LOCAL).execute(job, make_run(), 1, time.monotonic() + 5).ok
+    job = job_with(HttpTarget(url=url(server, "/ok")))
+    assert Targets(LOCAL).execute(job, run_of(job), 1, time.monotonic() + 5).ok
 
     class Broken:
         def send(self, *args: Any) -> Any:
             raise RuntimeError("bug")
 
-    lambda_job = make_job(LambdaTarget(function_arn="arn:aws:lambda:us-east-1:123456789012:function:f"))
-    result = Targets(LOCAL, aws=Broken()).execute(lambda_job, make_run(), 1, time.monotonic() + 5)  # type: ignore[arg-type]
+    lambda_job = job_with(LambdaTarget(function_arn="arn:aws:lambda:us-east-1:123456789012:function:f"))
+    result = Targets(LOCAL, aws=Broken()).execute(lambda_job, run_of(lambda_job), 1, time.monotonic() + 5)  # type: ignore[arg-type]
     assert not result.ok and result.retryable and "RuntimeError: bug" in (result.error or "")
-    assert Targets(LOCAL).execute(job, make_run(), 1, time.monotonic() - 1).timed_out
+    assert Targets(LOCAL).execute(job, run_of(job), 1, time.monotonic() - 1).timed_out
 
 
 # -- AWS targets on moto ------------------------------------------------------------------------------

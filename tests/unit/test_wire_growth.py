@@ -18,9 +18,10 @@ from punctual.execution.targets.wire import WirePool
 from punctual.execution.targets.wire_host import CHECK_S, SLOT, SLOW_S, Host
 from tests.unit.test_async_targets import raw
 from tests.unit.test_wire_pool import gathered, status_or_type
+from tests.unit.wire_parsers import wire_parser
 
 pytestmark = pytest.mark.unit
-__all__ = ["raw"]  # the fixture
+__all__ = ["raw", "wire_parser"]  # the fixtures (wire_parser: each test with both answer parsers)
 
 
 class Clock:

@@ -8,14 +8,22 @@ checks the answer, the error, and whether the connection may carry another reque
 from __future__ import annotations
 
 import asyncio
+import sys
 from collections.abc import Iterable
 from typing import Any
 
 import pytest
 
 from punctual.execution.targets.wire_parse import MAX_HEAD_BYTES, Answer, Connection, StaleConnection, WireError
+from tests.unit.wire_parsers import wire_parser
 
 pytestmark = pytest.mark.unit
+__all__ = ["wire_parser"]  # the fixture: every scenario against both parsers
+
+
+@pytest.fixture(autouse=True)
+def parsing_with(wire_parser: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys.modules[__name__], "Connection", wire_parser)
 
 
 class FakeTransport:
@@ -204,3 +212,102 @@ def test_bytes_nobody_asked_for_close_an_idle_connection() -> None:
     _, conn = exchange([OK])
     conn.data_received(b"HTTP/1.1 200 OK\r\n\r\n")
     assert not conn.usable()
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        # two parties that read these differently disagree on where the answer ends (desynchronization)
+        b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 7\r\n\r\nokHTTP/",
+        b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\nok",
+        b"HTTP/1.1 200 OK\r\nContent-Length: 2, 2\r\n\r\nok",
+        b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n0\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nX-A: a\r\n folded\r\nContent-Length: 2\r\n\r\nok",  # obs-fold
+        b"HTTP/1.1 200 OK\r\nContent-Length : 2\r\n\r\nok",  # space before the colon
+        b"HTTP/1.1 200 OK\nContent-Length: 2\n\nok",  # bare LF
+        b"HTTP/1.1 200 OK\r\nContent-Length: +2\r\n\r\nok",
+        b"HTTP/1.1 200 OK\r\nContent-Length: 99999999999999999999999\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0x2\r\nok\r\n0\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2 \r\nok\r\n0\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nfffffffffffffffff\r\n",
+        b"HTTP/1.1 200 OK\r\nX-A: a\x00b\r\nContent-Length: 2\r\n\r\nok",
+        b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: upgrade\r\n\r\n",
+        b"HTTP/1.1 101 Switching Protocols\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\nX-Sum: 1\n\r\n",
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2;a\x00\r\nok\r\n0\r\n\r\n",
+        b"HTTP/1.1 204 No Content\r\nContent-Length: 0\r\nTransfer-Encoding: chunked\r\n\r\n",
+        b"HTTP/1.1 200 OK\rContent-Length: 2\r\n\r\nok",  # bare CR
+    ],
+    ids=[
+        "two-lengths",
+        "same-length-twice",
+        "length-list",
+        "length-then-chunked",
+        "chunked-then-length",
+        "obs-fold",
+        "space-before-colon",
+        "bare-lf",
+        "signed-length",
+        "length-overflow",
+        "chunk-size-0x",
+        "chunk-size-space",
+        "chunk-size-overflow",
+        "nul-in-value",
+        "unasked-upgrade",
+        "bare-101",
+        "trailer-bare-lf",
+        "nul-in-chunk-extension",
+        "no-body-status-with-both-framings",
+        "bare-cr",
+    ],
+)
+def test_answers_that_could_desynchronize_fail_the_exchange_and_cost_the_connection(data: bytes) -> None:
+    for pieces in ([data], bytewise(data)):
+        answer, conn = exchange(pieces)
+        assert isinstance(answer, WireError), answer
+        assert not conn.reusable
+
+
+@pytest.mark.parametrize(
+    ("coding", "chunked"), [(b"gzip, chunked", True), (b"chunked, gzip", False), (b"xchunked", False)]
+)
+def test_only_a_final_chunked_coding_frames_the_body_in_chunks(coding: bytes, chunked: bool) -> None:
+    head = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: " + coding + b"\r\n\r\n"
+    answer, conn = exchange([head + b"3\r\nabc\r\n0\r\n\r\n"], end=None if chunked else "eof")
+    # else the body is every byte up to the end of the connection
+    assert isinstance(answer, Answer) and answer.body == (b"abc" if chunked else b"3\r\nabc\r\n0\r\n\r\n")
+    assert conn.reusable is chunked
+
+
+def test_a_head_answer_then_the_next_answer_on_the_same_connection() -> None:
+    first, conn = exchange([b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n"], head_only=True)
+    second, conn = exchange([OK], connection=conn)
+    assert isinstance(first, Answer) and first.body == b"" and isinstance(second, Answer) and second.body == b"hello"
+    assert conn.reusable
+
+
+def test_bytes_after_a_head_answer_cost_the_connection() -> None:
+    answer, conn = exchange([b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"], head_only=True)
+    assert isinstance(answer, Answer) and answer.body == b""
+    assert not conn.reusable
+
+
+def test_trailers_are_read_and_dropped() -> None:
+    data = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\nX-Sum: 1\r\n\r\n"
+    answer, conn = exchange(bytewise(data))
+    assert isinstance(answer, Answer) and answer.body == b"ok" and "x-sum" not in answer.headers
+    assert conn.reusable
+
+
+def test_a_body_of_exactly_the_limit_keeps_the_connection() -> None:
+    for data in (OK, b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n"):
+        answer, conn = exchange(bytewise(data), limit=5)
+        assert isinstance(answer, Answer) and answer.body == b"hello"
+        assert conn.reusable
+
+
+def test_an_endless_stream_of_interim_answers_is_cut_at_the_head_limit() -> None:
+    answer, conn = exchange([b"HTTP/1.1 100 Continue\r\n\r\n" * 3000])
+    assert isinstance(answer, WireError)
+    assert not conn.reusable

@@ -19,12 +19,15 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
+from punctual.errors import ConfigError
+from punctual.execution.targets import wire, wire_llhttp, wire_parse
 from punctual.execution.targets.wire import Request, WireError, WirePool
 from punctual.execution.targets.wire_deadlines import Deadlines
 from tests.unit.test_async_targets import OK, raw, request
+from tests.unit.wire_parsers import wire_parser
 
 pytestmark = pytest.mark.unit
-__all__ = ["raw"]  # the fixture
+__all__ = ["raw", "wire_parser"]  # the fixtures (wire_parser: each test with both answer parsers)
 
 
 def _certificate(subject: str, key: Any, issuer: x509.Name | None, issuer_key: Any, *, ca: bool) -> x509.Certificate:
@@ -329,3 +332,12 @@ def test_a_warm_connection_that_fails_leaves_nothing_behind() -> None:
         pool.close()
 
     asyncio.run(go())
+
+
+def test_the_parser_is_llhttp_unless_the_environment_names_the_hand_written_one() -> None:
+    assert wire.connection_class({}) is wire_llhttp.Connection
+    assert wire.connection_class({"PUNCTUAL_WIRE_PARSER": ""}) is wire_llhttp.Connection
+    assert wire.connection_class({"PUNCTUAL_WIRE_PARSER": "httptools"}) is wire_llhttp.Connection
+    assert wire.connection_class({"PUNCTUAL_WIRE_PARSER": "house"}) is wire_parse.Connection
+    with pytest.raises(ConfigError, match="PUNCTUAL_WIRE_PARSER must be one of house, httptools, not 'h11'"):
+        wire.connection_class({"PUNCTUAL_WIRE_PARSER": "h11"})

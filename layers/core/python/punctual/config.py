@@ -71,7 +71,7 @@ class Settings(BaseModel):
     retention_days: Annotated[int, Field(ge=1, le=3650)] = DEFAULT_RETENTION_DAYS
     # scheduling
     # 5 s: a 20,000-run burst is claimed, enqueued and pre-leased before its second on 2 cores (the
-    # CDK app's default too, from the capacity plan); docs/decisions.md, "Pre-leasing"
+    # CDK app's default too, from the capacity plan); docs/decisions/0094
     lookahead_ms: Annotated[int, Field(ge=0, le=60_000)] = 5_000
     # A scheduler loop gives up after this many ticks in a row in which nothing succeeded: the Lambda
     # invocation fails (its Errors metric counts it), `punctual scheduler` exits 1. 0: never give up.
@@ -80,7 +80,7 @@ class Settings(BaseModel):
     lease_margin_s: Annotated[int, Field(ge=1, le=600)] = 30
     # Pre-leasing: messages turn visible up to prelease_s + 1 s before their instant and a
     # long-running worker leases them on arrival, so that only the target call is left at the
-    # instant (docs/decisions.md, "Pre-leasing"). 0: every run is leased at its instant.
+    # instant (docs/decisions/0093, 0123). 0: every run is leased at its instant.
     prelease_s: Annotated[int, Field(ge=0, le=10)] = 2
     # tenants: the limits of owners without a tenant record (punctual.tenancy); None: unlimited
     tenant_max_jobs: Annotated[int | None, Field(ge=1, le=100_000_000)] = None

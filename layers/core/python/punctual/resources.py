@@ -96,7 +96,7 @@ JOBS = TableDef(
 # Sparse GSI "open": key attributes exist only while a run is open (scheduled/running/retrying).
 # Its sort key is the immutable scheduled_at, so leases and heartbeats never rewrite the index:
 # the price is one index put at insert and one index delete at the terminal write (see
-# docs/decisions.md, "Write budget").
+# docs/decisions/0007).
 OPEN_INDEX = IndexDef(
     name="open",
     partition=KeyAttr("open_shard", "N"),
@@ -122,7 +122,7 @@ LEASES = TableDef(
 
 TABLES: tuple[TableDef, ...] = (JOBS, RUNS, LEASES)
 # A deployment may drop the open index (Settings.open_index, -c open_index=false): 6 write units per
-# run instead of 8; the reaper then sweeps the runs table instead (docs/decisions.md, issue 14).
+# run instead of 8; the reaper then sweeps the runs table instead (docs/decisions/0069).
 RUNS_WITHOUT_OPEN_INDEX = TableDef(
     logical_name=RUNS.logical_name,
     partition=RUNS.partition,

@@ -17,7 +17,6 @@ from punctual.api import openapi
 from punctual.api.caller import caller
 from punctual.api.schemas import IsoTime
 from punctual.clock import iso
-from punctual.errors import ConfigError
 from punctual.port import Alert, Store
 
 MAX_ALERTS = 100
@@ -61,6 +60,4 @@ def list_alerts(
 def _caller() -> tuple[Store, str]:
     """The store and owner ``punctual.api.app.handle`` put in the (shared) context."""
     services, owner = caller(router.context)
-    if not isinstance(services.store, Store):
-        raise ConfigError("the API was called without services; call punctual.api.app.handle")
     return services.store, owner

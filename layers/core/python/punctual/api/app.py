@@ -1,8 +1,9 @@
 """The HTTP API: Powertools routes over the job service, identical on Lambda and locally.
 
 Routes are thin: parse (Powertools validates against the pydantic models), call one function of
-``punctual.jobs.service`` or ``punctual.jobs.runs``, shape the response. Errors are mapped in
-``punctual.api.errors`` only.
+``punctual.jobs.service``, ``punctual.jobs.lifecycle`` or ``punctual.jobs.runs``, shape the
+response. Errors are mapped in ``punctual.api.errors`` only. What a request needs is
+:class:`~punctual.api.caller.Services`.
 
 :func:`handle` is the one entry point (the Lambda handler and the local server both call it):
 
@@ -19,7 +20,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping
-from dataclasses import dataclass
 from functools import lru_cache
 from typing import Annotated, Any
 
@@ -29,25 +29,23 @@ from aws_lambda_powertools.event_handler.openapi.params import Header, Path, Que
 
 from punctual import __version__, ids
 from punctual.api import alerts, edges, errors, openapi, signing, stats, tenants
+from punctual.api.caller import Services, caller
 from punctual.api.resolver import ConcurrentResolver
 from punctual.api.schemas import JobCreate, JobGraph, JobPage, JobPatch, JobResponse, RunPage, RunResponse
-from punctual.clock import Clock, from_datetime
-from punctual.config import Settings
+from punctual.clock import from_datetime
 from punctual.dependencies import graph as dependency_graph
-from punctual.errors import ConfigError, PunctualError, Unauthorized
+from punctual.errors import PunctualError
 from punctual.execution.targets.policy import TargetPolicy
-from punctual.jobs import checks
+from punctual.jobs import checks, lifecycle
 from punctual.jobs import runs as job_runs
 from punctual.jobs import service as jobs
 from punctual.model import AwareRfc3339, JobStatus, RunState
-from punctual.port import Engine, Keys, Queue, RunQuery, SkewSource, Store
-from punctual.tenancy.api_rate import ApiRateLimiter
-from punctual.tenancy.limits import LimitCache, defaults_from
+from punctual.port import RunQuery
 
 _DOCUMENT = threading.Lock()  # the OpenAPI document is generated once, by one request
 
 # Ids carry their patterns: a malformed id is 422 invalid_id, a well-formed one that does not
-# exist (or is another owner's) is 404 (docs/decisions.md, issue 10 "API document").
+# exist (or is another owner's) is 404 (docs/decisions/0064).
 JobId = Annotated[
     str,
     Path(
@@ -59,37 +57,6 @@ JobId = Annotated[
 RunId = Annotated[str, Path(description="run_<32 hex>_<scheduled epoch ms>", pattern=ids.RUN_ID_PATTERN)]
 Limit = Annotated[int, Query(ge=1, le=checks.MAX_PAGE, description="page size")]
 Cursor = Annotated[str | None, Query(max_length=2048, description="next_cursor of the previous page")]
-
-
-@dataclass(frozen=True, slots=True)
-class Services:
-    """What a request needs: the engine's store and queue, a clock, and the settings; for
-    ``GET /stats`` also the dead-letter queue and the engine's service clock (aws only)."""
-
-    store: Store
-    queue: Queue
-    clock: Clock
-    settings: Settings
-    dead_letters: Queue | None = None
-    skew: SkewSource | None = None
-    keys: Keys | None = None  # seals secret headers; signing secrets (GET /signing-secret)
-    limits: LimitCache | None = None  # owners' tenant limits, cached (None: read per request)
-    api_rate: ApiRateLimiter | None = None  # api_requests_per_second (None: not applied)
-
-    @classmethod
-    def of(cls, engine: Engine, settings: Settings, clock: Clock) -> Services:
-        limits = LimitCache(engine.store, defaults_from(settings), clock)
-        return cls(
-            store=engine.store,
-            queue=engine.queue,
-            clock=clock,
-            settings=settings,
-            dead_letters=engine.dead_letters,
-            skew=engine.clock_skew,
-            keys=engine.keys,
-            limits=limits,
-            api_rate=ApiRateLimiter(limits, clock),
-        )
 
 
 def handle(event: Mapping[str, Any], context: Any, services: Services) -> dict[str, Any]:
@@ -244,7 +211,7 @@ def delete_job(
     ] = False,
 ) -> Response[None]:
     services, owner = _caller()
-    jobs.delete_job(services.store, owner, job_id, services.clock.now_ms(), force=force)
+    lifecycle.delete_job(services.store, owner, job_id, services.clock.now_ms(), force=force)
     return Response(status_code=204, content_type=None, body=None)
 
 
@@ -257,7 +224,7 @@ def delete_job(
 )
 def pause_job(job_id: JobId) -> JobResponse:
     services, owner = _caller()
-    return JobResponse.from_job(jobs.pause_job(services.store, owner, job_id, services.clock.now_ms()))
+    return JobResponse.from_job(lifecycle.pause_job(services.store, owner, job_id, services.clock.now_ms()))
 
 
 @app.post(
@@ -269,7 +236,7 @@ def pause_job(job_id: JobId) -> JobResponse:
 )
 def resume_job(job_id: JobId) -> JobResponse:
     services, owner = _caller()
-    return JobResponse.from_job(jobs.resume_job(services.store, owner, job_id, services.clock.now_ms()))
+    return JobResponse.from_job(lifecycle.resume_job(services.store, owner, job_id, services.clock.now_ms()))
 
 
 @app.post(
@@ -377,14 +344,7 @@ def _generated(server_url: str) -> str:
 
 
 def _caller() -> tuple[Services, str]:
-    """The services and owner :func:`handle` put in the context."""
-    services = app.context.get("services")
-    owner = app.context.get("owner")
-    if not isinstance(services, Services):
-        raise ConfigError("the API was called without services; call punctual.api.app.handle")
-    if not owner:
-        raise Unauthorized("authentication required")
-    return services, str(owner)
+    return caller(app.context)
 
 
 def _json(status: int, body: Any, headers: dict[str, str]) -> Response[Any]:

@@ -59,7 +59,7 @@ def get_signing_secret() -> SigningSecret:
 
 def _caller() -> tuple[Keys, str]:
     services, owner = caller(router.context)
-    keys = getattr(services, "keys", None)
-    if not isinstance(keys, Keys):
+    keys = services.keys
+    if keys is None:
         raise ConfigError("the API was called without the engine's keys")
     return keys, owner

@@ -15,20 +15,17 @@ A Powertools :class:`Router` that ``punctual.api.app`` includes (it shares the a
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.event_handler.openapi.params import Query
 from pydantic import BaseModel, Field
 
 from punctual.api import openapi
-from punctual.api.caller import caller
+from punctual.api.caller import Services, caller
 from punctual.api.schemas import IsoTime
 from punctual.clock import iso
-from punctual.runs import stats as rs
-
-if TYPE_CHECKING:
-    from punctual.api.app import Services
+from punctual.port import stats as rs
 
 MAX_MINUTES = 360  # the aws engine reads minutes x 8 counter items: 6 h is ~29 BatchGetItem requests
 

@@ -8,15 +8,16 @@ gets 403, and on AWS the gateway's IAM authorization and resource policy stand i
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.event_handler.openapi.params import Query
 from pydantic import BaseModel, ConfigDict, Field
 
 from punctual.api import openapi
-from punctual.api.caller import caller
+from punctual.api.caller import Services, caller
 from punctual.errors import Forbidden
+from punctual.port import Tenant
 from punctual.tenancy import service
 from punctual.tenancy.limits import LimitCache, Limits, defaults_from
 
@@ -35,7 +36,8 @@ class LimitsBody(BaseModel):
     weight: int = Field(default=1, description="share of the fair hand-out (embedded queue)")
 
     @classmethod
-    def of(cls, limits: Limits) -> LimitsBody:
+    def of(cls, limits: Limits | Tenant) -> LimitsBody:
+        """The limits in force (:class:`Limits`), or as an operator set them (a :class:`Tenant` record)."""
         return cls(
             max_jobs=limits.max_jobs,
             max_runs_per_minute=limits.max_runs_per_minute,
@@ -76,16 +78,7 @@ class TenantResponse(BaseModel):
 
     @classmethod
     def of(cls, view: service.TenantView) -> TenantResponse:
-        record = None
-        if view.record is not None:
-            r = view.record
-            record = LimitsBody(
-                max_jobs=r.max_jobs,
-                max_runs_per_minute=r.max_runs_per_minute,
-                max_concurrency=r.max_concurrency,
-                api_requests_per_second=r.api_requests_per_second,
-                weight=r.weight,
-            )
+        record = None if view.record is None else LimitsBody.of(view.record)
         return cls(owner=view.owner, limits=LimitsBody.of(view.limits), record=record)
 
 
@@ -142,19 +135,18 @@ def set_tenant(body: TenantChange) -> TenantResponse:
 # -- helpers ---------------------------------------------------------------------------------------
 
 
-def _caller() -> tuple[Any, str]:
+def _caller() -> tuple[Services, str]:
     return caller(router.context)
 
 
-def _admin() -> Any:
+def _admin() -> Services:
     services, owner = _caller()
     if owner not in services.settings.admins:
         raise Forbidden("the admin routes are for operators (PUNCTUAL_ADMIN_PRINCIPALS), not for owners")
     return services
 
 
-def _limits(services: Any) -> LimitCache:
-    cache = getattr(services, "limits", None)
-    if isinstance(cache, LimitCache):
-        return cache
+def _limits(services: Services) -> LimitCache:
+    if services.limits is not None:
+        return services.limits
     return LimitCache(services.store, defaults_from(services.settings), services.clock, ttl_ms=0)

@@ -4,7 +4,8 @@ It answers every request ``204 No Content`` after ``delay_ms`` (0: at once; 200:
 webhook), on keep-alive HTTP/1.1 connections. It is a bare asyncio protocol (uvloop where
 installed), not a web framework: at tens of thousands of requests per second the target must not
 be what the benchmark measures. Its own process so that it does not compete with the worker for
-one interpreter.
+one interpreter. It records when each request arrived complete and, if asked, its ``Idempotency-Key``
+(the run id: ``punctual bench minute`` tells runs and duplicates apart by it).
 """
 
 from __future__ import annotations
@@ -31,9 +32,10 @@ _MAX_HEAD = 65_536
 class _NoOp(asyncio.Protocol):
     """Parses pipelined requests (head, then Content-Length bytes of body) and answers each 204."""
 
-    def __init__(self, delay_s: float, arrivals: list[float]) -> None:
+    def __init__(self, delay_s: float, arrivals: list[float], keys: list[str | None] | None = None) -> None:
         self.delay_s = delay_s
         self.arrivals = arrivals  # epoch seconds each request was complete here (shared by connections)
+        self.keys = keys  # beside arrivals, each request's Idempotency-Key (None: not recorded)
         self.buffer = bytearray()
         self.transport: asyncio.Transport | None = None
         self.pending = 0  # answers scheduled (delayed) but not yet written; kept in order by call_later
@@ -49,12 +51,15 @@ class _NoOp(asyncio.Protocol):
                 if len(self.buffer) > _MAX_HEAD and self.transport is not None:
                     self.transport.close()
                 return
-            length = _content_length(bytes(self.buffer[:end]))
-            total = end + 4 + length
+            head = bytes(self.buffer[:end])
+            total = end + 4 + int(_header(head, b"content-length") or 0)
             if len(self.buffer) < total:
                 return
             del self.buffer[:total]
             self.arrivals.append(time.time())
+            if self.keys is not None:
+                key = _header(head, b"idempotency-key")
+                self.keys.append(key.decode("latin-1") if key is not None else None)
             self._answer()
 
     def _answer(self) -> None:
@@ -73,18 +78,19 @@ class _NoOp(asyncio.Protocol):
         self.transport = None
 
 
-def _content_length(head: bytes) -> int:
+def _header(head: bytes, wanted: bytes) -> bytes | None:
+    """The value of the header named ``wanted`` (lower case) in a request head, or None."""
     for line in head.split(b"\r\n")[1:]:
         name, _, value = line.partition(b":")
-        if name.strip().lower() == b"content-length":
-            return int(value.strip() or 0)
-    return 0
+        if name.strip().lower() == wanted:
+            return value.strip()
+    return None
 
 
-def serve(conn: Connection, delay_ms: int, tls: tuple[str, str] | None = None) -> None:
+def serve(conn: Connection, delay_ms: int, tls: tuple[str, str] | None = None, keys: bool = False) -> None:
     """Serve until killed (over TLS with ``tls``: certificate chain and key files); sends the port
     on ``conn`` once listening, then, for each message it receives, the arrival times recorded
-    since the last one."""
+    since the last one (with ``keys``, and the message ``"keyed"``: (time, Idempotency-Key) pairs)."""
     with contextlib.suppress(ImportError):
         import uvloop
 
@@ -97,14 +103,17 @@ def serve(conn: Connection, delay_ms: int, tls: tuple[str, str] | None = None) -
             context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
             context.load_cert_chain(*tls)
         arrivals: list[float] = []
+        seen: list[str | None] | None = [] if keys else None
         server = await loop.create_server(
-            lambda: _NoOp(delay_ms / 1000, arrivals), "127.0.0.1", 0, backlog=4096, ssl=context
+            lambda: _NoOp(delay_ms / 1000, arrivals, seen), "127.0.0.1", 0, backlog=4096, ssl=context
         )
 
         def report() -> None:
-            conn.recv()
-            conn.send(arrivals[:])
+            keyed = conn.recv() == "keyed"
+            conn.send(list(zip(arrivals, seen, strict=True)) if keyed and seen is not None else arrivals[:])
             arrivals.clear()
+            if seen is not None:
+                seen.clear()
 
         loop.add_reader(conn.fileno(), report)
         conn.send(server.sockets[0].getsockname()[1])
@@ -126,6 +135,14 @@ class NoOpTarget:
             raise RuntimeError("the no-op target did not report")
         return cast(list[float], self._pipe.recv())
 
+    def keyed_arrivals(self) -> list[tuple[float, str | None]]:
+        """Since the last call, each request's arrival (epoch seconds) and ``Idempotency-Key`` (None
+        when it had none); only for a target started with ``keys``."""
+        self._pipe.send("keyed")
+        if not self._pipe.poll(30):
+            raise RuntimeError("the no-op target did not report")
+        return cast(list[tuple[float, str | None]], self._pipe.recv())
+
 
 @contextmanager
 def noop_target(delay_ms: int = 0, host: str = "127.0.0.1") -> Iterator[str]:
@@ -136,18 +153,23 @@ def noop_target(delay_ms: int = 0, host: str = "127.0.0.1") -> Iterator[str]:
 
 
 @contextmanager
-def noop_target_process(delay_ms: int = 0, host: str = "127.0.0.1", *, tls: bool = False) -> Iterator[NoOpTarget]:
+def noop_target_process(
+    delay_ms: int = 0, host: str = "127.0.0.1", *, tls: bool = False, keys: bool = False
+) -> Iterator[NoOpTarget]:
     """A no-op target (answering after ``delay_ms``) that lives as long as the ``with`` block.
 
     It listens on 127.0.0.1; ``host`` is how the URL names it (a name such as ``localhost`` makes
     every attempt go through name resolution and its SSRF check, as a real webhook's does). With
     ``tls`` it serves HTTPS with a certificate for ``host`` from a throwaway CA, whose certificate
-    (``NoOpTarget.ca``) the clients are to trust (``SSL_CERT_FILE``)."""
+    (``NoOpTarget.ca``) the clients are to trust (``SSL_CERT_FILE``). With ``keys`` it also records
+    each request's ``Idempotency-Key`` (:meth:`NoOpTarget.keyed_arrivals`)."""
     with tempfile.TemporaryDirectory(prefix="punctual-target-") as folder:
         files = throwaway(Path(folder), host) if tls else None
         chain = (str(files.certificate), str(files.key)) if files is not None else None
         parent, child = multiprocessing.Pipe()
-        process = multiprocessing.get_context("spawn").Process(target=serve, args=(child, delay_ms, chain), daemon=True)
+        process = multiprocessing.get_context("spawn").Process(
+            target=serve, args=(child, delay_ms, chain, keys), daemon=True
+        )
         process.start()
         try:
             if not parent.poll(30):

@@ -1,4 +1,5 @@
-"""A sourced constant: a value with its unit, its kind and where and when it was taken."""
+"""A sourced constant: a value with its unit, its kind and where and when it was taken; :func:`sourced`
+writes the constants of one source as rows of a table."""
 
 from __future__ import annotations
 
@@ -25,3 +26,9 @@ class Constant:
 
 
 AS_OF = "2026-11-30"
+Row = tuple[str, float, str, Kind, str]  # key, value, unit, kind, what
+
+
+def sourced(source: str, *rows: Row, as_of: str = AS_OF) -> tuple[Constant, ...]:
+    """The constants of ``rows`` (key, value, unit, kind, what), all taken from ``source`` on ``as_of``."""
+    return tuple(Constant(key, value, unit, kind, what, source, as_of) for key, value, unit, kind, what in rows)

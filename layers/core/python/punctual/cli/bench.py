@@ -1,10 +1,11 @@
-"""``punctual bench core|burst``: measured figures, printed readably or as one JSON object (--json)."""
+"""``punctual bench core|burst|tenants|minute``: measured figures, printed readably or as one JSON object (--json)."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import statistics
+import sys
 import time
 from typing import Any
 
@@ -72,6 +73,32 @@ def register(subparsers: Any) -> None:
     tenants.add_argument("--unfair", action="store_true", help="also measure without owner groups (comparison)")
     tenants.add_argument("--json", action="store_true", help="print one JSON object")
     tenants.set_defaults(func=run_tenants)
+    minute = kinds.add_parser(
+        "minute",
+        help="N every-minute cron jobs for M minutes: separate api, scheduler, worker and reaper processes;"
+        " arrival lateness at a real webhook (nginx where installed), per minute",
+    )
+    minute.add_argument("--jobs", type=int, default=20_000, help="every-minute cron jobs (default 20,000)")
+    minute.add_argument("--minutes", type=int, default=3, help="whole minutes measured (default 3)")
+    minute.add_argument(
+        "--target-delay-ms", type=int, default=0, help="the webhook answers after this long (default 0: at once)"
+    )
+    minute.add_argument(
+        "--create",
+        choices=["api", "bulk"],
+        default="api",
+        help="api: POST /jobs, as a user (default); bulk: loaded straight into the embedded store (no API path)",
+    )
+    minute.add_argument("--workers", type=int, default=2, help="punctual worker processes (default 2)")
+    minute.add_argument(
+        "--target",
+        choices=["auto", "nginx", "noop"],
+        default="auto",
+        help="the webhook: nginx (scripts/install-nginx), the project's no-op target, or auto: nginx where"
+        " installed (default)",
+    )
+    minute.add_argument("--json", action="store_true", help="print one JSON object")
+    minute.set_defaults(func=run_minute)
 
 
 def run_core(args: argparse.Namespace) -> int:
@@ -206,4 +233,27 @@ def run_tenants(args: argparse.Namespace) -> int:
             f" A drained after {r['a_last_finish_after_ms']} ms;"
             f" succeeded A {r['a_succeeded']:,} B {r['b_succeeded']:,}"
         )
+    return 0
+
+
+def run_minute(args: argparse.Namespace) -> int:
+    from punctual.bench.minute import bench_minute
+    from punctual.bench.minute_figures import table
+
+    if args.jobs < 1 or args.minutes < 1 or args.workers < 1 or args.target_delay_ms < 0:
+        print(
+            "punctual bench minute: --jobs, --minutes and --workers must be at least 1, --target-delay-ms at least 0",
+            file=sys.stderr,
+        )
+        return 2
+    result = bench_minute(
+        args.jobs,
+        args.minutes,
+        target_delay_ms=args.target_delay_ms,
+        create=args.create,
+        workers=args.workers,
+        target=args.target,
+        log=lambda line: print(f"[{time.strftime('%H:%M:%S')}] {line}", file=sys.stderr, flush=True),
+    )
+    print(json.dumps(result) if args.json else table(result))
     return 0

@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import urlencode
 
-from punctual.api.app import Services
 from punctual.api.auth import DEFAULT_DEV_OWNER, ApiKeys, load_or_create_key
+from punctual.api.caller import Services
 from punctual.cli.common import (
     add_engine_flags,
     configure_logging,

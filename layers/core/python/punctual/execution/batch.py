@@ -1,6 +1,7 @@
-"""The blocking half of the async worker: a batch of deliveries through the port, at once.
+"""The blocking half of the async worker: a batch of deliveries through the port, at once (up to
+the leases here; their finishes in ``punctual.execution.batch_finish``).
 
-The async worker (``punctual.execution.async_worker``) calls these on its engine thread pool,
+The async worker (``punctual.execution.worker``) calls these on its engine thread pool,
 never on its event loop. They apply the rules of ``punctual.execution.delivery`` (the per-message
 protocol) to many messages per port call:
 
@@ -14,11 +15,9 @@ protocol) to many messages per port call:
   were not leased (hidden while held or backing off, deleted as duplicates). This is the
   worker's lease path: per-owner limits and similar checks belong here, in one place. A lease
   is the beginning of an attempt: its call follows at once.
-- :func:`settle`, after the targets answered: one :meth:`Engine.finish_and_ack` (or its two steps
-  when the messages belong to a Lambda batch), then dependents released, alerts, retry backoffs
-  and log entries on runs cancelled under their attempt. This is where a worker's run turns
-  terminal: a run that owes something (a release of dependent jobs, an alert) keeps its message
-  until that is done, so a crash in between does it on redelivery.
+- after the targets answered, ``punctual.execution.batch_finish`` settles them (finish and
+  acknowledge, dependents released, alerts, retry backoffs) and beats the leases of those still
+  running.
 
 Every step is safe to repeat: a batch that raises leaves its messages to come back after their
 visibility timeout.
@@ -33,10 +32,9 @@ from dataclasses import dataclass, field
 
 from punctual import ids, rules
 from punctual.clock import Clock
-from punctual.dependencies.release import release_dependents
-from punctual.errors import RunNotFound
-from punctual.execution.changes import alerts_owner, attempt_change, attempt_record, bury_change, log_on_cancelled_run
-from punctual.execution.delivery import (
+from punctual.execution.changes import settle_owed
+from punctual.execution.leasing import (
+    cancel_orphan,
     hidden_until,
     lease_length_ms,
     may_have_waited,
@@ -46,13 +44,11 @@ from punctual.execution.delivery import (
     withdrawal_of,
 )
 from punctual.execution.options import ExecutionOptions, Outcome
-from punctual.execution.targets.types import TargetResult
 from punctual.execution.waits import Waits, parked
-from punctual.model import Job, JobStatus, Run, RunState, copy_run
-from punctual.port import Alert, Beat, Delivery, Finish, Hold, LeaseOutcome, LeaseRequest, Queue, Store
+from punctual.model import Job, JobStatus, Run, copy_run
+from punctual.port import Delivery, Finish, Hold, LeaseOutcome, LeaseRequest, Queue, Store
 from punctual.runs import retry
-from punctual.runs.alerts import Alerter, alert_once
-from punctual.runs.cancel import cancel_open_run
+from punctual.runs.alerts import Alerter
 from punctual.tenancy.admission import Admission, Gate
 
 logger = logging.getLogger(__name__)
@@ -60,8 +56,6 @@ logger = logging.getLogger(__name__)
 _PROVISIONAL = Run(job_id="", scheduled_at=0, owner="", deadline_at=0, created_at=0)  # see provisional_run
 
 Complete = Callable[[Sequence[Finish]], list[Run | None]]  # Engine.finish_and_ack, or a Lambda's variant
-# the outcome of a delivery whose run ended in a state (an enum lookup by value costs ~1 us a run)
-_OUTCOME_OF = {state: Outcome(state.value) for state in RunState if state.value in Outcome.__members__.values()}
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,16 +76,6 @@ class Leased:
     def may_execute(self) -> bool:
         """False when earlier attempts lost their workers and used up the retries (``rules.attempt_allowed``)."""
         return rules.attempt_allowed(self.run.attempt, self.job.max_retries)
-
-
-@dataclass(frozen=True, slots=True)
-class Done:
-    """A leased attempt after its target answered (``result``), or buried unexecuted (``result`` None)."""
-
-    leased: Leased
-    result: TargetResult | None
-    started_at: int
-    finished_at: int
 
 
 @dataclass(slots=True)
@@ -127,14 +111,8 @@ class Port:
     gate: Gate | None = None  # the owners' tenant limits (None: none applied)
 
     def owed(self, job: Job, run: Run, now: int) -> None:
-        """What a terminal run owes before its message may go: dependents released, owner alerted."""
-        release_dependents(self.store, self.queue, job, run, now, options=self.options.release)
-        self.alert_if_needed(run, now)
-
-    def alert_if_needed(self, run: Run, now: int) -> None:
-        if alerts_owner(run.state, self.options):
-            reason = run.note or f"run ended {run.state}"
-            alert_once(self.store, self.alerter, Alert(run.owner, run.run_id, run.job_id, now, reason))
+        """What a terminal run owes before its message may go (``changes.settle_owed``)."""
+        settle_owed(self.store, self.queue, self.alerter, job, run, now, options=self.options)
 
 
 def hold(port: Port, deliveries: Sequence[Delivery]) -> Holding:
@@ -153,7 +131,7 @@ def hold(port: Port, deliveries: Sequence[Delivery]) -> Holding:
     for delivery, (job_id, scheduled_at) in zip(deliveries, parsed, strict=True):
         job = found.get(job_id)
         if job is None or job.status is JobStatus.DELETED:
-            outcome = _cancel_orphan(port, job_id, scheduled_at, now)
+            outcome = cancel_orphan(port.store, job_id, scheduled_at, now)
             if outcome is Outcome.CANCELLED:
                 drops.append(delivery.receipt)
             holding.settled.append((delivery, outcome))
@@ -203,7 +181,7 @@ def prepare(
     for delivery, (job_id, scheduled_at) in zip(deliveries, parsed, strict=True):
         job = jobs.get(job_id)
         if job is None:
-            outcome = _cancel_orphan(port, job_id, scheduled_at, now)
+            outcome = cancel_orphan(port.store, job_id, scheduled_at, now)
             if outcome is Outcome.CANCELLED:
                 drops.append(delivery.receipt)
             prepared.settled.append((delivery, outcome))
@@ -327,106 +305,3 @@ def _limited_owners(port: Port, jobs: Iterable[Job | None]) -> frozenset[str]:
         return frozenset()
     owners = {job.owner for job in jobs if job is not None}
     return frozenset(owner for owner in owners if gate.limits_starts(owner))
-
-
-def settle(port: Port, done: Sequence[Done]) -> list[Outcome]:
-    """Finish every attempt of ``done`` (one batch), then settle each message. One outcome per item.
-
-    A succeeded (or cancelled) run's message is deleted with its finish; a dead or failed run's
-    only after its owner was alerted (so a crash in between alerts on redelivery); a retrying run's
-    message waits for the backoff and brings the next attempt (hidden, re-sent with a delay, or,
-    for a parked run, deleted: ``punctual.execution.waits``).
-    """
-    now = port.clock.now_ms()
-    finishes: list[Finish] = []
-    records = []
-    for item in done:
-        leased = item.leased
-        if item.result is None:
-            change, record = bury_change(leased.job, leased.run, now), None
-        else:
-            result = item.result
-            verdict = retry.verdict(
-                ok=result.ok, retryable=result.retryable, attempt=leased.run.attempt, max_retries=leased.job.max_retries
-            )
-            record = attempt_record(
-                result, leased.run.attempt, port.worker_id, item.started_at, item.finished_at, leased.waited
-            )
-            change = attempt_change(leased.job, leased.run, verdict, record, now, options=port.options)
-        ack_now = (
-            change.state in (RunState.SUCCEEDED, RunState.CANCELLED)
-            or (change.state.is_terminal and not alerts_owner(change.state, port.options))
-        ) and not (leased.job.has_dependents and change.state.is_terminal)
-        finishes.append(Finish(leased.hold, change, leased.delivery.receipt if ack_now else None, leased.run))
-        records.append(record)
-
-    runs = port.complete(finishes)
-    if port.gate is not None:  # a finished attempt (retrying included) no longer runs: its slot goes
-        gate = port.gate
-        owners = {run.owner for run in runs if run is not None}
-        holding = {owner for owner in owners if gate.holds_slots(owner)}
-        for item, run in zip(done, runs, strict=True):
-            if run is not None and run.owner in holding:
-                gate.release(run.owner, item.leased.run.run_id)
-    outcomes: list[Outcome] = []
-    waits = Waits(now, port.options)
-    drops: list[str] = []
-    for item, finish, record, run in zip(done, finishes, records, runs, strict=True):
-        leased = item.leased
-        if run is None:
-            logger.warning("run %s attempt %d: finish refused (lease lost)", leased.run.run_id, leased.run.attempt)
-            if record is not None:
-                log_on_cancelled_run(port.store, leased.run, record, now)
-            outcomes.append(Outcome.LEASE_LOST)
-        elif run.state is RunState.RETRYING:
-            assert run.next_attempt_at is not None
-            waits.add(leased.delivery, run.next_attempt_at, run.owner, parked_run=parked(run))
-            outcomes.append(Outcome.RETRYING)
-        else:
-            if finish.ack is None:
-                port.owed(leased.job, run, now)
-                drops.append(leased.delivery.receipt)
-            outcomes.append(_OUTCOME_OF[run.state])
-    waits.drop(drops)
-    waits.apply(port.queue)
-    return outcomes
-
-
-def beat(port: Port, attempts: Sequence[Leased]) -> list[bool]:
-    """Extend the lease of every attempt (and its message's visibility) by its lease length from now.
-
-    One flag per attempt: False if its lease was lost (the caller abandons it).
-    """
-    now = port.clock.now_ms()
-    alive = port.store.heartbeat_runs([Beat(a.hold, now + a.lease_ms) for a in attempts])
-    hides: defaultdict[int, list[str]] = defaultdict(list)
-    for attempt, ok in zip(attempts, alive, strict=True):
-        if ok:
-            hides[retry.visibility_s(attempt.lease_ms)].append(attempt.delivery.receipt)
-    for visibility, receipts in hides.items():
-        try:
-            port.queue.extend_many(receipts, visibility)
-        except Exception:  # a redelivery meanwhile is harmless: the other worker finds the run HELD
-            logger.warning("could not extend %d messages", len(receipts), exc_info=True)
-    return alive
-
-
-def drop_or_hide(port: Port, drops: Sequence[str], early: Sequence[Delivery]) -> None:
-    """Delete the messages ``drops``; let each of ``early`` (far too early) wait for its not_before
-    (hidden, or re-sent with a delay: ``punctual.execution.waits``)."""
-    waits = Waits(port.clock.now_ms(), port.options)
-    for delivery in early:
-        waits.add(delivery, delivery.not_before, delivery.extra.get("group"))
-    waits.drop(list(drops))
-    waits.apply(port.queue)
-
-
-def _cancel_orphan(port: Port, job_id: str, scheduled_at: int, now: int) -> Outcome:
-    """The job is gone: cancel the run if still open (CANCELLED), or LEASE_LOST if it kept changing."""
-    try:
-        run = port.store.get_run(job_id, scheduled_at)
-    except RunNotFound:
-        return Outcome.CANCELLED
-    if run.is_open and cancel_open_run(port.store, run, "job deleted", now, tries=3) is None:
-        return Outcome.LEASE_LOST
-    return Outcome.CANCELLED

@@ -1,17 +1,20 @@
 """What finishing an attempt writes on its run, the same for the per-message protocol
 (``punctual.execution.delivery``) and the batched worker (``punctual.execution.batch``): the
-verdict's :class:`~punctual.port.RunChange`, the attempt's log entry, and who is alerted."""
+verdict's :class:`~punctual.port.RunChange`, the attempt's log entry, who is alerted, and what a
+terminal run owes before its message may go (:func:`settle_owed`)."""
 
 from __future__ import annotations
 
 import contextlib
 
+from punctual.dependencies.release import release_dependents
 from punctual.errors import ConcurrentModification, RunNotFound
 from punctual.execution.options import ExecutionOptions
 from punctual.execution.targets import TargetResult
 from punctual.model import MAX_ERROR_CHARS, MAX_EXCERPT_CHARS, Attempt, AttemptOutcome, Job, Run, RunState, truncate
-from punctual.port import RunChange, Store
+from punctual.port import Alert, Queue, RunChange, Store
 from punctual.runs import retry
+from punctual.runs.alerts import Alerter, alert_once
 
 
 def attempt_change(
@@ -57,6 +60,19 @@ def log_on_cancelled_run(store: Store, run: Run, record: Attempt, now: int) -> N
         store.transition_run(current, change)
 
 
+def settle_owed(  # noqa: PLR0917 - what a settlement touches, then what it is about
+    store: Store, queue: Queue, alerter: Alerter, job: Job, run: Run, now: int, *, options: ExecutionOptions
+) -> None:
+    """What a terminal ``run`` owes before its message may go: the job's dependents released
+    (``punctual.dependencies.release``), and its owner alerted if the run died (or failed:
+    :func:`alerts_owner`), once per run whoever calls it. Both are idempotent, so a redelivery after
+    a crash in between simply does them again."""
+    release_dependents(store, queue, job, run, now, options=options.release)
+    if alerts_owner(run.state, options):
+        reason = run.note or f"run ended {run.state}"
+        alert_once(store, alerter, Alert(run.owner, run.run_id, run.job_id, now, reason))
+
+
 def alerts_owner(state: RunState, options: ExecutionOptions) -> bool:
     """A run that ended in ``state`` alerts its owner (dead, and failed unless turned off)."""
     return _alerts(state, options)
@@ -66,7 +82,7 @@ def attempt_record(  # noqa: PLR0917 - the fields of the record, in its order
     result: TargetResult, number: int, worker_id: str, started_at: int, finished_at: int, waited: str | None = None
 ) -> Attempt:
     """The log entry of one executed attempt (error and excerpt bounded); ``waited``: the tenant limit
-    its start waited for (see ``punctual.execution.delivery.waited_before``)."""
+    its start waited for (see ``punctual.execution.leasing.waited_before``)."""
     if result.ok:
         outcome = AttemptOutcome.SUCCEEDED
     else:

@@ -37,7 +37,6 @@ and response excerpt): the run's log.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import threading
 import time
@@ -47,31 +46,28 @@ from dataclasses import dataclass
 from punctual import ids, rules
 from punctual import metrics as m
 from punctual.clock import Clock
-from punctual.dependencies.release import release_dependents
-from punctual.errors import ConcurrentModification, InvalidId, LeaseLost, RunNotFound
-from punctual.execution.changes import (
-    alerts_owner,
-    attempt_change,
-    attempt_record,
-    bounded_note,
-    bury_change,
-    log_on_cancelled_run,
+from punctual.errors import InvalidId, LeaseLost
+from punctual.execution.changes import attempt_change, attempt_record, bury_change, log_on_cancelled_run, settle_owed
+from punctual.execution.leasing import (
+    cancel_orphan,
+    hidden_until,
+    lease_length_ms,
+    visibility_short,
+    wait_for_limits,
+    waited_before,
+    withdrawal_of,
 )
 from punctual.execution.options import ExecutionOptions, Outcome
 from punctual.execution.targets import TargetExecutor, TargetResult, failed, timed_out
 from punctual.execution.waits import parked, wait_one
-from punctual.model import Attempt, Job, JobStatus, Run, RunState, Withdrawal
-from punctual.port import Alert, Delivery, Dispatch, LeaseOutcome, LeaseResult, Queue, RunChange, Store
-from punctual.resources import MAX_DELAY_S
+from punctual.model import Attempt, Job, Run
+from punctual.port import Delivery, LeaseOutcome, LeaseResult, Queue, RunChange, Store
 from punctual.runs import retry
-from punctual.runs.alerts import Alerter, LogAlerter, alert_once
-from punctual.runs.cancel import cancel_open_run, live_job
-from punctual.scheduling.instants import still_planned
-from punctual.tenancy.admission import Admission, Gate, waited_for, waiting_note
+from punctual.runs.alerts import Alerter, LogAlerter
+from punctual.runs.cancel import live_job
+from punctual.tenancy.admission import Gate
 
 logger = logging.getLogger(__name__)
-
-VISIBILITY_SLACK_MS = 1_000  # between the receive and the lease, beyond the early arrival
 
 
 def process_delivery(
@@ -118,7 +114,10 @@ def process_delivery(
 
     job = live_job(store, job_id)
     if job is None:
-        return _cancel_orphan(ctx, job_id, scheduled_at)
+        outcome = cancel_orphan(store, job_id, scheduled_at, clock.now_ms())
+        if outcome is Outcome.CANCELLED:
+            ctx.drop()
+        return outcome
 
     now = clock.now_ms()
     admission = None
@@ -137,52 +136,6 @@ def process_delivery(
     if metrics is not None and lease.run.attempt == 1:  # a retry starts at its backoff, not its instant
         metrics.observe(m.START_LATENESS_MS, max(0, now - scheduled_at))
     return _LeasedAttempt(ctx, job, lease.run, lease_ms, waited).execute(targets)
-
-
-def may_have_waited(delivery: Delivery, scheduled_at: int) -> bool:
-    """The message shows that its run may have waited for a limit: received before, or resent for
-    an instant after the run's (its turn). A fresh message of a jittered run looks the same."""
-    return delivery.receive_count > 1 or delivery.not_before > scheduled_at
-
-
-def waited_before(store: Store, delivery: Delivery, scheduled_at: int) -> str | None:
-    """The limit a run of a limited owner waited for before this lease (its note: the lease clears
-    it, the attempt's log entry keeps it as ``Attempt.waited``), or None.
-
-    Read only when the message shows a wait (received before, or resent for a later instant):
-    one read per start of a run that waited, none for owners without limits.
-    """
-    if not may_have_waited(delivery, scheduled_at):
-        return None
-    try:
-        job_id, _ = ids.parse_run_id(delivery.run_id)
-        return waited_for(store.get_run(job_id, scheduled_at).note)
-    except (InvalidId, RunNotFound):
-        return None
-
-
-def lease_length_ms(job: Job, options: ExecutionOptions) -> int:
-    """How long a worker holds a run: the job's timeout plus a margin to record the outcome."""
-    return (job.timeout_s + options.lease_margin_s) * 1000
-
-
-def withdrawal_of(job: Job, scheduled_at: int) -> Withdrawal | None:
-    """What the job, as read at the run's instant, says about the run: paused, or its schedule no
-    longer has this instant (``scheduling.instants``); None: nothing withdraws it. The lease
-    applies it to the run as stored (``rules.withdrawn``: first lease, triggers concerned)."""
-    if job.rescheduled_at is None and job.status is not JobStatus.PAUSED:  # the common case, first
-        return None
-    if job.status is JobStatus.PAUSED:
-        return Withdrawal.PAUSED
-    if not still_planned(job, scheduled_at):
-        return Withdrawal.OFF_SCHEDULE
-    return None
-
-
-def visibility_short(lease_ms: int, options: ExecutionOptions) -> bool:
-    """The message's visibility may end before a lease of ``lease_ms`` that begins now: it was
-    received up to ``max_early_ms`` before the instant (a pre-leased run), with ``visibility_s``."""
-    return lease_ms > options.visibility_s * 1000 - options.max_early_ms - VISIBILITY_SLACK_MS
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,72 +161,11 @@ class _Context:
         self.queue.delete(self.delivery.receipt)
 
     def settle(self, job: Job, run: Run, now: int) -> None:
-        """What a terminal run owes before its message may go: its dependents released, its owner
-        alerted (both idempotent, so a redelivery after a crash simply does them again)."""
-        release_dependents(self.store, self.queue, job, run, now, options=self.options.release)
-        self.alert_if_needed(run, now)
-
-    def alert_if_needed(self, run: Run, now: int) -> None:
-        """Alert the owner of a dead (or failed) run, once per run whoever calls it."""
-        if alerts_owner(run.state, self.options):
-            reason = run.note or f"run ended {run.state}"
-            alert_once(self.store, self.alerter, Alert(run.owner, run.run_id, run.job_id, now, reason))
+        """What a terminal run owes before its message may go (``changes.settle_owed``)."""
+        settle_owed(self.store, self.queue, self.alerter, job, run, now, options=self.options)
 
 
 # -- not leased ---------------------------------------------------------------------------------
-
-
-def _cancel_orphan(ctx: _Context, job_id: str, scheduled_at: int) -> Outcome:
-    """The job is gone: cancel the run if still open, and drop the message (unless we keep losing races)."""
-    try:
-        run = ctx.store.get_run(job_id, scheduled_at)
-    except RunNotFound:
-        ctx.drop()
-        return Outcome.CANCELLED
-    if run.is_open and cancel_open_run(ctx.store, run, "job deleted", ctx.clock.now_ms(), tries=3) is None:
-        return Outcome.LEASE_LOST  # kept changing under us: leave the message for a later delivery
-    ctx.drop()
-    return Outcome.CANCELLED
-
-
-def wait_for_limits(
-    store: Store, queue: Queue, clock: Clock, delivery: Delivery, admission: Admission, *, options: ExecutionOptions
-) -> Outcome:
-    """The run's owner is at a limit: the run waits until ``admission.retry_at`` without using an attempt.
-
-    The wait is written on the run (its note, and a deadline past the next try so the reaper does
-    not resend it) when the note is new or the deadline would pass first: one write when a run
-    starts waiting, then about one per ``throttle_grace_ms`` of waiting.
-
-    A run waiting for its turn of ``max_runs_per_minute`` (``admission.turn``) is resent with its
-    turn as ``not_before``, due a second early at most (whole-second delays), and the worker that
-    receives it holds it until that instant by its own clock, as it does any run's instant: a
-    hidden message would come back up to a second late, and be judged by another worker's clock.
-    Any other wait hides the message, unless it was received ``requeue_after_receives`` times: it is
-    then resent fresh too, since the dead-letter redrive counts receives and waiting must never
-    dead-letter a run. A wait longer than ``hold_max_ms`` is resent as well: a hidden message is in
-    flight, and a queue holds only so many (``punctual.execution.waits``).
-    """
-    job_id, scheduled_at = ids.parse_run_id(delivery.run_id)
-    now = clock.now_ms()
-    retry_at = admission.retry_at or now + 1000
-    note = bounded_note(waiting_note(admission.reason))
-    with contextlib.suppress(RunNotFound, ConcurrentModification):
-        run = store.get_run(job_id, scheduled_at)
-        if run.state in (RunState.SCHEDULED, RunState.RETRYING) and (
-            run.note != note or run.deadline_at < retry_at + 1000
-        ):
-            deadline = max(run.deadline_at, retry_at + options.throttle_grace_ms)
-            store.transition_run(run, RunChange(run.state, now, deadline, note=note, clear_lease=False))
-    fresh = admission.turn or delivery.receive_count >= options.requeue_after_receives
-    if fresh or retry_at - now > options.hold_max_ms:  # a long wait is not held in flight (execution.waits)
-        delay_s = min(max(0, (retry_at - now) // 1000), MAX_DELAY_S)  # never late: the worker waits the rest
-        not_before = max(delivery.not_before, retry_at)
-        queue.send([Dispatch(delivery.run_id, not_before, delay_s, group=admission.owner)])
-        queue.delete(delivery.receipt)
-    else:
-        queue.extend(delivery.receipt, retry.visibility_s(retry_at - now))
-    return Outcome.THROTTLED
 
 
 def _not_leased(ctx: _Context, job: Job, lease: LeaseResult) -> Outcome:
@@ -289,16 +181,6 @@ def _not_leased(ctx: _Context, job: Job, lease: LeaseResult) -> Outcome:
         ctx.settle(job, lease.run, ctx.clock.now_ms())
     ctx.drop()
     return Outcome.DUPLICATE
-
-
-def hidden_until(lease: LeaseResult, now: int, options: ExecutionOptions) -> int:
-    """When a message that could not lease its run should come back."""
-    run = lease.run
-    if lease.outcome is LeaseOutcome.HELD and run is not None and run.lease_expires_at is not None:
-        return run.lease_expires_at + 1000  # a lease qualifies for takeover only once expired
-    if lease.outcome is LeaseOutcome.NOT_READY and run is not None and run.next_attempt_at is not None:
-        return run.next_attempt_at
-    return now + options.visibility_s * 1000
 
 
 # -- one leased attempt -----------------------------------------------------------------------------

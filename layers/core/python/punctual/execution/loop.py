@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from punctual import ids
-from punctual.execution import batch
+from punctual.execution import batch, batch_finish
 from punctual.execution.options import ExecutionOptions, Outcome
 from punctual.execution.targets.aio import AsyncTargetExecutor, Calling, Cancellable, Prebuilding, Reply, in_task
 from punctual.model import Job, Run
@@ -64,13 +64,13 @@ class LoopState:
         # nothing takes this first (the others then wait on it, not on the queue)
         self.idle_poll = asyncio.Lock()
         # attempts done and not yet settled, and the settle loop's wake-up (a list: no queue per item)
-        self.done: list[tuple[batch.Done, asyncio.Future[Settled]]] = []
+        self.done: list[tuple[batch_finish.Done, asyncio.Future[Settled]]] = []
         self.settle = asyncio.Event()
         self.running: dict[int, Running] = {}
         # calls of reserved runs whose confirm is not back yet (execution.reserving), and those of
         # them already answered: settled once confirmed, dropped if the confirm was refused
         self.unconfirmed: set[str] = set()
-        self.parked: dict[str, tuple[batch.Done, asyncio.Future[Settled]]] = {}
+        self.parked: dict[str, tuple[batch_finish.Done, asyncio.Future[Settled]]] = {}
         self.tasks: set[asyncio.Task[None]] = set()  # strong references: the loop keeps only weak ones
 
 
@@ -146,7 +146,7 @@ async def beat_loop(state: LoopState, port: batch.Port, options: ExecutionOption
         if not due:
             continue
         try:
-            alive = await state.loop.run_in_executor(state.executor, batch.beat, port, [r.leased for r in due])
+            alive = await state.loop.run_in_executor(state.executor, batch_finish.beat, port, [r.leased for r in due])
         except Exception:  # a transient storage error: the lease margin absorbs a missed beat
             logger.exception("heartbeat of %d runs failed; trying again at the next tick", len(due))
             continue

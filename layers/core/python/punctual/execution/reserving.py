@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 from punctual import ids, rules
 from punctual.execution.batch import Holding, Leased, Port, hold
-from punctual.execution.delivery import lease_length_ms, withdrawal_of
+from punctual.execution.leasing import lease_length_ms, withdrawal_of
 from punctual.model import Job, JobStatus, Overlap, Run, RunState
 from punctual.port import Delivery, LeaseOutcome, LeaseRequest, Reservation
 

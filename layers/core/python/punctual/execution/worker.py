@@ -12,8 +12,8 @@ run where the targets can: ``AsyncTargets.call``), the unit of work a batch::
            cancels its call (the attempt is abandoned, as the threaded worker did)
 
 Blocking engine calls (every port method) run on a small thread pool, never on the loop; the
-batch steps themselves are ``punctual.execution.batch``. The rules are those of
-``punctual.execution.delivery``: a run is leased at its instant (so ``started_at`` is never before
+batch steps themselves are ``punctual.execution.batch`` and ``batch_finish``. The rules are those
+of ``punctual.execution.delivery`` (and ``leasing``): a run is leased at its instant (so ``started_at`` is never before
 ``scheduled_at``, and a pause, delete or replace that happened before the instant is honoured),
 its message is deleted only after its finish, and every step is safe to repeat.
 
@@ -39,7 +39,7 @@ from typing import Any, TypeVar
 from punctual import ids
 from punctual import metrics as m
 from punctual.clock import Clock
-from punctual.execution import batch
+from punctual.execution import batch, batch_finish
 from punctual.execution.holding import Holding
 from punctual.execution.loop import (
     LoopState,
@@ -236,7 +236,7 @@ class Worker(Holding):
             due.setdefault(delivery.not_before, []).append((delivery, future))
         if early:
             try:
-                await self._blocking(batch.drop_or_hide, self.port, drops, hides)
+                await self._blocking(batch_finish.drop_or_hide, self.port, drops, hides)
             except Exception as exc:
                 logger.exception("could not drop or hide %d messages", len(early))
                 early = [(future, exc) for future, _ in early]  # type: ignore[misc]
@@ -301,7 +301,7 @@ class Worker(Holding):
         if self.metrics is not None and run.attempt == 1:  # a retry starts at its backoff, not its instant
             self.metrics.observe(m.START_LATENESS_MS, max(0, started - run.scheduled_at))
         if not leased.may_execute:  # earlier attempts lost their workers and used up the retries
-            self._done(state, batch.Done(leased, None, started, started), future)
+            self._done(state, batch_finish.Done(leased, None, started, started), future)
             return None
         interval = max(leased.lease_ms / 3000, self.options.min_heartbeat_s)
         running = Running(leased, future, started, time.monotonic() + interval, interval)
@@ -324,9 +324,9 @@ class Worker(Holding):
                 logger.error("run %s: the target call raised", leased.run.run_id, exc_info=result)
             self._resolve(running.future, result)
         else:
-            self._done(state, batch.Done(leased, result, running.started, self.clock.now_ms()), running.future)
+            self._done(state, batch_finish.Done(leased, result, running.started, self.clock.now_ms()), running.future)
 
-    def _done(self, state: LoopState, done: batch.Done, future: asyncio.Future[Settled]) -> None:
+    def _done(self, state: LoopState, done: batch_finish.Done, future: asyncio.Future[Settled]) -> None:
         receipt = done.leased.delivery.receipt
         if receipt in state.unconfirmed:  # answered before its attempt was confirmed: settled after it
             state.parked[receipt] = (done, future)
@@ -345,7 +345,7 @@ class Worker(Holding):
                 items = pending[:limit]
                 del pending[:limit]
                 try:
-                    settle = partial(batch.settle, self.port, [done for done, _ in items])
+                    settle = partial(batch_finish.settle, self.port, [done for done, _ in items])
                     outcomes: list[Settled] = list(await state.loop.run_in_executor(state.executor, settle))
                 except Exception as exc:  # their leases expire and the runs are taken over
                     logger.exception("could not settle a batch of %d runs", len(items))

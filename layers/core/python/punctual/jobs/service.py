@@ -1,4 +1,5 @@
-"""The job service: what the API does to jobs, with no HTTP and no boto3 (runs: ``punctual.jobs.runs``).
+"""The job service: what the API does to jobs, with no HTTP and no boto3 (pause, resume and delete:
+``punctual.jobs.lifecycle``; runs: ``punctual.jobs.runs``).
 
 Every function acts for one ``owner`` and takes ``now`` (epoch ms). Another owner's job or run is
 reported as not found (never "forbidden"), so ids do not leak across tenants. Errors are the
@@ -12,14 +13,9 @@ Rules this module owns:
   conditional insert. When the id exists, the same spec returns the stored job (a replay) and a
   different spec is :class:`IdempotencyKeyReused`. The key names that job for as long as its
   record exists (deleted jobs included, until their retention ends).
-- Status changes follow ``JOB_TRANSITIONS``; asking for the status a job already has is a no-op
-  (retries of pause/resume/delete are safe), anything else the lifecycle refuses is
-  :class:`InvalidTransition`.
-- Resume does not run anything itself: it puts the job back in the due index at its first fire
-  time after its last run, and the scheduler's catch-up policy (``job.catchup``: latest, skip or
-  backfill; see ``punctual.scheduling.planning``) decides which of the times missed while paused run.
 - Writes are optimistic (``version``); a write that loses a race re-reads and re-applies, a few
-  times, then reports :class:`ConcurrentModification`.
+  times, then reports :class:`ConcurrentModification` (:func:`write_job`, which the lifecycle
+  shares).
 """
 
 from __future__ import annotations
@@ -36,18 +32,16 @@ from punctual.clock import from_datetime
 from punctual.dependencies import links
 from punctual.errors import (
     ConcurrentModification,
-    HasDependents,
     IdempotencyKeyReused,
     InvalidInput,
     InvalidTransition,
     JobAlreadyExists,
     JobNotFound,
     LimitExceeded,
-    RunNotFound,
 )
 from punctual.execution.targets.policy import TargetPolicy, check_target
 from punctual.jobs import checks, secrets, validation
-from punctual.model import JOB_TRANSITIONS, MAX_TIMEOUT_S, Job, JobSpec, JobStatus, RunState
+from punctual.model import MAX_TIMEOUT_S, Job, JobSpec, JobStatus
 from punctual.port import EdgeChange, EdgeReads, Keys, Page, Store
 from punctual.scheduling import cron as schedule
 
@@ -191,13 +185,13 @@ def update_job(
     if isinstance(changes.get("timeout_s"), int):
         checks.check_timeout(changes["timeout_s"], max_timeout_s)
     if "depends_on" not in changes:
-        return _write(store, owner, job_id, lambda job: _patched(job, changes, now, policy, keys))
+        return write_job(store, owner, job_id, lambda job: _patched(job, changes, now, policy, keys))
     ids.check_job_id(job_id)
 
     # The check of the new upstreams (existence, owner, cycles) and the write are one decision, which
     # also moves the reverse edges (punctual.dependencies.links).
     def patched(reads: EdgeReads) -> EdgeChange:
-        before = _owned(reads, owner, job_id)
+        before = owned_job(reads, owner, job_id)
         job = _patched(before, changes, now, policy, keys)
         named_before = [] if before.depends_on is None else before.depends_on.jobs
         if job.depends_on is not None:
@@ -207,100 +201,6 @@ def update_job(
     stored = links.decide(store, owner, patched)
     assert stored is not None  # patched always writes
     return stored
-
-
-def pause_job(store: Store, owner: str, job_id: str, now: int) -> Job:
-    """Take an active job out of the due index (paused → no-op). Other states: InvalidTransition.
-
-    A one-time job reads completed from the moment the scheduler claims its run (up to the
-    lookahead before its instant): while that run has not begun, it can still be paused, and the
-    run is then withdrawn at its instant, never called (docs/execution.md, the run contract).
-    """
-
-    def paused(job: Job) -> Job | None:
-        if job.status is JobStatus.COMPLETED and _claimed_run_pending(store, job):
-            return job.model_copy(update={"status": JobStatus.PAUSED, "next_run_at": None, "updated_at": now})
-        return _moved(job, JobStatus.PAUSED, now, next_run_at=None)
-
-    return _write(store, owner, job_id, paused)
-
-
-def resume_job(store: Store, owner: str, job_id: str, now: int) -> Job:
-    """Put a paused job back in the due index (active → no-op). Other states: InvalidTransition.
-
-    ``next_run_at`` becomes the first fire time after the job's last run (a one-time job: its
-    ``run_at``), so times missed while paused are due at once and the scheduler applies the job's
-    catch-up policy to them; with nothing missed, it is simply the next fire time.
-    """
-
-    def resumed(job: Job) -> Job | None:
-        if job.status is JobStatus.COMPLETED:  # the lifecycle allows it, but only through a new run_at
-            raise InvalidTransition(
-                f"job {job.id} is completed; give it a new run_at (PATCH) to run it again", field="status"
-            )
-        if job.status is JobStatus.PAUSED and job.run_at is not None and job.last_run_at is not None:
-            return _resumed_after_claim(store, job, now)
-        return _moved(job, JobStatus.ACTIVE, now, _resume_at(job))
-
-    return _write(store, owner, job_id, resumed)
-
-
-def _claimed_run_pending(store: Store, job: Job) -> bool:
-    """A one-time job's run was claimed (``last_run_at``) and has not begun: scheduled, never leased."""
-    if job.run_at is None or job.last_run_at is None:
-        return False
-    try:
-        run = store.get_run(job.id, job.last_run_at)
-    except RunNotFound:
-        return False
-    return run.state is RunState.SCHEDULED and run.attempt == 0
-
-
-def _resumed_after_claim(store: Store, job: Job, now: int) -> Job:
-    """A one-time job paused after its run was claimed, resumed: if that run is still to come, the
-    job is completed again and the run goes ahead at its instant; if the pause withdrew it (cancelled,
-    never called), the job gets its run now; if it began meanwhile, the job is completed."""
-    completed = job.model_copy(update={"status": JobStatus.COMPLETED, "next_run_at": None, "updated_at": now})
-    if _claimed_run_pending(store, job):
-        return completed
-    assert job.last_run_at is not None
-    try:
-        run = store.get_run(job.id, job.last_run_at)
-    except RunNotFound:
-        run = None
-    if run is not None and run.state is RunState.CANCELLED and run.attempt == 0:  # withdrawn: run it now
-        # (its only run is settled, so no earlier schedule is left for the instant check to judge)
-        update = {"status": JobStatus.ACTIVE, "next_run_at": now, "updated_at": now, "rescheduled_at": None}
-        return job.model_copy(update=update)
-    return completed
-
-
-def delete_job(store: Store, owner: str, job_id: str, now: int, *, force: bool = False) -> Job:
-    """Soft-delete: status deleted, out of the due index; the engine expires it after the retention
-    (the aws engine sets the jobs table's TTL on deleted jobs).
-
-    The job and its runs stay readable until then. Deleting a deleted job is a no-op. A job that
-    other (not deleted) jobs depend on is :class:`HasDependents` unless ``force``: then its
-    dependents stay valid and wait. A deleted dependent's reverse edges are removed with it.
-    Raises :class:`JobNotFound`, :class:`HasDependents`, :class:`ConcurrentModification`.
-    """
-    ids.check_job_id(job_id)
-    read: list[Job] = []
-
-    # The check for live dependents and the delete are one decision: a dependent created meanwhile
-    # bumps this job's version, which the delete is conditioned on (punctual.dependencies.links).
-    def deleted(reads: EdgeReads) -> EdgeChange | None:
-        job = _owned(reads, owner, job_id)
-        read.append(job)
-        moved = _moved(job, JobStatus.DELETED, now, next_run_at=None)
-        if moved is None:
-            return None
-        if not force and job.has_dependents:
-            _refuse_if_depended_on(reads, job_id)
-        return links.change_of(moved, job.version, [] if job.depends_on is None else job.depends_on.jobs)
-
-    stored = links.decide(store, owner, deleted)
-    return read[-1] if stored is None else stored
 
 
 # -- scheduling rules -----------------------------------------------------------------------------
@@ -321,23 +221,15 @@ def first_run_at(spec: JobSpec, now: int) -> int | None:
     return at
 
 
-def _resume_at(job: Job) -> int | None:
-    if job.depends_on is not None:
-        return None  # releases dropped while paused are not backfilled (punctual.dependencies.release)
-    if job.schedule is None:
-        assert job.run_at is not None
-        return from_datetime(job.run_at)  # late or not, a one-time job still gets its run
-    anchor = job.last_run_at if job.last_run_at is not None else job.created_at
-    return schedule.next_fire(job.schedule, job.timezone, anchor)
-
-
 # -- writes -----------------------------------------------------------------------------------------
 
 
-def _write(store: Store, owner: str, job_id: str, change: Callable[[Job], Job | None]) -> Job:
-    """Read the job, apply ``change`` (None: nothing to write), write it conditionally on its version.
+def write_job(store: Store, owner: str, job_id: str, change: Callable[[Job], Job | None]) -> Job:
+    """Read the owner's job, apply ``change`` (None: nothing to write), write it conditionally on its
+    version, and return the job as stored.
 
-    ``change`` runs again on a fresh read when the write loses a race.
+    ``change`` runs again on a fresh read when the write loses a race. Raises what :func:`get_job`
+    and ``change`` raise, and :class:`ConcurrentModification` after ``WRITE_ATTEMPTS`` lost races.
     """
     for attempt in range(WRITE_ATTEMPTS):
         job = get_job(store, owner, job_id)
@@ -350,15 +242,6 @@ def _write(store: Store, owner: str, job_id: str, change: Callable[[Job], Job | 
             if attempt == WRITE_ATTEMPTS - 1:
                 raise
     raise AssertionError("unreachable")  # pragma: no cover
-
-
-def _moved(job: Job, status: JobStatus, now: int, next_run_at: int | None) -> Job | None:
-    """``job`` in ``status`` (None if it already is), or InvalidTransition."""
-    if job.status is status:
-        return None
-    if status not in JOB_TRANSITIONS[job.status]:
-        raise InvalidTransition(f"job {job.id} is {job.status}; it cannot become {status}", field="status")
-    return job.model_copy(update={"status": status, "next_run_at": next_run_at, "updated_at": now})
 
 
 def _refuse_if_deleted(job: Job) -> None:
@@ -399,23 +282,13 @@ def _rescheduled(job: Job, spec: JobSpec, now: int) -> dict[str, Any]:
 # -- helpers ----------------------------------------------------------------------------------------
 
 
-def _owned(reads: EdgeReads, owner: str, job_id: str) -> Job:
-    """The owner's job as a decision reads it (its version is the decision's write condition)."""
+def owned_job(reads: EdgeReads, owner: str, job_id: str) -> Job:
+    """The owner's job as a decision reads it (its version is the decision's write condition).
+    Raises :class:`JobNotFound` (absent, or someone else's)."""
     job = reads.get_jobs([job_id]).get(job_id)
     if job is None or job.owner != owner:
         raise JobNotFound(f"no job {job_id}", field="job_id")
     return job
-
-
-def _refuse_if_depended_on(reads: EdgeReads, job_id: str) -> None:
-    dependents = links.live_dependents(reads, job_id)
-    if dependents:
-        names = ", ".join(d.id for d in dependents[:5]) + (" ..." if len(dependents) > 5 else "")
-        raise HasDependents(
-            f"{len(dependents)} job(s) depend on {job_id} ({names}); delete them first, or delete with force=true",
-            field="job_id",
-            details=[{"field": "depends_on", "message": d.id} for d in dependents],
-        )
 
 
 def _find_job(store: Store, job_id: str) -> Job | None:

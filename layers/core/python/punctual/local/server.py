@@ -28,8 +28,9 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from punctual.api import errors
-from punctual.api.app import Services, handle
+from punctual.api.app import handle
 from punctual.api.auth import ApiKeys
+from punctual.api.caller import Services
 from punctual.console import web as console
 from punctual.errors import ConfigError
 
@@ -61,7 +62,11 @@ class BackgroundServer:
         """Bind, serve in a thread, and wait until it is up. Returns the base URL."""
         sock = _listen(self.host, self._requested_port)
         self.port = sock.getsockname()[1]
-        config = uvicorn.Config(self._app, log_config=None, log_level="warning", access_log=False, lifespan="off")
+        # h11 named: uvicorn's "auto" would take httptools (installed for the wire client's answers,
+        # issue 28) and change how the API parses requests, which nobody measured or asked for
+        config = uvicorn.Config(
+            self._app, http="h11", log_config=None, log_level="warning", access_log=False, lifespan="off"
+        )
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(
             target=self._server.run, kwargs={"sockets": [sock]}, name="punctual-api", daemon=True

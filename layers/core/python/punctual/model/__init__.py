@@ -1,7 +1,7 @@
 """The domain: what a user submits (JobSpec), what is stored (Job, Run), and their lifecycles.
 
 Times inside the domain are integer epoch milliseconds (UTC); the API turns them into ISO 8601.
-Bounds on every field are part of the contract and documented in ``docs/decisions.md``.
+Bounds on every field are part of the contract and documented in ``docs/decisions/0004``.
 
 A kernel split by subject: ``bounds`` (field limits), ``times`` (RFC 3339 at the edges),
 ``states`` (statuses, run states, transitions, policy enums), ``targets`` (where runs go),

@@ -1,5 +1,5 @@
 """Bounds on every field a user submits or a run records (part of the contract, documented in
-``docs/decisions.md``), and the strictness every submitted model shares."""
+``docs/decisions/0004``), and the strictness every submitted model shares."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ MAX_SECRET_CHARS = 4096  # a secret header's value as sent (stored sealed, which
 # The whole spec as compact JSON. Every claim rewrites the job's item, and DynamoDB charges a write
 # by the item's size (1 unit per KB): a job under 1 KB claims for 3 units (1 + 2 for the due index
 # key), this bound caps the worst claim at 2 + 11 (the item adds its state to the spec) where 20
-# headers of 4 KiB made it ~93 (docs/decisions.md, "issue 10: job size").
+# headers of 4 KiB made it ~93 (docs/decisions/0053).
 MAX_JOB_BYTES = 10 * 1024
 MAX_ERROR_CHARS = 1_000  # one attempt's error text
 MAX_EXCERPT_CHARS = 512  # one attempt's response excerpt

@@ -29,10 +29,11 @@ from punctual.model.bounds import (
     MAX_UPSTREAMS,
     STRICT,
 )
+from punctual.model.cron_syntax import validate_cron
 from punctual.model.states import Catchup, DependencyWhen, JobStatus, Overlap
 from punctual.model.stored import is_stored
 from punctual.model.targets import Target
-from punctual.model.times import Rfc3339
+from punctual.model.times import Rfc3339, validate_timezone
 
 
 def _whole(value: Any, info: ValidationInfo) -> Any:
@@ -101,15 +102,13 @@ class JobSpec(BaseModel):
     catchup: Catchup = Catchup.LATEST
     max_backfill: Annotated[int, Field(strict=True, ge=1, le=MAX_BACKFILL), WHOLE] = 10
 
-    # The schedule module raises domain errors; as ValueErrors they become pydantic errors located
+    # The cron and time-zone checks raise domain errors; as ValueErrors they become pydantic errors located
     # at their field, so one response names every bad field at once.
     @field_validator("schedule")
     @classmethod
     def _valid_cron(cls, value: str | None, info: ValidationInfo) -> str | None:
         if is_stored(info):
             return value
-        from punctual.scheduling.cron import validate_cron
-
         try:
             return None if value is None else validate_cron(value)
         except InvalidInput as exc:
@@ -120,8 +119,6 @@ class JobSpec(BaseModel):
     def _valid_timezone(cls, value: str, info: ValidationInfo) -> str:
         if is_stored(info):
             return value
-        from punctual.scheduling.cron import validate_timezone
-
         try:
             return validate_timezone(value)
         except InvalidInput as exc:

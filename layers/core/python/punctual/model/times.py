@@ -1,4 +1,5 @@
-"""Times as the API accepts them: RFC 3339 text with a UTC offset, never a number.
+"""Times as the API accepts them: RFC 3339 text with a UTC offset, never a number; and time zones,
+by their IANA names only.
 
 Inside the domain, times are integer epoch milliseconds (UTC); these types are for the edges.
 """
@@ -6,13 +7,17 @@ Inside the domain, times are integer epoch milliseconds (UTC); these types are f
 from __future__ import annotations
 
 import re
-from datetime import datetime
+from datetime import UTC, datetime, tzinfo
+from functools import cache
 from typing import Annotated, Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from pydantic import AwareDatetime, BeforeValidator, ValidationInfo
 
+from punctual.errors import InvalidTimezone
 from punctual.model.stored import is_stored
 
+_UTC_NAMES = frozenset({"UTC", "Etc/UTC"})
 _RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$")
 
 
@@ -31,3 +36,30 @@ def _rfc3339_only(value: Any, info: ValidationInfo) -> Any:
 # A datetime from Python code, or RFC 3339 text from a request (never a number).
 Rfc3339 = Annotated[datetime, BeforeValidator(_rfc3339_only)]
 AwareRfc3339 = Annotated[AwareDatetime, BeforeValidator(_rfc3339_only)]
+
+
+def validate_timezone(name: str) -> str:
+    """Return ``name`` if it is an IANA time zone, else raise InvalidTimezone.
+
+    Only names of the IANA database count: host-dependent files that zoneinfo would also load
+    (``localtime``, ``posixrules``, ``Factory``) mean different things on different machines.
+    """
+    if name != "UTC" and name not in _iana_names():
+        raise InvalidTimezone(f"unknown time zone {name!r} (use an IANA name such as 'Europe/Berlin')")
+    zone(name)
+    return name
+
+
+def zone(name: str) -> tzinfo:
+    """The time zone ``name`` names (UTC itself for UTC). Raises InvalidTimezone."""
+    if name in _UTC_NAMES:
+        return UTC
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError, OSError):  # "../x", "America", too long
+        raise InvalidTimezone(f"unknown time zone {name!r}") from None
+
+
+@cache
+def _iana_names() -> frozenset[str]:
+    return frozenset(available_timezones()) - {"localtime", "posixrules", "Factory"}

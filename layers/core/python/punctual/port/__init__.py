@@ -14,7 +14,8 @@ Rules every engine keeps:
 
 The port is split by role: ``records`` (the values that cross it), ``store``, ``edges`` (one
 decision about the dependency graph), ``queue`` and ``engine``. Import the names from
-``punctual.port``: this module re-exports them all.
+``punctual.port``: this module re-exports them all (but ``stats``, the figures of
+``Store.run_stats`` and the arithmetic that fills them, which is imported as a module).
 """
 
 from __future__ import annotations

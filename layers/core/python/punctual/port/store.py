@@ -29,7 +29,7 @@ from punctual.port.records import (
     SlotOutcome,
     Tenant,
 )
-from punctual.runs.stats import RunStats
+from punctual.port.stats import RunStats
 
 
 class Store(ABC):
@@ -97,7 +97,7 @@ class Store(ABC):
 
         Writes ``job`` with ``version = expected_version + 1`` and ``updated_at`` as given, and
         puts it in or takes it out of the due index to match its status (pause, resume and delete
-        are updates of the status; see ``punctual.jobs.service``). Returns the stored job.
+        are updates of the status; see ``punctual.jobs.lifecycle``). Returns the stored job.
         Raises :class:`ConcurrentModification` on a version mismatch, :class:`JobNotFound` if absent.
         """
 
@@ -137,7 +137,6 @@ class Store(ABC):
     def list_runs(self, job_id: str, query: RunQuery) -> Page[Run]:
         """The job's runs matching ``query``, newest scheduled_at first. Raises :class:`InvalidCursor`."""
 
-    @abstractmethod
     def lease_run(
         self,
         job_id: str,
@@ -165,6 +164,12 @@ class Store(ABC):
         schedule lost the instant): where ``rules.withdrawn`` applies to the run as stored (its
         first lease), the run ends cancelled instead (SKIPPED), never leased.
         """
+        return self.lease_one(LeaseRequest(job_id, scheduled_at, lease_ms, overlap, withdrawn), worker_id, now)
+
+    @abstractmethod
+    def lease_one(self, request: LeaseRequest, worker_id: str, now: int) -> LeaseResult:
+        """:meth:`lease_run` of one :class:`LeaseRequest` (what an engine implements; callers use
+        :meth:`lease_run`, or :meth:`lease_runs` for a batch)."""
 
     @abstractmethod
     def heartbeat_run(self, job_id: str, scheduled_at: int, worker_id: str, attempt: int, lease_expires_at: int) -> Run:
@@ -239,7 +244,7 @@ class Store(ABC):
     @abstractmethod
     def run_stats(self, owner: str, since: int, until: int) -> RunStats | None:
         """The owner's runs that turned terminal in ``[since, until)`` (minute-aligned epoch ms),
-        aggregated as :mod:`punctual.runs.stats` defines: counts per minute and terminal state, and
+        aggregated as :mod:`punctual.port.stats` defines: counts per minute and terminal state, and
         the start-lateness histogram. Computed by the engine without reading the runs one by one.
 
         None when the deployment keeps no run figures (the aws engine with

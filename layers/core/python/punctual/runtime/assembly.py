@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from punctual.api.app import Services
+from punctual.api.caller import Services
 from punctual.clock import Clock, SkewCorrectedClock, SystemClock
 from punctual.config import Settings
 from punctual.dependencies.release import ReleaseOptions

@@ -4,7 +4,7 @@
 leases, requests, futures) and holds thousands of runs in flight. With CPython's default
 thresholds (700, 10, 10) the collector ran ~1,500 young and a dozen full collections per 20,000
 runs, each full one walking every live object: measured in-process, 79 µs of a worker's CPU per
-run, a quarter of it (docs/decisions.md, issue 9). Our objects form few reference cycles (they
+run, a quarter of it (docs/decisions/0105). Our objects form few reference cycles (they
 are freed by reference counting), so collections are made rare instead:
 
 - ``gc.freeze()`` after start-up moves the imported modules, classes and settings out of the

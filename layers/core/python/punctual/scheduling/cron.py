@@ -1,4 +1,5 @@
-"""Cron schedules: validation and fire-time computation in a job's time zone.
+"""Cron schedules: fire-time computation in a job's time zone (the syntax is checked by
+``punctual.model.cron_syntax``, with which the model validates ``JobSpec.schedule``).
 
 Times are integer epoch milliseconds (UTC). Every function is pure: no I/O, no clock.
 
@@ -8,7 +9,7 @@ The contract:
   lists ``a,b``, ranges ``a-b`` (a range may wrap, e.g. ``FRI-MON``), steps ``*/n``, ``a-b/n``
   and ``a/n``, month names JAN-DEC and day names SUN-SAT (day-of-week 7 is Sunday), plus the
   macros @yearly @annually @monthly @weekly @daily @midnight @hourly, plus the day specials
-  of Quartz and EventBridge (see ``cron_days``): ``L``, ``LW`` and ``nW`` in day-of-month,
+  of Quartz and EventBridge (see ``model.cron_days``): ``L``, ``LW`` and ``nW`` in day-of-month,
   ``dL`` (``5L``: the last Friday) and ``d#k`` (``1#2``: the second Monday) in day-of-week,
   alone or in lists (``1,L``), never in ranges or steps. croniter parses the plain items; its
   other extensions (seconds/year fields, ``?``, ``H``, ``L-n``) and @reboot are rejected.
@@ -38,40 +39,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta, tzinfo
-from functools import cache, lru_cache
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
+from functools import lru_cache
 
-from punctual.errors import InvalidTimezone
-from punctual.scheduling.cron_days import DaySpecial, special_days, weekday
-from punctual.scheduling.cron_syntax import expand
+from punctual.model.cron_days import DaySpecial, special_days, weekday
+from punctual.model.cron_syntax import expand
+from punctual.model.times import zone
 
 SEARCH_YEARS = 10  # the rarest schedules fire at most 8 years apart (Feb 29: 2096 -> 2104)
 _MONTH_DAYS = (0, 31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
 _EPOCH_ORDINAL = date(1970, 1, 1).toordinal()
-_UTC_NAMES = frozenset({"UTC", "Etc/UTC"})
 _Wall = tuple[int, int, int, int, int]  # a local wall-clock minute: year, month, day, hour, minute
-
-
-def validate_timezone(name: str) -> str:
-    """Return ``name`` if it is an IANA time zone, else raise InvalidTimezone.
-
-    Only names of the IANA database count: host-dependent files that zoneinfo would also load
-    (``localtime``, ``posixrules``, ``Factory``) mean different things on different machines.
-    """
-    if name != "UTC" and name not in _iana_names():
-        raise InvalidTimezone(f"unknown time zone {name!r} (use an IANA name such as 'Europe/Berlin')")
-    _zone(name)
-    return name
-
-
-@cache
-def _iana_names() -> frozenset[str]:
-    return frozenset(available_timezones()) - {"localtime", "posixrules", "Factory"}
-
-
-def validate_cron(expr: str) -> str:
-    """Return the expression with whitespace collapsed, or raise InvalidSchedule."""
-    return expand(expr).normalized
 
 
 def next_fire(cron: str, tz: str, after_ms: int) -> int:
@@ -90,18 +67,6 @@ def fire_times(cron: str, tz: str, after_ms: int, until_ms: int, limit: int) -> 
     while len(out) < limit and (t := sched.next_after(t)) <= until_ms:
         out.append(t)
     return out
-
-
-# -- parsing ----------------------------------------------------------------------------------
-
-
-def _zone(name: str) -> tzinfo:
-    if name in _UTC_NAMES:
-        return UTC
-    try:
-        return ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError, OSError):  # "../x", "America", too long
-        raise InvalidTimezone(f"unknown time zone {name!r}") from None
 
 
 # -- compiled schedules -----------------------------------------------------------------------
@@ -142,15 +107,15 @@ def _month_days(y: int, mo: int) -> int:
 
 @lru_cache(maxsize=16384)  # ~0.2 ms to build (mostly croniter); entries share their tables
 def _compile(cron: str, tz: str) -> _Schedule:
-    zone = _zone(tz)
+    local = zone(tz)
     exp = expand(cron)
     minutes, hours, days, months, weekdays = exp.sets
     (nmin, pmin), (nhour, phour) = _tables(minutes, 60), _tables(hours, 24)
     (ndom, pdom), (nmon, pmon) = _tables(days, 32), _tables(months, 13)
     never = 99  # a day distance past any month: "no weekday value", when only specials remain
     return _Schedule(
-        tz=zone,
-        utc=zone is UTC,
+        tz=local,
+        utc=local is UTC,
         interval=exp.interval,
         nmin=nmin,
         pmin=pmin,

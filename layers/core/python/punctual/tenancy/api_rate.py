@@ -6,7 +6,7 @@ holds R tokens and refills at R per second). A request finding the bucket empty 
 
 The buckets live in memory: exact for the local server (one process), per execution environment
 on Lambda, where API Gateway's per-client throttling is the deployment-wide bound (see
-docs/decisions.md). Owners without a limit get no bucket.
+docs/decisions/0081). Owners without a limit get no bucket.
 """
 
 from __future__ import annotations

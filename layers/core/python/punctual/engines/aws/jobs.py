@@ -69,7 +69,7 @@ class DynamoJobs:
 
         The index projects only ``status`` (for the filter): a claim rewrites next_run_at,
         last_run_at and version on every run, and projecting those would add an index write
-        to every claim (docs/decisions.md, "Write budget").
+        to every claim (docs/decisions/0007).
         """
         keys = [{"job_id": item["job_id"]} for item in index_items]
         by_id = {item["job_id"]["S"]: item for item in self._tables.batch_get(self.jobs_table, keys, complete=True)}

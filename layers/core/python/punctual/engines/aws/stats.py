@@ -9,7 +9,7 @@ every run), so the engine keeps the figures as it goes: when a run turns termina
 
 The sharding spreads one owner's busy minute over ``STATS_SHARDS`` items (each item takes at
 most 1,000 writes/s). Reading a window is ``minutes x STATS_SHARDS`` keys by BatchGetItem (60
-minutes: 5 requests). Price: one more write unit per run (see docs/decisions.md, issue 13); a
+minutes: 5 requests). Price: one more write unit per run (see docs/decisions/0049); a
 deployment may drop the counters (``Settings.stats_counters``, ``-c stats_counters=false``): the
 store then never calls :func:`tally` and answers ``run_stats`` with None (issue 14).
 
@@ -29,7 +29,7 @@ from botocore.exceptions import ClientError
 from punctual import ids
 from punctual.engines.aws.items import Item, Key, n, s
 from punctual.model import Run, RunState
-from punctual.runs import stats as rs
+from punctual.port import stats as rs
 
 logger = logging.getLogger("punctual.stats")
 

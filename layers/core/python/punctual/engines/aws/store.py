@@ -33,6 +33,7 @@ from punctual.engines.aws import updates as u
 from punctual.engines.aws.deadlines import SWEEP_PAGES, DeadlineReads
 from punctual.engines.aws.edges import DynamoEdges
 from punctual.engines.aws.items import n, s
+from punctual.engines.aws.reservations import DynamoReservations
 from punctual.engines.aws.shards import DynamoShards
 from punctual.engines.aws.tables import Tables, Written
 from punctual.engines.aws.tenants import DynamoTenants
@@ -52,12 +53,11 @@ from punctual.port import (
     LeaseRequest,
     LeaseResult,
     Page,
-    Reservation,
     RunChange,
     RunQuery,
     Store,
 )
-from punctual.runs.stats import RunStats
+from punctual.port.stats import RunStats
 
 logger = logging.getLogger(__name__)
 
@@ -66,7 +66,7 @@ _LEASE_ROUNDS = 4  # fresh lease / takeover attempts before conceding that other
 _MAX_QUERY_LIMIT = 1000
 
 
-class DynamoStore(DynamoEdges, DeadlineReads, DynamoShards, DynamoTenants, Store):
+class DynamoStore(DynamoEdges, DynamoReservations, DeadlineReads, DynamoShards, DynamoTenants, Store):
     """Jobs, runs, shard leases and alerts in three DynamoDB tables (see ``punctual.resources``)."""
 
     def __init__(
@@ -194,17 +194,7 @@ class DynamoStore(DynamoEdges, DeadlineReads, DynamoShards, DynamoTenants, Store
             next_cursor = ids.encode_cursor("runs", {"j": job_id, "s": int(after["scheduled_at"]["N"])})
         return Page([it.item_to_run(item) for item in found], next_cursor)
 
-    def lease_run(
-        self,
-        job_id: str,
-        scheduled_at: int,
-        worker_id: str,
-        now: int,
-        lease_ms: int,
-        *,
-        overlap: Overlap = Overlap.ALLOW,
-        withdrawn: Withdrawal | None = None,
-    ) -> LeaseResult:
+    def lease_one(self, request: LeaseRequest, worker_id: str, now: int) -> LeaseResult:
         """One conditional write in the common case (scheduled, or retrying past its backoff).
 
         A run the worker says is ``withdrawn`` (its job paused, or its schedule lost the instant)
@@ -218,8 +208,9 @@ class DynamoStore(DynamoEdges, DeadlineReads, DynamoShards, DynamoTenants, Store
         were seen, which also appends the lost attempt to the log. Losing that race re-evaluates the
         run as the failed write found it, a bounded number of times.
         """
-        if withdrawn is not None:
-            cancelled = self._withdraw(job_id, scheduled_at, withdrawn, now)
+        job_id, scheduled_at, overlap = request.job_id, request.scheduled_at, request.overlap
+        if request.withdrawn is not None:
+            cancelled = self._withdraw(job_id, scheduled_at, request.withdrawn, now)
             if cancelled is not None:
                 return cancelled
         if overlap is not Overlap.ALLOW:
@@ -236,14 +227,14 @@ class DynamoStore(DynamoEdges, DeadlineReads, DynamoShards, DynamoTenants, Store
             if skipped is not None:
                 return skipped
         key = it.run_key(job_id, scheduled_at)
-        until = now + lease_ms
+        until = now + request.lease_ms
         seen: Run | None = None
         for _ in range(_LEASE_ROUNDS):
             if seen is not None and rules.is_takeover(seen):
-                request = u.takeover_request(seen, worker_id, now, until)
+                update = u.takeover_request(seen, worker_id, now, until)
             else:
-                request = u.lease_request(worker_id, now, until)
-            written = self._tables.update(self.runs_table, key, request)
+                update = u.lease_request(worker_id, now, until)
+            written = self._tables.update(self.runs_table, key, update)
             found = None if written.item is None else it.item_to_run(written.item)
             if written.applied:
                 return LeaseResult(LeaseOutcome.LEASED, found)
@@ -252,38 +243,6 @@ class DynamoStore(DynamoEdges, DeadlineReads, DynamoShards, DynamoTenants, Store
                 return LeaseResult(outcome, found)
             seen = found
         return LeaseResult(LeaseOutcome.HELD, seen)  # others kept winning: treat it as held
-
-    def _confirm(self, request: LeaseRequest, worker_id: str, now: int) -> LeaseResult:
-        """The confirm of this worker's reservation (``rules.confirms``): one conditional write; the
-        result is ``rules.leased`` of the seen copy, or HELD (the reservation was lost: no lease)."""
-        seen = request.seen
-        assert seen is not None
-        condition = {"worker": s(worker_id), "seen_attempt": n(seen.attempt), "scheduled": s(RunState.SCHEDULED.value)}
-        lease = u.leased_expression(worker_id, now, now + request.lease_ms).request(c.CONFIRMABLE, **condition)
-        written = self._tables.update(
-            self.runs_table, it.run_key(request.job_id, request.scheduled_at), lease, returns="NONE"
-        )
-        if written.applied:
-            return LeaseResult(LeaseOutcome.LEASED, rules.leased(seen, worker_id, now, request.lease_ms))
-        found = None if written.item is None else it.item_to_run(written.item)
-        outcome = rules.lease_outcome(found, now, worker_id)
-        return LeaseResult(LeaseOutcome.HELD if outcome is LeaseOutcome.LEASED else outcome, found)
-
-    def reserve_runs(self, reservations: Sequence[Reservation], worker_id: str, now: int) -> list[Run | None]:
-        def one(r: Reservation) -> Run | None:
-            expr = c.Expression().set("worker_id = :worker", worker=s(worker_id))
-            expr.set("lease_expires_at = :until", until=n(r.until))
-            request = expr.request(
-                c.RESERVABLE,
-                scheduled=s(RunState.SCHEDULED.value),
-                seen_attempt=n(r.seen.attempt),
-                now=n(now),
-            )
-            key = it.run_key(r.seen.job_id, r.seen.scheduled_at)
-            applied = self._tables.update(self.runs_table, key, request, returns="NONE", old_on_failure=False).applied
-            return rules.reserved(r.seen, worker_id, r.until) if applied else None
-
-        return self._tables.each(one, reservations)
 
     def _withdraw(self, job_id: str, scheduled_at: int, withdrawal: Withdrawal, now: int) -> LeaseResult | None:
         """Cancel the run if ``withdrawal`` applies to it as stored (SKIPPED); None: lease as usual
@@ -325,9 +284,7 @@ class DynamoStore(DynamoEdges, DeadlineReads, DynamoShards, DynamoTenants, Store
             try:
                 if r.confirm and r.seen is not None:
                     return self._confirm(r, worker_id, now)
-                return self.lease_run(
-                    r.job_id, r.scheduled_at, worker_id, now, r.lease_ms, overlap=r.overlap, withdrawn=r.withdrawn
-                )
+                return self.lease_one(r, worker_id, now)
             except Exception as exc:
                 return exc
 

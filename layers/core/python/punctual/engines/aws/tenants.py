@@ -17,7 +17,7 @@ Items (all in the ``leases`` table, partition ``pk`` / sort ``sk``):
 
 Owners without ``max_concurrency`` or ``max_runs_per_minute`` never touch these items.
 Item size, hence write units: a slot item is ~60 bytes per holder, so taking or releasing a slot
-costs 1 WCU up to ~15 holders and 1 more per further KB (see docs/decisions.md).
+costs 1 WCU up to ~15 holders and 1 more per further KB (see docs/decisions/0082).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ version of every page in the WAL back into the database file and syncs it. SQLit
 in whichever commit crosses ``wal_autocheckpoint`` pages, so that commit pays for every page the
 transactions before it changed. On a large file that is a large part of a claim's cost: an
 advance at 10M jobs changes a page no other advance shares, so every claim adds a page to copy
-(docs/decisions.md, issue 14). So a daemon thread checkpoints instead, on its own connection, in
+(docs/decisions/0098, 0099, 0106). So a daemon thread checkpoints instead, on its own connection, in
 ``PASSIVE`` mode: it never waits for and never blocks a reader or a writer, and it copies only
 committed pages (durability is the WAL's, unchanged). Writers keep an automatic checkpoint at a
 higher bound (:data:`punctual.engines.embedded.schema.WAL_FALLBACK_PAGES`) for when this thread

@@ -134,7 +134,7 @@ _V2 = (
 )
 
 # v3: run stats (GET /stats). Terminal runs by owner and the time they are counted at, so the
-# aggregate reads one index range per window (punctual.runs.stats, engines/embedded/stats.py).
+# aggregate reads one index range per window (punctual.port.stats, engines/embedded/stats.py).
 _DOC_COUNTED_AT_SQL = "coalesce(json_extract(doc, '$.finished_at'), scheduled_at)"
 _V3 = (f"CREATE INDEX runs_done ON runs(owner, {_DOC_COUNTED_AT_SQL}) WHERE state IN {TERMINAL_STATES_SQL}",)
 
@@ -204,7 +204,7 @@ _V6 = (
 # SQLite 3.40 evaluates an index's WHERE for the old and the new row of every UPDATE that
 # changes ``state``, and builds a fresh ephemeral table for each IN list each time: three such
 # indexes cost ~14 us per updated run (a lease, a finish), the equalities well under 1 us
-# (docs/decisions.md, issue 9). Queries spell the same predicate so the planner matches them.
+# (docs/decisions/0109). Queries spell the same predicate so the planner matches them.
 OPEN_RUN_SQL = _state_is_one_of(OPEN_STATES)
 TERMINAL_RUN_SQL = _state_is_one_of(TERMINAL_STATES)
 _V7 = (
@@ -224,7 +224,7 @@ _V8 = ("DROP INDEX queue_visible",)
 
 # v9: the three times the run indexes sort by are columns, not expressions on the document. An
 # index on json_extract(doc, ...) parses the whole document once per expression for every row it
-# takes in: three parses per finished run (1-3 us of a ~15 us finish, docs/decisions.md "seventh pass").
+# takes in: three parses per finished run (1-3 us of a ~15 us finish, docs/decisions/0116).
 # expires_at is written once, when the run is created; started_at by its first lease; finished_at
 # by its finish. Every writer sets the column and the document's field to the same value
 # (runs.run_row, set_writes).
@@ -296,7 +296,7 @@ def configure(conn: sqlite3.Connection, *, synchronous: str, busy_timeout_ms: in
     # Pages of the file's first MMAP_BYTES are read through a memory map instead of a read() per
     # page. SQLite drops a connection's page cache whenever another connection wrote, so during a
     # burst every batch of the worker re-reads its jobs' pages: mapped, the burst measured about a
-    # quarter less worker CPU per run (docs/decisions.md). Mapped pages that were touched count in
+    # quarter less worker CPU per run (docs/decisions/0103). Mapped pages that were touched count in
     # the process's RSS, though they are the OS page cache's, shared and reclaimable: hence a bound.
     conn.execute(f"PRAGMA mmap_size = {MMAP_BYTES}")
 

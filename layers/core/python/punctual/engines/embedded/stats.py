@@ -12,7 +12,7 @@ import sqlite3
 
 from punctual.engines.embedded.schema import RUN_COUNTED_AT_SQL, RUN_LATENESS_SQL, TERMINAL_RUN_SQL
 from punctual.model import RunState
-from punctual.runs.stats import LATENESS_BOUNDS_MS, MINUTE_MS, RunStats
+from punctual.port.stats import LATENESS_BOUNDS_MS, MINUTE_MS, RunStats
 
 # The CTE selects the indexed expressions verbatim (so they are read from the index) and is
 # MATERIALIZED: flattened, SQLite would evaluate the lateness again in every WHEN of the CASE.

@@ -44,7 +44,7 @@ from punctual.engines.embedded.set_writes import reserve_scheduled
 from punctual.engines.embedded.shards import EmbeddedShards
 from punctual.engines.embedded.tenants import EmbeddedTenants
 from punctual.errors import ConcurrentModification, InvalidCursor, JobAlreadyExists, JobNotFound, RunNotFound
-from punctual.model import Catchup, Job, JobStatus, Overlap, Run, Withdrawal
+from punctual.model import Catchup, Job, JobStatus, Overlap, Run
 from punctual.port import (
     Advance,
     Alert,
@@ -60,7 +60,7 @@ from punctual.port import (
     RunQuery,
     Store,
 )
-from punctual.runs.stats import RunStats
+from punctual.port.stats import RunStats
 
 MAX_PAGE = 1_000  # largest page a listing returns, whatever limit asks for
 
@@ -248,19 +248,9 @@ class EmbeddedStore(EmbeddedShards, EdgeDecisions, EmbeddedTenants, Store):
             return Page(runs)
         return Page(runs, ids.encode_cursor("runs", {"for": job_id, "scheduled_at": runs[-1].scheduled_at}))
 
-    def lease_run(
-        self,
-        job_id: str,
-        scheduled_at: int,
-        worker_id: str,
-        now: int,
-        lease_ms: int,
-        *,
-        overlap: Overlap = Overlap.ALLOW,
-        withdrawn: Withdrawal | None = None,
-    ) -> LeaseResult:
+    def lease_one(self, request: LeaseRequest, worker_id: str, now: int) -> LeaseResult:
         with self._db.write() as conn:
-            return lease_in(conn, LeaseRequest(job_id, scheduled_at, lease_ms, overlap, withdrawn), worker_id, now)
+            return lease_in(conn, request, worker_id, now)
 
     def heartbeat_run(self, job_id: str, scheduled_at: int, worker_id: str, attempt: int, lease_expires_at: int) -> Run:
         with self._db.write() as conn:

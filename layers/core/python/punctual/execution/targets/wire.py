@@ -1,13 +1,14 @@
 """A small asyncio HTTP/1.1 client: one request, one bounded answer, pooled keep-alive connections.
 
-Why our own: measured on the 2-core machine (docs/decisions.md, issue 9), one process calling a
+Why our own: measured on the 2-core machine (docs/decisions/0050), one process calling a
 no-op target reached ~54,000 calls/s through bare asyncio streams, ~5,000-7,000 through aiohttp,
 ~10,000 through pycurl's multi interface and a few hundred through httpx's AsyncClient. The worker
 needs more than 10,000 runs/s per machine, and what it asks of HTTP is small: send one request,
 read the status, the headers and the first bytes of the body, never follow a redirect.
 
-How: each connection is an ``asyncio.Protocol`` (:mod:`punctual.execution.targets.wire_parse`)
-that parses the answer as its bytes arrive and resolves one future per exchange, so a call costs
+How: each connection is an ``asyncio.Protocol`` that parses the answer as its bytes arrive, with
+llhttp (Node's parser, through ``httptools``: :mod:`punctual.execution.targets.wire_llhttp`), and
+resolves one future per exchange, so a call costs
 one write and one wake-up, even when it queued for a connection (the call that frees one writes
 the next queued request on it); deadlines share one loop timer (:class:`Deadlines`) instead of a
 timer (or an ``asyncio.timeout``) per call. :meth:`WirePool.call` is driven by the callbacks of
@@ -38,20 +39,29 @@ What it guarantees (the rest of the HTTP target's rules live in ``punctual.execu
   nothing of the answer had arrived (what every HTTP client does; the receiver deduplicates on
   ``Idempotency-Key`` anyway, since delivery is at least once).
 - Chunked bodies, ``1xx`` interim answers, HTTP/1.0 servers and ``Connection: close`` are honoured.
+
+Which parser: llhttp by default; ``PUNCTUAL_WIRE_PARSER=house`` (read once, when this module is
+imported) selects the hand-written one (:mod:`punctual.execution.targets.wire_parse`), kept to
+compare the two (``bench/wire_parsers.py``; issue 28). Both pass the same tests and keep the same
+limits and rules.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import ssl
 import time
-from collections.abc import Callable
+from collections.abc import Mapping
 from functools import partial
-from typing import Any
+from typing import Any, cast
 
+from punctual.errors import ConfigError
+from punctual.execution.targets import wire_llhttp, wire_parse
+from punctual.execution.targets.wire_call import Call, Reply
 from punctual.execution.targets.wire_deadlines import Deadlines
 from punctual.execution.targets.wire_host import SLOT, START_PER_KEY, Host
-from punctual.execution.targets.wire_parse import MAX_HEAD_BYTES, Answer, Connection, StaleConnection, WireError
+from punctual.execution.targets.wire_parse import MAX_HEAD_BYTES, Answer, WireError
 from punctual.execution.targets.wire_request import PoolKey, Request, encode, header_block
 
 __all__ = ["MAX_HEAD_BYTES", "Answer", "Call", "PoolKey", "Request", "WireError", "WirePool", "encode", "header_block"]
@@ -59,153 +69,23 @@ __all__ = ["MAX_HEAD_BYTES", "Answer", "Call", "PoolKey", "Request", "WireError"
 IDLE_S = 60.0  # an idle connection unused this long is closed
 SWEEP_S = 10.0  # calls look for such connections (and keys nobody uses) at most this often
 
-
-Reply = Callable[[Any], None]  # given the call's Answer, or the error that ended it
-
-
-class Call:
-    """One call of :meth:`WirePool.call`, driven by the callbacks of the futures it waits on.
-
-    On the common paths (a free slot with an idle connection, or a connection handed over by the
-    call before it) a call has no task of its own: its request is written at once and the answer's
-    future calls back, so a call costs one future and one callback. Only connecting runs in a task.
-    ``reply`` gets the :class:`Answer`, or the error (``TimeoutError``, :class:`WireError`,
-    ``OSError``; ``asyncio.CancelledError`` once :meth:`cancel` cut it), exactly once.
-    """
-
-    __slots__ = (
-        "_deadlines",
-        "_host",
-        "_pool",
-        "_reply",
-        "_reused",
-        "_slot",
-        "_waiting",
-        "cancelled",
-        "connection",
-        "deadline",
-        "future",
-        "limit",
-        "owned",
-        "request",
-    )
-
-    def __init__(  # noqa: PLR0917 - built in one place, per call: positional is cheaper
-        self,
-        pool: WirePool,
-        host: Host,
-        deadlines: Deadlines,
-        request: Request,
-        limit: int,
-        deadline: float,
-        reply: Reply,
-    ) -> None:
-        self._pool = pool
-        self._host = host
-        self._deadlines = deadlines
-        self._reply = reply
-        self.request = request
-        self.limit = limit
-        self.deadline = deadline
-        self.future: asyncio.Future[Any] | None = None  # while queued: its Answer, or SLOT (a slot, no connection)
-        self.connection: Connection | None = None  # the connection its request was sent on
-        self.owned = False  # one of the key's slots is this call's: passed on when the call ends
-        self.cancelled = False
-        self._waiting: asyncio.Future[Any] | None = None  # what cancel() cuts: a future or the connect task
-        self._reused = False  # the connection was idle in the pool (the server may have closed it)
-        self._slot = 0  # the deadline slot of the future it waits on
-
-    def cancel(self) -> None:
-        """Cut the call: its connection is closed, its slot passed on, its reply gets
-        ``CancelledError`` (unless its answer was in already)."""
-        self.cancelled = True
-        if self._waiting is not None:
-            self._waiting.cancel()
-
-    def _start(self, *, reuse: bool) -> None:
-        """The slot is this call's: an idle connection of the key if ``reuse``, else a new one."""
-        idle = self._host.idle
-        while reuse and idle:
-            connection = idle.pop()
-            if connection.usable():
-                self._send_on(connection, reused=True)
-                return
-            connection.close()
-        connecting = self._waiting = asyncio.ensure_future(self._pool._connect(self.request, self.deadline))
-        connecting.add_done_callback(self._on_connected)
-
-    def _send_on(self, connection: Connection, *, reused: bool) -> None:
-        self.connection = connection
-        self._reused = reused
-        request = self.request
-        waiter = self._waiting = connection.exchange(request.data, request.method == "HEAD", self.limit)
-        self._slot = self._deadlines.add(self.deadline, waiter)
-        waiter.add_done_callback(self._on_answer)
-
-    def _on_connected(self, connecting: asyncio.Future[Connection]) -> None:
-        error = _error_of(connecting)
-        if error is None and self.cancelled:  # connected just as it was cut
-            connecting.result().close()
-            error = asyncio.CancelledError()
-        if error is not None:
-            self._end(error)
-        else:
-            self._send_on(connecting.result(), reused=False)
-
-    def _on_answer(self, waiter: asyncio.Future[Any]) -> None:
-        self._deadlines.discard(self._slot, waiter)
-        error = _error_of(waiter)
-        if error is None:
-            self._end(waiter.result())
-        elif isinstance(error, StaleConnection):
-            self._stale(retry=self._reused)
-        else:
-            self._end(error)
-
-    def _on_queued(self, future: asyncio.Future[Any]) -> None:
-        self._deadlines.discard(self._slot, future)
-        error = _error_of(future)
-        if error is None:
-            answer = future.result()
-            if answer is not SLOT:  # a connection was handed over and carried the request
-                self._end(answer)
-            elif self.cancelled:
-                self._end(asyncio.CancelledError())
-            else:
-                self._start(reuse=True)
-        elif isinstance(error, StaleConnection):  # the connection handed over was stale
-            self._stale(retry=True)
-        else:
-            self._end(error)  # cut (deadline, cancel) or failed: a slot handed over is passed on
-
-    def _stale(self, *, retry: bool) -> None:
-        """The server closed the connection before any byte of the answer: once more on a new
-        connection if it had been idle (``retry``), else an error."""
-        assert self.connection is not None
-        self.connection.close()
-        self.connection = None
-        if self.cancelled:
-            self._end(asyncio.CancelledError())
-        elif retry:
-            self._start(reuse=False)
-        else:
-            self._end(WireError("the server closed the connection without an answer"))
-
-    def _end(self, outcome: Any) -> None:
-        """Pass the slot and the connection on (if this call holds them), then reply."""
-        if self.owned:
-            self.owned = False
-            self._pool._finish(self._host, self.connection)
-        self.connection = None
-        self._waiting = None
-        self._reply(outcome)
+WireConnection = wire_llhttp.Connection | wire_parse.Connection  # one connection, whichever parser
+PARSER_ENV = "PUNCTUAL_WIRE_PARSER"
+PARSERS: dict[str, type[WireConnection]] = {"httptools": wire_llhttp.Connection, "house": wire_parse.Connection}
+DEFAULT_PARSER = "httptools"  # measured: less CPU per answer (bench/wire_parsers.py), and kept by others
 
 
-def _error_of(future: asyncio.Future[Any]) -> BaseException | None:
-    """The error that ended ``future`` (marked retrieved), or None if it has a result."""
-    if future.cancelled():
-        return asyncio.CancelledError()
-    return future.exception()
+def connection_class(environ: Mapping[str, str] = os.environ) -> type[WireConnection]:
+    """The connection class ``PUNCTUAL_WIRE_PARSER`` names in ``environ`` (``httptools`` if unset).
+
+    Raises :class:`ConfigError` naming the variable for any other value."""
+    name = environ.get(PARSER_ENV) or DEFAULT_PARSER
+    if name not in PARSERS:
+        raise ConfigError(f"{PARSER_ENV} must be one of {', '.join(sorted(PARSERS))}, not {name[:40]!r}")
+    return PARSERS[name]
+
+
+Connection = connection_class()  # what every WirePool connects with, chosen once per process
 
 
 def _retrieved(future: asyncio.Future[Any]) -> None:
@@ -343,7 +223,7 @@ class WirePool:
 
     # -- helpers ------------------------------------------------------------------------------
 
-    def _finish(self, host: Host, connection: Connection | None) -> None:
+    def _finish(self, host: Host, connection: WireConnection | None) -> None:
         """A call is done with its slot and ``connection``: both go to the next queued call (its
         request written at once) or back to the pool; a connection that cannot be reused is closed."""
         queue = host.queue
@@ -378,7 +258,7 @@ class WirePool:
             host = self._hosts[key] = Host(self._start_per_key, self._max_per_key)
         return host
 
-    def _park(self, host: Host, connection: Connection) -> None:
+    def _park(self, host: Host, connection: WireConnection) -> None:
         """Keep a usable ``connection`` idle for the key's next call, or close it if the key has
         ``max_idle_per_key`` idle already."""
         if len(host.idle) < self._max_idle:
@@ -395,7 +275,7 @@ class WirePool:
         oldest = now - self._idle_s
         for key, host in list(self._hosts.items()):
             if host.idle:
-                kept: list[Connection] = []
+                kept: list[WireConnection] = []
                 for connection in host.idle:
                     if connection.idle_since > oldest and connection.usable():
                         kept.append(connection)
@@ -405,7 +285,7 @@ class WirePool:
             if host.unused():
                 del self._hosts[key]
 
-    async def _connect(self, request: Request, deadline: float) -> Connection:
+    async def _connect(self, request: Request, deadline: float) -> WireConnection:
         tls = None
         if request.scheme == "https":
             tls = self._tls or ssl.create_default_context()
@@ -418,4 +298,4 @@ class WirePool:
                 ssl=tls,
                 server_hostname=request.host if tls is not None else None,
             )
-        return connection
+        return cast(WireConnection, connection)  # made by Connection: one of the two (mypy joins them)

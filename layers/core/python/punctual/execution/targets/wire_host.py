@@ -24,8 +24,7 @@ from collections import deque
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from punctual.execution.targets.wire import Call
-    from punctual.execution.targets.wire_parse import Connection
+    from punctual.execution.targets.wire import Call, WireConnection
 
 START_PER_KEY = 256  # slots a key starts with (at most its ceiling)
 SLOW_S = 0.05  # an answer this slow, or none for this long, while calls queue: more slots
@@ -46,7 +45,7 @@ class Host:
         self.ceiling = ceiling
         self.free = self.limit
         self.queue: deque[Call] = deque()
-        self.idle: list[Connection] = []
+        self.idle: list[WireConnection] = []
         self.warming = 0  # connections being opened ahead of calls (WirePool.warm)
         self.check: asyncio.TimerHandle | None = None  # the next look at whether to grow
         self.answered_at = 0.0  # monotonic seconds: the last answer (or the start of the wait)

@@ -1,26 +1,46 @@
 """One keep-alive HTTP/1.1 connection of the ``wire`` client, parsing answers as their bytes arrive.
 
+The hand-written parser, used with ``PUNCTUAL_WIRE_PARSER=house``; by default connections parse
+with llhttp (:mod:`punctual.execution.targets.wire_llhttp`, measured in issue 28). Both share this
+module's :class:`Answer`, :class:`WireError`, :class:`StaleConnection` and :data:`MAX_HEAD_BYTES`.
+
 :class:`Connection` is an ``asyncio.Protocol``: :meth:`Connection.exchange` writes a request and
 returns a future, and ``data_received`` moves a small state machine over the bytes received so far
 (the head found with ``bytes.find``, then the body framed by Content-Length, chunks, or the end of
 the connection). The future is resolved once, with the :class:`Answer` or the error, so a call
 wakes its coroutine once instead of once per read, and no ``StreamReader`` sits in between.
 
-Bounds: the head (of each interim answer too) is at most :data:`MAX_HEAD_BYTES`; at most
-``limit`` bytes of body are kept, and a body longer than that, or whose end is the end of the
-connection, leaves the connection unusable (it is closed, never drained). So are bytes that
-arrive after a complete answer, or while no request is outstanding.
+Bounds: the heads of one answer (its interim answers' included) are at most :data:`MAX_HEAD_BYTES`
+in all; at most ``limit`` bytes of body are kept, and a body longer than that, or whose end is the
+end of the connection, leaves the connection unusable (it is closed, never drained). So are bytes
+that arrive after a complete answer, or while no request is outstanding.
+
+Strict where two parties could disagree on where an answer ends (desynchronization, "response
+smuggling"): a head must match RFC 9112's grammar (lines end in CRLF, field names are tokens, no
+folded lines, no control bytes in values); a repeated Content-Length, Content-Length beside
+Transfer-Encoding, an unbounded length or a malformed chunk size fail the exchange and cost the
+connection. Only a final ``chunked`` coding frames the body in chunks (else it ends with the
+connection), and a ``101`` (an upgrade no request asked for) is an error.
 """
 
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from typing import Any, NamedTuple, cast
 
 MAX_HEAD_BYTES = 65_536
 _NO_BODY_STATUSES = frozenset({204, 304})
-_HEX = b"0123456789abcdefABCDEF"
+_MAX_LENGTH_DIGITS = 18  # a Content-Length past this (leading zeros aside) is refused, not read
+_TOKEN = rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+"
+_VALUE = rb"[\t\x20-\x7e\x80-\xff]*"  # no control bytes, CR or LF
+# a whole head up to its last header line's CRLF: the status line, then "name:value" lines
+_STATUS_LINE = rb"HTTP/1\.[0-9] [0-9]{3}(?: " + _VALUE + rb")?\r\n"
+_HEAD_GRAMMAR = re.compile(_STATUS_LINE + rb"(?:" + _TOKEN + rb":" + _VALUE + rb"\r\n)*")
+_FIELD_LINE = re.compile(_TOKEN + rb":" + _VALUE)  # a trailer
+_CHUNK_LINE = re.compile(rb"([0-9A-Fa-f]{1,16})(?:;" + _VALUE + rb")?")  # size, extensions (ignored)
+_BARE_BREAK = re.compile(rb"(?<!\r)\n|\r[^\n]")  # a head still arriving that can never be valid
 
 # what the bytes received next are
 _IDLE, _HEAD, _LENGTH, _PREFIX, _CHUNK_SIZE, _CHUNK, _TRAILERS = range(7)
@@ -56,6 +76,7 @@ class Connection(asyncio.Protocol):
         self._limit = 0
         self._received = False  # a byte of the current answer has arrived
         self._scanned = 0  # bytes of the buffer already searched for the end of the head or line
+        self._head_room = 0  # bytes the answer's heads (interim ones included) may still take
         self._need = 0  # bytes of body (or of the current chunk) still to read
         self._status = 0
         self._headers: dict[str, str] = {}
@@ -82,6 +103,7 @@ class Connection(asyncio.Protocol):
         self._limit = limit
         self._received = False
         self._scanned = 0
+        self._head_room = MAX_HEAD_BYTES
         self.sent_at = time.monotonic()
         self.transport.write(data)
         return waiter
@@ -125,15 +147,21 @@ class Connection(asyncio.Protocol):
         while self._waiter is not None:
             state = self._state
             if state == _HEAD:
+                room = self._head_room
                 end = buffer.find(b"\r\n\r\n", max(0, self._scanned - 3))
-                if end < 0 or end + 4 > MAX_HEAD_BYTES:
-                    if len(buffer) > MAX_HEAD_BYTES or end >= 0:
+                if end < 0 or end + 4 > room:
+                    if len(buffer) > room or end >= 0:
                         raise WireError(f"the answer's head is larger than {MAX_HEAD_BYTES} bytes")
+                    if _BARE_BREAK.search(buffer, max(0, self._scanned - 1)):
+                        raise WireError("a line of the answer's head does not end with CRLF")
                     self._scanned = len(buffer)
                     return
+                if _HEAD_GRAMMAR.fullmatch(buffer, 0, end + 2) is None:
+                    raise WireError(f"not a valid HTTP/1.1 answer head: {bytes(buffer[: min(end, 80)])!r}")
                 head = buffer[:end].decode("latin-1")
                 del buffer[: end + 4]
                 self._scanned = 0
+                self._head_room = room - end - 4
                 self._on_head(head)
             elif state in (_LENGTH, _PREFIX):
                 if len(buffer) < self._need:
@@ -154,6 +182,8 @@ class Connection(asyncio.Protocol):
                 if state == _TRAILERS:
                     if not line:
                         self._done(complete=True)
+                    elif _FIELD_LINE.fullmatch(line) is None:
+                        raise WireError(f"invalid trailer line {line[:40]!r}")
                 else:
                     self._on_chunk_size(line)
             else:  # _CHUNK: the chunk's data and its CRLF
@@ -166,42 +196,50 @@ class Connection(asyncio.Protocol):
                 self._state = _CHUNK_SIZE
 
     def _on_head(self, head: str) -> None:
+        """Act on one head (its grammar checked): an interim answer is skipped, a final one frames the body."""
         lines = head.split("\r\n")
-        version, _, rest = lines[0].partition(" ")
-        code = rest[:3]
-        if not version.startswith("HTTP/1.") or not code.isdigit() or len(code) < 3:
-            raise WireError(f"not an HTTP/1.x answer: {lines[0][:80]!r}")
-        status = int(code)
+        status = int(lines[0][9:12])
         if status < 200:
+            if status == 101:
+                raise WireError("the server switched protocols, which no request asked for")
             if status < 100:
                 raise WireError(f"not an HTTP/1.x answer: {lines[0][:80]!r}")
             return  # an interim answer (100 Continue, 103 Early Hints): the real one follows
         headers: dict[str, str] = {}
         for line in lines[1:]:
-            if line:
-                name, _, value = line.partition(":")
-                headers[name.strip().lower()] = value.strip()
+            name, _, value = line.partition(":")
+            name = name.lower()
+            if name == "content-length" and name in headers:
+                raise WireError("the answer has more than one Content-Length")
+            headers[name] = value.strip(" \t")
         self._status = status
         self._headers = headers
-        self._keep = version != "HTTP/1.0" and headers.get("connection", "").lower() != "close"
+        self._keep = not lines[0].startswith("HTTP/1.0") and "close" not in headers.get("connection", "").lower()
         self._body = bytearray()
+        coding = headers.get("transfer-encoding")
+        length_text = headers.get("content-length")
+        if coding is not None and length_text is not None:
+            raise WireError("the answer has both Content-Length and Transfer-Encoding")
         if self._head_only or status in _NO_BODY_STATUSES:
             self._done(complete=True)
-        elif "chunked" in headers.get("transfer-encoding", "").lower():
-            self._state = _CHUNK_SIZE
-        elif (length_text := headers.get("content-length")) is not None:
+        elif coding is not None:  # chunked only as the last coding; else the body ends with the connection
+            chunked = coding.rsplit(",", 1)[-1].strip(" \t").lower() == "chunked"
+            self._state, self._need = (_CHUNK_SIZE, 0) if chunked else (_PREFIX, self._limit)
+        elif length_text is not None:
             if not length_text.isdigit() or not length_text.isascii():
                 raise WireError(f"invalid Content-Length {length_text[:40]!r}")
+            if len(length_text.lstrip("0")) > _MAX_LENGTH_DIGITS:
+                raise WireError(f"Content-Length {length_text[:40]!r} is too large")
             length = int(length_text)
             self._state, self._need = (_LENGTH, length) if length <= self._limit else (_PREFIX, self._limit)
         else:  # the body ends when the server closes: the connection is never reused
             self._state, self._need = _PREFIX, self._limit
 
     def _on_chunk_size(self, line: bytes) -> None:
-        text = line.split(b";", 1)[0].strip()
-        if not text or text.strip(_HEX) or len(text) > 16:
-            raise WireError(f"invalid chunk size {text[:20]!r}")
-        size = int(text, 16)
+        match = _CHUNK_LINE.fullmatch(line)
+        if match is None:
+            raise WireError(f"invalid chunk size line {line[:20]!r}")
+        size = int(match.group(1), 16)
         if size == 0:
             self._state = _TRAILERS
         elif len(self._body) + size > self._limit:  # keep what fits, drop the connection

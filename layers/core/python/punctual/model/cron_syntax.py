@@ -1,8 +1,10 @@
 """Cron syntax: parse and validate an expression into value sets and day specials.
 
-The syntax contract is written in ``punctual.scheduling.cron``; this module checks it with
-messages that name the field and the item, and refuses what can never fire (or fires less than
-once in 8 years). croniter expands the plain items; the day specials are ours (``cron_days``).
+The syntax contract is written in ``punctual.scheduling.cron``, which computes the fire times;
+this module checks it with messages that name the field and the item, and refuses what can never
+fire (or fires less than once in 8 years). croniter expands the plain items; the day specials are
+ours (``cron_days``). It is the grammar of ``JobSpec.schedule``, so it lives with the model, which
+validates a spec with it (a kernel imports no capability package).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from typing import NamedTuple
 from croniter import CroniterError, croniter
 
 from punctual.errors import InvalidSchedule
-from punctual.scheduling.cron_days import (
+from punctual.model.cron_days import (
     LAST,
     LAST_OF,
     LAST_WEEKDAY,
@@ -62,6 +64,11 @@ class Expanded(NamedTuple):
     interval: bool  # the hour field starts with "*" (Vixie cron's DST rule)
     dom_specials: frozenset[DaySpecial]
     dow_specials: frozenset[DaySpecial]
+
+
+def validate_cron(expr: str) -> str:
+    """Return the expression with whitespace collapsed, or raise InvalidSchedule."""
+    return expand(expr).normalized
 
 
 def expand(expr: str) -> Expanded:

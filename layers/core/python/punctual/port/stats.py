@@ -7,7 +7,8 @@ histogram. A histogram (not a list of samples) is what lets the aws engine keep 
 counters that DynamoDB adds to, and both engines answer the same numbers: p50/p99 are reported
 as the upper bound of the bucket that holds them.
 
-Nothing here does I/O; the engines fill :class:`RunStats` (``Store.run_stats``).
+Nothing here does I/O; the engines fill :class:`RunStats`, what ``Store.run_stats`` returns (so it
+is the port's: a kernel imports no capability package).
 """
 
 from __future__ import annotations
