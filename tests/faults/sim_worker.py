@@ -50,6 +50,8 @@ class SimWorker:
         self.incarnation = 0
         self.in_flight: list[InFlight] = []
         self.held: dict[str, int] = {}  # job id -> instant, of runs held for their instant
+        # instant -> what every receive held for it: one instant task takes them all (Worker._join_instant)
+        self.instants: dict[int, batch.Holding] = {}
 
     def holding(self) -> list[str]:
         now = self.clock.now_ms()
@@ -99,6 +101,7 @@ class SimWorker:
             self.sim.ledger.end(flight.call, now)
         self.in_flight = []
         self.held = {}
+        self.instants = {}
         self.incarnation += 1
         self.sim.faults.count("kill", "worker")
 
@@ -139,7 +142,15 @@ class SimWorker:
         self.held.update((job_id, not_before) for job_id in holding.jobs)
         if holding.jobs:
             self.sim.user.around(sorted(holding.jobs), not_before - self.clock.offset_ms)
-        self.at(not_before, lambda: self._at_instant(holding))
+        joined = self.instants.get(not_before)
+        if joined is None:  # the first hold for this instant plans its task
+            self.instants[not_before] = holding
+            self.at(not_before, lambda: self._at_instant(self.instants.pop(not_before)))
+        else:  # a later receive's runs join it (two copies of one message among them)
+            joined.deliveries.extend(holding.deliveries)
+            joined.jobs.update(holding.jobs)
+            joined.runs.update(holding.runs)
+            joined.reserved.update(holding.reserved)
 
     def _at_instant(self, holding: batch.Holding) -> None:
         """As the worker's instant task: the reserved runs called at once, then confirmed (a refused

@@ -85,6 +85,13 @@ def begin_reserved(port: Port, reserved: Sequence[tuple[Delivery, Run]], jobs: d
     limits now say to decide at the lease."""
     begun = Begun(now=port.clock.now_ms())
     reserved = list({delivery.receipt: (delivery, run) for delivery, run in reserved}.values())  # a receipt once
+    # A run whose message came twice (SQS delivers at least once) is called for one copy; the others
+    # are leased after the confirms (batch.prepare), where they find the run held and hide themselves.
+    firsts: dict[str, tuple[Delivery, Run]] = {}
+    for delivery, run in reserved:
+        if firsts.setdefault(delivery.run_id, (delivery, run))[0] is not delivery:
+            begun.rest.append(delivery)
+    reserved = list(firsts.values())
     if not reserved:
         return begun
     wanted = {job_id: jobs[job_id].version for job_id in {run.job_id for _, run in reserved}}
