@@ -17,7 +17,7 @@ from punctual.execution.targets import wire_host
 from punctual.execution.targets.wire import WirePool
 from punctual.execution.targets.wire_host import CHECK_S, SLOT, SLOW_S, Host
 from tests.unit.test_async_targets import raw
-from tests.unit.test_wire_pool import gathered, status_or_type
+from tests.unit.test_wire_pool import gathered, request, status_or_type
 from tests.unit.wire_parsers import wire_parser
 
 pytestmark = pytest.mark.unit
@@ -151,3 +151,33 @@ def test_the_pool_never_opens_more_than_its_ceiling(raw: Any) -> None:
     srv = raw([b"HANG"] * 6)
     answers = gathered(WirePool(start_per_key=2, max_per_key=2), srv.port, [0.5] * 4)
     assert status_or_type(answers) == ["TimeoutError"] * 4 and srv.connections == 2
+
+
+def test_widen_gives_the_new_slots_to_the_queued_first_and_never_passes_the_ceiling() -> None:
+    def body(loop: asyncio.AbstractEventLoop) -> None:
+        host, calls = busy(loop, 2, 8, waiting=3)
+        host.widen(20)  # asked past the ceiling: 8 slots, 3 to the queued calls, 3 free
+        assert (host.limit, host.free) == (8, 3)
+        assert [c.owned for c in calls] == [True, True, True] and not host.queue
+        host.widen(4)  # never narrows
+        assert (host.limit, host.free) == (8, 3)
+        host.unwatch()
+
+    on_a_loop(body)
+
+
+def test_connections_warmed_ahead_of_a_burst_are_all_slots_at_the_instant(raw: Any) -> None:
+    # Given a key that starts with 2 slots and may grow to 16
+    srv = raw([])
+    pool = WirePool(start_per_key=2, max_idle_per_key=16, max_per_key=16)
+
+    async def go() -> Host:
+        # When 10 held calls warm their connections
+        assert pool.warm(request(srv.port), 10, timeout_s=5) == 10
+        host = pool._hosts[request(srv.port).key]
+        pool.close()
+        return host
+
+    host = asyncio.run(go())
+    # Then the key has a slot for each: the burst does not wait for the growth rule to find them
+    assert host.limit == 10 and host.free == 10

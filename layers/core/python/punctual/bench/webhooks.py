@@ -176,12 +176,14 @@ def nginx_config(root: Path, port: int, delay_ms: int) -> str:
     """The config: everything under ``root``, listening on 127.0.0.1:``port`` only."""
     answer = f"echo_sleep {delay_ms / 1000:g}; echo_status 200;" if delay_ms > 0 else "return 200;"
     module = f"load_module {ECHO_MODULE};\n" if delay_ms > 0 else ""
-    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
-    connections = 8192 if soft == resource.RLIM_INFINITY else max(1024, min(8192, soft - 64))
+    # room for every worker's connections (punctual worker --max-connections-per-host, 4,096 each)
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    connections = 16_384 if hard == resource.RLIM_INFINITY else max(1024, min(16_384, hard - 64))
     temp = "\n".join(
         f"    {kind}_temp_path {root / kind};" for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")
     )
     return f"""{module}worker_processes 1;
+worker_rlimit_nofile {connections + 64};
 pid {root / "nginx.pid"};
 error_log {root / "error.log"} warn;
 events {{ worker_connections {connections}; }}

@@ -6,6 +6,7 @@ Both stop gracefully on SIGTERM/SIGINT: the worker finishes its in-flight runs, 
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from typing import Any
 
@@ -18,7 +19,7 @@ from punctual.cli.common import (
 )
 from punctual.execution.loop import Tuning
 from punctual.runtime.assembly import Runtime
-from punctual.runtime.process import collect_rarely
+from punctual.runtime.process import collect_rarely, connections_within_open_files
 
 
 def register(subparsers: Any) -> None:
@@ -31,6 +32,13 @@ def register(subparsers: Any) -> None:
         type=int,
         default=Tuning().max_in_flight,
         help=f"messages held at once: waiting for their instant or executing (default {Tuning().max_in_flight:,})",
+    )
+    worker.add_argument(
+        "--max-connections-per-host",
+        type=int,
+        default=Tuning().max_connections_per_host,
+        help="connections to one target host at once, per worker process: the most a webhook sees from each "
+        f"worker (default {Tuning().max_connections_per_host:,}; lowered to fit the open-files limit)",
     )
     worker.add_argument(
         "--receive-batch", type=int, default=None, help="messages per receive (default: 250 embedded, 100 aws)"
@@ -76,8 +84,16 @@ def run_worker(args: argparse.Namespace) -> int:
     runtime = Runtime(*engine_from_settings(settings_from_args(args, **overrides)))
     stop = stop_event_on_signals()
     local = runtime.settings.engine == "embedded"
+    connections = connections_within_open_files(args.max_connections_per_host)
+    if connections < args.max_connections_per_host:
+        logging.getLogger("punctual.worker").warning(
+            "the open-files limit allows %d connections per host, not %d: raise it (ulimit -n) for slow webhooks",
+            connections,
+            args.max_connections_per_host,
+        )
     tuning = Tuning(
         max_in_flight=args.max_in_flight,
+        max_connections_per_host=connections,
         receive_batch=args.receive_batch or (250 if local else 100),
         receivers=args.receivers or (2 if local else 8),
         wait_s=args.wait_s if args.wait_s is not None else (1.0 if local else 20.0),

@@ -115,7 +115,11 @@ class Worker(Holding):
             gate=gate,
         )
         self.make_targets: Callable[[], AsyncTargetExecutor] = targets or (
-            lambda: AsyncTargets(policy or TargetPolicy(), keys=engine.keys)
+            lambda: AsyncTargets(
+                policy or TargetPolicy(),
+                keys=engine.keys,
+                max_connections_per_host=self.tuning.max_connections_per_host,
+            )
         )
         self.outcomes: Counter[Outcome] = Counter()  # what deliveries came to, for tests and metrics
         self.errors = 0  # deliveries whose batch raised (their messages come back after the visibility timeout)

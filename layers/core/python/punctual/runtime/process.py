@@ -31,3 +31,28 @@ def collect_rarely() -> None:
     gc.collect()  # what start-up left as garbage goes now, not into the frozen generation
     gc.freeze()
     gc.set_threshold(YOUNG_THRESHOLD, MIDDLE_THRESHOLD, OLD_THRESHOLD)
+
+
+# File descriptors a worker keeps for everything but its target connections: the store, the
+# queue, logs, the thread pool's sockets, hosts other than the busiest one.
+OTHER_FILES = 1_024
+
+
+def connections_within_open_files(wanted: int) -> int:
+    """Raise this process's soft limit of open files to its hard limit, and return how many
+    connections per host fit under it (``wanted`` at most, with :data:`OTHER_FILES` kept for the
+    rest). A worker whose limit is lower than its cap would fail its calls with "too many open
+    files" in the middle of a burst; it calls fewer hosts at once instead, and says so."""
+    try:
+        import resource
+    except ImportError:  # not POSIX: nothing to raise, nothing known
+        return wanted
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or soft < hard:
+        target = hard if hard != resource.RLIM_INFINITY else max(soft, wanted + OTHER_FILES)
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            soft = target
+        except (ValueError, OSError):
+            pass
+    return max(1, min(wanted, soft - OTHER_FILES))

@@ -195,6 +195,7 @@ class WirePool:
         host = self._host(request.key)
         in_use = host.limit - host.free
         room = max(0, min(count, self._max_idle) - len(host.idle) - host.warming - in_use)
+        host.widen(in_use + len(host.idle) + host.warming + room)  # the burst may use every one opened
         deadline = loop.time() + timeout_s
         for _ in range(room):
             host.warming += 1

@@ -82,9 +82,15 @@ class Host:
 
     def _grow(self) -> None:
         """Double the slots (up to the ceiling); the new ones go to the calls queued first."""
-        added = min(self.limit, self.ceiling - self.limit)
-        self.limit += added
+        self.widen(2 * self.limit)
         self.latency = 0.0  # the next answers tell whether this was enough
+
+    def widen(self, slots: int) -> None:
+        """At least ``slots`` slots (up to the ceiling); the new ones go to the calls queued first.
+        Also used when connections are opened ahead of a burst (``WirePool.warm``): slots with a
+        connection already open cost nothing more, so the burst starts with all of them."""
+        added = max(0, min(slots, self.ceiling) - self.limit)
+        self.limit += added
         while added and self.queue:
             entry = self.queue.popleft()
             future = entry.future
