@@ -145,19 +145,25 @@ class SimWorker:
         joined = self.instants.get(not_before)
         if joined is None:  # the first hold for this instant plans its task
             self.instants[not_before] = holding
-            self.at(not_before, lambda: self._at_instant(self.instants.pop(not_before)))
+            ahead = not_before - reserving.BEGIN_AHEAD_MS  # as the worker: versions read, attempts built
+            self.at(ahead, lambda: self._before_instant(self.instants.pop(not_before), not_before))
         else:  # a later receive's runs join it (two copies of one message among them)
             joined.deliveries.extend(holding.deliveries)
             joined.jobs.update(holding.jobs)
             joined.runs.update(holding.runs)
             joined.reserved.update(holding.reserved)
 
-    def _at_instant(self, holding: batch.Holding) -> None:
+    def _before_instant(self, holding: batch.Holding, not_before: int) -> None:
+        """As the worker's instant task, just before the instant: which reserved runs go ahead."""
+        port = self.port()
+        reserved = [(d, holding.reserved[d.receipt]) for d in holding.deliveries if d.receipt in holding.reserved]
+        begun = reserving.begin_reserved(port, reserved, holding.jobs, at=not_before)
+        self.at(not_before, lambda: self._at_instant(holding, begun))
+
+    def _at_instant(self, holding: batch.Holding, begun: reserving.Begun) -> None:
         """As the worker's instant task: the reserved runs called at once, then confirmed (a refused
         confirm cuts its call); the rest leased, then called."""
         port = self.port()
-        reserved = [(d, holding.reserved[d.receipt]) for d in holding.deliveries if d.receipt in holding.reserved]
-        begun = reserving.begin_reserved(port, reserved, holding.jobs)
         flights = [self._begin(port, one, settle=False) for one in begun.calls]
         if begun.calls:
             for flight, ok in zip(flights, reserving.confirm(port, begun), strict=True):

@@ -65,6 +65,9 @@ class LoopState:
         self.call: Start = targets.call if isinstance(targets, Calling) else _InTask(targets)
         self.instants: dict[int, Instant] = {}  # pre-leased runs waiting for their instant
         self.in_flight = 0  # deliveries received and not yet settled
+        # loop time until which finishes wait (an instant's burst of calls is being written and
+        # answered: its CPU goes to the calls, the finishes follow; Worker._settle_loop)
+        self.quiet_until = 0.0
         self.reserved = 0  # room claimed by receives in progress
         self.room = asyncio.Event()
         # an empty queue is polled by one receiver at a time: a receiver whose last receive found

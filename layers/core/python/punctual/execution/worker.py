@@ -344,6 +344,8 @@ class Worker(Holding):
         limit = self.tuning.settle_batch
         while True:
             await state.settle.wait()
+            while (quiet := state.quiet_until - state.loop.time()) > 0:  # an instant's calls go first
+                await asyncio.sleep(quiet)
             state.settle.clear()
             while pending:
                 items = pending[:limit]
