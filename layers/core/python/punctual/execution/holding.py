@@ -120,6 +120,8 @@ class Holding:
             calls = [(one, self._start(state, one, instant.futures[one.delivery.receipt])) for one in begun.calls]
             started.extend(begun.calls)
             if calls:  # the calls are on their way: now their attempts are counted
+                if (quiet := state.quiet_until - state.loop.time()) > 0:  # once the burst's answers are read
+                    await asyncio.sleep(quiet)
                 try:
                     confirmed = await self._blocking(reserving.confirm, self.port, begun, urgent=True)
                 finally:
