@@ -61,8 +61,9 @@ def lease_outcome(run: Run | None, now: int, worker_id: str | None = None) -> Le
 # A reservation is a scheduled run's worker_id and lease_expires_at: another worker's lease finds
 # it HELD until it ends. The attempt is counted only by the confirm, written after the call began.
 
-RESERVATION_GRACE_MS = 3_000  # a reservation lasts until the instant plus this: the confirm lands well before
-# (it is one batch right after the calls are written), and a holder that died gives its runs back this soon after
+RESERVATION_GRACE_MS = 3_000  # a reservation lasts until the instant plus this: the confirm lands before
+# (one batch once the burst's answers were read, ~1 s), and a holder that died gives its runs back
+# this soon after, within the message's visibility
 
 
 def reserved_by_another(run: Run, worker_id: str | None, now: int) -> bool:
