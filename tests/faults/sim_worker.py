@@ -52,6 +52,7 @@ class SimWorker:
         self.held: dict[str, int] = {}  # job id -> instant, of runs held for their instant
         # instant -> what every receive held for it: one instant task takes them all (Worker._join_instant)
         self.instants: dict[int, batch.Holding] = {}
+        self.starting: dict[str, str] = {}  # run id -> the one receipt it is started from (Holding._claim_starts)
 
     def holding(self) -> list[str]:
         now = self.clock.now_ms()
@@ -102,6 +103,7 @@ class SimWorker:
         self.in_flight = []
         self.held = {}
         self.instants = {}
+        self.starting = {}
         self.incarnation += 1
         self.sim.faults.count("kill", "worker")
 
@@ -139,6 +141,9 @@ class SimWorker:
 
     def _prelease(self, port: batch.Port, not_before: int, group: list[Delivery]) -> None:
         holding = reserving.hold_and_reserve(port, group, instant=not_before)
+        claimed = self._claim(holding.deliveries)
+        holding.reserved = {r: run for r, run in holding.reserved.items() if r in {d.receipt for d in claimed}}
+        holding.deliveries = claimed
         self.held.update((job_id, not_before) for job_id in holding.jobs)
         if holding.jobs:
             self.sim.user.around(sorted(holding.jobs), not_before - self.clock.offset_ms)
@@ -157,12 +162,22 @@ class SimWorker:
         """As the worker's instant task, just before the instant: which reserved runs go ahead."""
         port = self.port()
         reserved = [(d, holding.reserved[d.receipt]) for d in holding.deliveries if d.receipt in holding.reserved]
-        begun = reserving.begin_reserved(port, reserved, holding.jobs, at=not_before)
+        try:
+            begun = reserving.begin_reserved(port, reserved, holding.jobs, at=not_before)
+        except BaseException:  # as the worker: a failed instant gives its starts up
+            self._release(holding.deliveries)
+            raise
         self.at(not_before, lambda: self._at_instant(holding, begun))
 
     def _at_instant(self, holding: batch.Holding, begun: reserving.Begun) -> None:
         """As the worker's instant task: the reserved runs called at once, then confirmed (a refused
         confirm cuts its call); the rest leased, then called."""
+        try:
+            self._start_instant(holding, begun)
+        finally:  # as the worker: the starts are in the store, or given up
+            self._release(holding.deliveries)
+
+    def _start_instant(self, holding: batch.Holding, begun: reserving.Begun) -> None:
         port = self.port()
         flights = [self._begin(port, one, settle=False) for one in begun.calls]
         if begun.calls:
@@ -178,8 +193,21 @@ class SimWorker:
         batch.cover(port, begun.calls)
 
     def _lease_now(self, port: batch.Port, group: list[Delivery]) -> None:
-        prepared = batch.prepare(port, group, defer_cover=True)
+        claimed = self._claim(group)
+        try:
+            prepared = batch.prepare(port, claimed, defer_cover=True)
+        finally:
+            self._release(claimed)
         self._begin_all(port, prepared.leased)
+
+    def _claim(self, deliveries: list[Delivery]) -> list[Delivery]:
+        """As the worker: one copy of each run's message is started; the others are left alone."""
+        return [d for d in deliveries if self.starting.setdefault(d.run_id, d.receipt) == d.receipt]
+
+    def _release(self, deliveries: list[Delivery]) -> None:
+        for delivery in deliveries:
+            if self.starting.get(delivery.run_id) == delivery.receipt:
+                del self.starting[delivery.run_id]
 
     # -- calls ----------------------------------------------------------------------------------
 

@@ -69,6 +69,11 @@ class Holding:
             return
         for delivery, outcome in holding.settled:
             self._resolve(futures[delivery.receipt], outcome)
+        claimed = self._claim_starts(holding.deliveries, futures)
+        if len(claimed) < len(holding.deliveries):
+            kept = {delivery.receipt for delivery in claimed}
+            holding.reserved = {receipt: run for receipt, run in holding.reserved.items() if receipt in kept}
+            holding.deliveries = claimed
         if not holding.deliveries:
             return
         targets = self._require_state().targets
@@ -140,6 +145,7 @@ class Holding:
             logger.exception("could not start the %d runs of an instant", len(instant.deliveries))
             for delivery in instant.deliveries:
                 self._resolve(instant.futures[delivery.receipt], exc)
+        self._release_starts(instant.deliveries)  # their starts are in the store (or were given up)
         self._forget_unused(instant, started)
         instant.done.set_result(True)
         if started:  # then their messages hidden for their lease (the first heartbeat comes a third of it later)
@@ -147,6 +153,28 @@ class Holding:
                 await self._blocking(batch.cover, self.port, started)
             except Exception:  # a redelivery meanwhile finds the run held and hides itself again
                 logger.warning("could not hide the messages of %d runs for their lease", len(started), exc_info=True)
+
+    def _claim_starts(self, deliveries: list[Delivery], futures: dict[str, asyncio.Future[Settled]]) -> list[Delivery]:
+        """The deliveries this worker may start: one per run, the first to claim it. Another copy of
+        a run's message, while this worker is starting that run from the first (holding it for its
+        instant, calling it before the confirm, leasing it), is left alone (``LEASE_LOST``: its
+        message comes back after its visibility and finds the run running or finished). The loop is
+        the lock: nothing awaits between a check and its claim."""
+        starting = self._require_state().starting
+        claimed = []
+        for delivery in deliveries:
+            if starting.setdefault(delivery.run_id, delivery.receipt) == delivery.receipt:
+                claimed.append(delivery)
+            else:
+                self._resolve(futures[delivery.receipt], Outcome.LEASE_LOST)
+        return claimed
+
+    def _release_starts(self, deliveries: list[Delivery]) -> None:
+        """The starts of ``deliveries`` are in the store (leased, confirmed) or given up."""
+        starting = self._require_state().starting
+        for delivery in deliveries:
+            if starting.get(delivery.run_id) == delivery.receipt:
+                del starting[delivery.run_id]
 
     def _confirmed(self, state: LoopState, leased: batch.Leased, running: Running | None, ok: bool) -> None:
         """Its confirm is back: an answer that came first is settled now; a refused confirm (the

@@ -80,6 +80,10 @@ class LoopState:
         # calls of reserved runs whose confirm is not back yet (execution.reserving), and those of
         # them already answered: settled once confirmed, dropped if the confirm was refused
         self.unconfirmed: set[str] = set()
+        # run id -> the receipt of the one delivery this worker may start it from until its start is
+        # in the store (leased, or confirmed): another copy of its message (SQS delivers at least
+        # once) is left alone meanwhile (Holding._claim_starts)
+        self.starting: dict[str, str] = {}
         self.parked: dict[str, tuple[batch_finish.Done, asyncio.Future[Settled]]] = {}
         self.tasks: set[asyncio.Task[None]] = set()  # strong references: the loop keeps only weak ones
 

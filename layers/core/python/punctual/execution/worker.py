@@ -274,6 +274,7 @@ class Worker(Holding):
         self, futures: dict[str, asyncio.Future[Settled]], deliveries: list[Delivery], *, urgent: bool = False
     ) -> batch.Prepared | None:
         """Lease ``deliveries`` in one batch and resolve those settled already; None if the batch failed."""
+        deliveries = self._claim_starts(deliveries, futures)  # one copy of each run's message
         try:
             lease = partial(batch.prepare, defer_cover=True)
             prepared = await self._blocking(lease, self.port, deliveries, urgent=urgent)
@@ -282,6 +283,8 @@ class Worker(Holding):
             for delivery in deliveries:
                 self._resolve(futures[delivery.receipt], exc)
             return None
+        finally:
+            self._release_starts(deliveries)  # leased: in the store, where other copies find them held
         for delivery, outcome in prepared.settled:
             self._resolve(futures[delivery.receipt], outcome)
         return prepared
