@@ -178,3 +178,48 @@ def test_a_lease_of_runs_read_before_is_what_rules_leased_gives_and_never_stale(
     assert results[0].run == rules.leased(read[keys[0]], "w1", now, LEASE) == store.get_run(*keys[0])
     assert results[1].run == store.get_run(*keys[1]) and results[1].run.note is None
     assert results[1].run.lease_expires_at == now + LEASE and results[1].run.worker_id == "w1"
+
+
+def test_a_reservation_holds_a_run_for_its_instant_and_only_its_confirm_counts_an_attempt(engine, clock):
+    from punctual import rules
+    from punctual.port import Reservation
+
+    # Given three scheduled runs read by worker w1
+    store = engine.store
+    job = make_job(OWNER, clock, shards=store.shards)
+    store.create_job(job)
+    now = clock.now_ms()
+    runs = [make_run(job, now + 2 * SECOND + i, clock) for i in range(3)]
+    assert store.insert_runs(runs) == [True] * 3
+    keys = [(r.job_id, r.scheduled_at) for r in runs]
+    read = store.get_runs(keys)
+    until = now + 5 * SECOND
+    # When w1 reserves them until shortly after their instant
+    reserved = store.reserve_runs([Reservation(read[key], until) for key in keys], "w1", now)
+    # Then they stay scheduled with no attempt, reserved by w1, exactly as rules.reserved says
+    for key, run in zip(keys, reserved, strict=True):
+        assert run == rules.reserved(read[key], "w1", until) == store.get_run(*key)
+        assert (run.state, run.attempt, run.worker_id, run.lease_expires_at) == (RunState.SCHEDULED, 0, "w1", until)
+    # and another worker can neither reserve nor lease them while the reservation lasts
+    assert store.reserve_runs([Reservation(read[keys[0]], until)], "w2", now) == [None]
+    [held] = store.lease_runs([LeaseRequest(*keys[0], LEASE)], "w2", now)
+    assert held.outcome is LeaseOutcome.HELD and held.run is not None and held.run.lease_expires_at == until
+    # When w1 confirms the first at its instant (after writing the call)
+    clock.advance(2 * SECOND)
+    at = clock.now_ms()
+    [confirmed] = store.lease_runs([LeaseRequest(*keys[0], LEASE, seen=read[keys[0]], confirm=True)], "w1", at)
+    # Then its attempt begins: running, attempt 1, the lease from the confirm on
+    assert confirmed.outcome is LeaseOutcome.LEASED
+    assert confirmed.run == rules.leased(read[keys[0]], "w1", at, LEASE) == store.get_run(*keys[0])
+    # When the reservation of the second has ended (w1 died) and w2 leases it
+    clock.advance(4 * SECOND)
+    later = clock.now_ms()
+    [taken] = store.lease_runs([LeaseRequest(*keys[1], LEASE)], "w2", later)
+    assert taken.outcome is LeaseOutcome.LEASED and taken.run is not None and taken.run.attempt == 1
+    assert taken.run.worker_id == "w2" and taken.run.attempts == []  # no attempt was lost: none began
+    # Then w1's late confirm is refused (no lease, no second attempt), while a confirm of an expired
+    # reservation that nobody took still counts (the third)
+    [late] = store.lease_runs([LeaseRequest(*keys[1], LEASE, seen=read[keys[1]], confirm=True)], "w1", later)
+    assert late.outcome is LeaseOutcome.HELD and store.get_run(*keys[1]).worker_id == "w2"
+    [kept] = store.lease_runs([LeaseRequest(*keys[2], LEASE, seen=read[keys[2]], confirm=True)], "w1", later)
+    assert kept.outcome is LeaseOutcome.LEASED and store.get_run(*keys[2]).attempt == 1

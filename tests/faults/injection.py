@@ -177,7 +177,11 @@ class FaultyQueue:
             lost = got.pop(self._faults.rng.randrange(len(got)))
             self._inner.delete(lost.receipt)
         elif kind == "duplicate":  # delivered twice (SQS is at-least-once): a second consumer gets it too
-            got.insert(self._faults.rng.randrange(len(got) + 1), self._faults.rng.choice(got))
+            copy = self._faults.rng.choice(got)
+            if self._faults.rng.random() < 0.5:  # within this receive
+                got.insert(self._faults.rng.randrange(len(got) + 1), copy)
+            else:  # as a copy of its own (its own receipt): the next receive, by this worker or another
+                self._inner.send([Dispatch(copy.run_id, not_before=copy.not_before)])
         return got
 
     def extend(self, receipt: str, visibility_s: int) -> None:

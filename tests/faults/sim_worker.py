@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from punctual import ids
 from punctual.errors import PunctualError
-from punctual.execution import batch, batch_finish
+from punctual.execution import batch, batch_finish, reserving
 from punctual.execution.targets.types import TargetResult, timed_out
 from punctual.port import Delivery
 from punctual.runs.alerts import LogAlerter
@@ -39,6 +39,7 @@ class InFlight:
     call: Call
     started: int  # worker clock
     stalled: bool
+    duration: int = 0
 
 
 class SimWorker:
@@ -49,6 +50,9 @@ class SimWorker:
         self.incarnation = 0
         self.in_flight: list[InFlight] = []
         self.held: dict[str, int] = {}  # job id -> instant, of runs held for their instant
+        # instant -> what every receive held for it: one instant task takes them all (Worker._join_instant)
+        self.instants: dict[int, batch.Holding] = {}
+        self.starting: dict[str, str] = {}  # run id -> the one receipt it is started from (Holding._claim_starts)
 
     def holding(self) -> list[str]:
         now = self.clock.now_ms()
@@ -98,6 +102,8 @@ class SimWorker:
             self.sim.ledger.end(flight.call, now)
         self.in_flight = []
         self.held = {}
+        self.instants = {}
+        self.starting = {}
         self.incarnation += 1
         self.sim.faults.count("kill", "worker")
 
@@ -134,20 +140,74 @@ class SimWorker:
                 self.at(not_before, lambda group=group: self._lease_now(self.port(), group))
 
     def _prelease(self, port: batch.Port, not_before: int, group: list[Delivery]) -> None:
-        holding = batch.hold(port, group)
+        holding = reserving.hold_and_reserve(port, group, instant=not_before)
+        claimed = self._claim(holding.deliveries)
+        holding.reserved = {r: run for r, run in holding.reserved.items() if r in {d.receipt for d in claimed}}
+        holding.deliveries = claimed
         self.held.update((job_id, not_before) for job_id in holding.jobs)
         if holding.jobs:
             self.sim.user.around(sorted(holding.jobs), not_before - self.clock.offset_ms)
-        self.at(not_before, lambda: self._at_instant(holding))
+        joined = self.instants.get(not_before)
+        if joined is None:  # the first hold for this instant plans its task
+            self.instants[not_before] = holding
+            ahead = not_before - reserving.BEGIN_AHEAD_MS  # as the worker: versions read, attempts built
+            self.at(ahead, lambda: self._before_instant(self.instants.pop(not_before), not_before))
+        else:  # a later receive's runs join it (two copies of one message among them)
+            joined.deliveries.extend(holding.deliveries)
+            joined.jobs.update(holding.jobs)
+            joined.runs.update(holding.runs)
+            joined.reserved.update(holding.reserved)
 
-    def _at_instant(self, holding: batch.Holding) -> None:
+    def _before_instant(self, holding: batch.Holding, not_before: int) -> None:
+        """As the worker's instant task, just before the instant: which reserved runs go ahead."""
         port = self.port()
-        prepared = batch.prepare(port, holding.deliveries, known=holding.jobs, seen=holding.runs, defer_cover=True)
+        reserved = [(d, holding.reserved[d.receipt]) for d in holding.deliveries if d.receipt in holding.reserved]
+        try:
+            begun = reserving.begin_reserved(port, reserved, holding.jobs, at=not_before)
+        except BaseException:  # as the worker: a failed instant gives its starts up
+            self._release(holding.deliveries)
+            raise
+        self.at(not_before, lambda: self._at_instant(holding, begun))
+
+    def _at_instant(self, holding: batch.Holding, begun: reserving.Begun) -> None:
+        """As the worker's instant task: the reserved runs called at once, then confirmed (a refused
+        confirm cuts its call); the rest leased, then called."""
+        try:
+            self._start_instant(holding, begun)
+        finally:  # as the worker: the starts are in the store, or given up
+            self._release(holding.deliveries)
+
+    def _start_instant(self, holding: batch.Holding, begun: reserving.Begun) -> None:
+        port = self.port()
+        flights = [self._begin(port, one, settle=False) for one in begun.calls]
+        if begun.calls:
+            for flight, ok in zip(flights, reserving.confirm(port, begun), strict=True):
+                if not ok and flight is not None:  # the reservation was lost: the call is cut
+                    self._cut(flight)
+            for flight in flights:
+                if flight is not None and flight.duration == 0:
+                    self._end(flight, 0, flight.leased.job.timeout_s * SECOND)
+        rest = [*begun.rest, *(d for d in holding.deliveries if d.receipt not in holding.reserved)]
+        prepared = batch.prepare(port, rest, known=holding.jobs, seen=holding.runs, defer_cover=True)
         self._begin_all(port, prepared.leased)
+        batch.cover(port, begun.calls)
 
     def _lease_now(self, port: batch.Port, group: list[Delivery]) -> None:
-        prepared = batch.prepare(port, group, defer_cover=True)
+        claimed = self._claim(group)
+        try:
+            prepared = batch.prepare(port, claimed, defer_cover=True)
+        finally:
+            self._release(claimed)
         self._begin_all(port, prepared.leased)
+
+    def _claim(self, deliveries: list[Delivery]) -> list[Delivery]:
+        """As the worker: one copy of each run's message is started; the others are left alone."""
+        return [d for d in deliveries if self.starting.setdefault(d.run_id, d.receipt) == d.receipt]
+
+    def _release(self, deliveries: list[Delivery]) -> None:
+        for delivery in deliveries:
+            if self.starting.get(delivery.run_id) == delivery.receipt:
+                del self.starting[delivery.run_id]
 
     # -- calls ----------------------------------------------------------------------------------
 
@@ -157,11 +217,13 @@ class SimWorker:
             self._begin(port, one)
         batch.cover(port, leased)
 
-    def _begin(self, port: batch.Port, leased: batch.Leased) -> None:
+    def _begin(self, port: batch.Port, leased: batch.Leased, *, settle: bool = True) -> InFlight | None:
+        """Begin ``leased``'s call; a call that answers at once is settled now unless ``settle`` is
+        False (its attempt is confirmed first: the caller ends it). Returns the call in flight."""
         now = self.clock.now_ms()
         if not leased.may_execute:
             batch_finish.settle(port, [batch_finish.Done(leased, None, now, now)])
-            return
+            return None
         run, job = leased.run, leased.job
         call = Call(
             run.run_id, job.id, job.owner, run.scheduled_at, run.trigger, run.attempt, self.worker_id,
@@ -180,14 +242,22 @@ class SimWorker:
             duration = leased.lease_ms + self.sim.rng.randint(5, 90) * SECOND
         else:
             duration = 0
-        flight = InFlight(leased, call, now, stalled=kind == "stall")
+        flight = InFlight(leased, call, now, stalled=kind == "stall", duration=duration)
         self.in_flight.append(flight)
         if duration == 0:
-            self._end(flight, duration, timeout_ms)
-            return
+            if settle:
+                self._end(flight, duration, timeout_ms)
+            return flight
         if not flight.stalled:
             self._plan_beat(flight)
         self.at(now + duration, lambda: self._end(flight, duration, timeout_ms))
+        return flight
+
+    def _cut(self, flight: InFlight) -> None:
+        """A call whose reservation was lost before its confirm: cut, nothing written."""
+        if flight in self.in_flight:
+            self.in_flight.remove(flight)
+            self.sim.ledger.end(flight.call, self.sim.clock.now_ms())
 
     def _plan_beat(self, flight: InFlight) -> None:
         interval = max(flight.leased.lease_ms // 3, int(self.sim.options.min_heartbeat_s * SECOND))

@@ -166,18 +166,20 @@ def test_widen_gives_the_new_slots_to_the_queued_first_and_never_passes_the_ceil
     on_a_loop(body)
 
 
-def test_connections_warmed_ahead_of_a_burst_are_all_slots_at_the_instant(raw: Any) -> None:
+def test_a_burst_warms_as_many_connections_as_its_key_used_last_and_has_a_slot_for_each(raw: Any) -> None:
     # Given a key that starts with 2 slots and may grow to 16
     srv = raw([])
     pool = WirePool(start_per_key=2, max_idle_per_key=16, max_per_key=16)
 
-    async def go() -> Host:
-        # When 10 held calls warm their connections
-        assert pool.warm(request(srv.port), 10, timeout_s=5) == 10
+    async def go() -> tuple[int, int, int]:
+        # When 10 held calls warm their connections: a fresh key opens what it starts with
+        fresh = pool.warm(request(srv.port), 10, timeout_s=5)
         host = pool._hosts[request(srv.port).key]
+        # and a key that grew to 8 (a slow target made calls queue in an earlier burst) opens 8
+        host.widen(8)
+        grown = pool.warm(request(srv.port), 10, timeout_s=5)
+        limit = host.limit
         pool.close()
-        return host
+        return fresh, grown, limit
 
-    host = asyncio.run(go())
-    # Then the key has a slot for each: the burst does not wait for the growth rule to find them
-    assert host.limit == 10 and host.free == 10
+    assert asyncio.run(go()) == (2, 6, 8)

@@ -35,12 +35,13 @@ from punctual.model import (
 from punctual.port import LeaseOutcome, RunChange, ShardLease
 
 
-def lease_outcome(run: Run | None, now: int) -> LeaseOutcome:
-    """Whether a worker may lease ``run`` at ``now``, and if not, why."""
+def lease_outcome(run: Run | None, now: int, worker_id: str | None = None) -> LeaseOutcome:
+    """Whether ``worker_id`` may lease ``run`` at ``now``, and if not, why. A scheduled run another
+    worker reserved for its instant (:func:`reserved_by_another`) is HELD until the reservation ends."""
     if run is None:
         return LeaseOutcome.NOT_FOUND
     if run.state is RunState.SCHEDULED:
-        return LeaseOutcome.LEASED
+        return LeaseOutcome.HELD if reserved_by_another(run, worker_id, now) else LeaseOutcome.LEASED
     if run.state is RunState.RETRYING:
         ready = run.next_attempt_at is None or run.next_attempt_at <= now
         return LeaseOutcome.LEASED if ready else LeaseOutcome.NOT_READY
@@ -48,6 +49,48 @@ def lease_outcome(run: Run | None, now: int) -> LeaseOutcome:
         expired = run.lease_expires_at is not None and run.lease_expires_at < now
         return LeaseOutcome.LEASED if expired else LeaseOutcome.HELD
     return LeaseOutcome.FINISHED
+
+
+# -- reservations: a run held for its instant, before its attempt begins ------------------------
+#
+#   scheduled ──reserve(w, until)──> scheduled, reserved by w (attempt unchanged: no attempt yet)
+#       │                                │ w writes the call at the instant, then confirms:
+#       │                                └──confirm(w, attempt as seen)──> running(attempt + 1, w)
+#       └── until passes, w silent (dead, stalled): any worker may lease it, as if never reserved
+#
+# A reservation is a scheduled run's worker_id and lease_expires_at: another worker's lease finds
+# it HELD until it ends. The attempt is counted only by the confirm, written after the call began.
+
+RESERVATION_GRACE_MS = 3_000  # a reservation lasts until the instant plus this: the confirm lands before
+# (one batch once the burst's answers were read, ~1 s), and a holder that died gives its runs back
+# this soon after, within the message's visibility
+
+
+def reserved_by_another(run: Run, worker_id: str | None, now: int) -> bool:
+    """``run`` is scheduled and reserved by a worker other than ``worker_id`` until after ``now``."""
+    return (
+        run.state is RunState.SCHEDULED
+        and run.worker_id is not None
+        and run.worker_id != worker_id
+        and run.lease_expires_at is not None
+        and run.lease_expires_at >= now
+    )
+
+
+def reservable(run: Run | None, worker_id: str, now: int) -> bool:
+    """``worker_id`` may reserve ``run``: scheduled, and not reserved by another worker until after ``now``."""
+    return run is not None and run.state is RunState.SCHEDULED and not reserved_by_another(run, worker_id, now)
+
+
+def reserved(run: Run, worker_id: str, until: int) -> Run:
+    """``run`` after ``worker_id`` reserved it until ``until``: the run itself is unchanged."""
+    return copy_run(run, {"worker_id": worker_id, "lease_expires_at": until})
+
+
+def confirms(run: Run | None, worker_id: str, attempt: int) -> bool:
+    """The confirm of a reservation qualifies: scheduled, reserved by ``worker_id`` (expired or not:
+    nobody else took it), at the attempt it was reserved at."""
+    return run is not None and run.state is RunState.SCHEDULED and run.worker_id == worker_id and run.attempt == attempt
 
 
 def lease_is_live(run: Run, now: int) -> bool:

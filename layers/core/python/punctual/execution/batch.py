@@ -93,6 +93,7 @@ class Holding:
     jobs: dict[str, Job] = field(default_factory=dict)
     runs: dict[tuple[str, int], Run] = field(default_factory=dict)  # as read (LeaseRequest.seen)
     settled: list[tuple[Delivery, Outcome]] = field(default_factory=list)
+    reserved: dict[str, Run] = field(default_factory=dict)  # receipt -> run reserved (execution.reserving)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,10 +1,11 @@
 """Holding runs for their instant (pre-leasing), the async worker's half that runs before it.
 
-A group of runs whose instant is still ahead is held: their jobs are read and their requests built
-and connections opened (``batch.hold``; nothing is written, no attempt counted: the messages'
-visibility is the reservation). At the instant, every run held for it, from however many receives,
-is leased in one batch (``batch.prepare`` with the jobs read, re-validated by their versions) and
-only then are their calls written. Mixed into :class:`punctual.execution.worker.Worker`.
+A group of runs whose instant is still ahead is held: their jobs and runs are read, the runs that
+may start as they are reserved for this worker (``execution.reserving``: no attempt counted), their
+requests built and connections opened. At the instant, every run held for it, from however many
+receives, is handled by one task: the reserved runs whose jobs did not change are called at once
+and confirmed right after (a refused confirm cuts its call); the others are leased first
+(``batch.prepare``), then called. Mixed into :class:`punctual.execution.worker.Worker`.
 """
 
 from __future__ import annotations
@@ -16,14 +17,21 @@ from functools import partial
 from typing import Any, TypeVar
 
 from punctual import ids
-from punctual.execution import batch
-from punctual.execution.loop import FIRST_ATTEMPT, Instant, LoopState, Settled, prebuild_all
+from punctual.execution import batch, reserving
+from punctual.execution.loop import FIRST_ATTEMPT, Instant, LoopState, Running, Settled, prebuild_all
+from punctual.execution.options import Outcome
 from punctual.execution.targets.aio import Prebuilding, Warming
 from punctual.port import Delivery
 
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
+
+# After an instant starts this many calls at once, the worker writes no finishes for QUIET_S: the
+# CPU (and the GIL: finishes are written on a thread) goes to writing the burst's requests and
+# reading its answers, which is what the targets see; the finishes follow, a run ends that much later.
+QUIET_AFTER_CALLS = 1_000
+QUIET_S = 0.75
 
 
 class Holding:
@@ -43,72 +51,154 @@ class Holding:
     async def _until(self, at_ms: int) -> None:
         raise NotImplementedError
 
+    def _start(self, state: LoopState, leased: batch.Leased, future: asyncio.Future[Settled]) -> Running | None:
+        raise NotImplementedError
+
     async def _held_until(
         self, not_before: int, futures: dict[str, asyncio.Future[Settled]], deliveries: list[Delivery]
-    ) -> list[batch.Leased]:
-        """A pre-lease: read the jobs and build the requests now, lease at ``not_before``."""
+    ) -> None:
+        """A pre-lease: read the jobs and runs, reserve what may start as it is, build the requests
+        now; at ``not_before`` the instant's task (:meth:`_run_instant`) starts the calls."""
         try:
-            holding = await self._blocking(batch.hold, self.port, deliveries)
+            hold = partial(reserving.hold_and_reserve, instant=not_before)
+            holding = await self._blocking(hold, self.port, deliveries)
         except Exception as exc:
-            logger.exception("could not read the jobs of %d runs held for their instant", len(deliveries))
+            logger.exception("could not hold %d runs for their instant", len(deliveries))
             for delivery in deliveries:
                 self._resolve(futures[delivery.receipt], exc)
-            return []
+            return
         for delivery, outcome in holding.settled:
             self._resolve(futures[delivery.receipt], outcome)
+        claimed = self._claim_starts(holding.deliveries, futures)
+        if len(claimed) < len(holding.deliveries):
+            kept = {delivery.receipt for delivery in claimed}
+            holding.reserved = {receipt: run for receipt, run in holding.reserved.items() if receipt in kept}
+            holding.deliveries = claimed
         if not holding.deliveries:
-            return []
+            return
         targets = self._require_state().targets
         if isinstance(targets, Prebuilding):  # the requests, before the instant
             await self._blocking(prebuild_all, targets, holding)
             if isinstance(targets, Warming):  # and their connections (TCP, TLS handshakes)
                 targets.warm([(delivery.run_id, FIRST_ATTEMPT) for delivery in holding.deliveries])
-        verdicts = await self._lease_at(not_before, holding)
-        leased: list[batch.Leased] = []
-        for delivery in holding.deliveries:
-            verdict = verdicts[delivery.receipt]
-            if isinstance(verdict, batch.Leased):
-                leased.append(verdict)
-            else:
-                self._resolve(futures[delivery.receipt], verdict)
-            if isinstance(targets, Prebuilding) and not (
-                isinstance(verdict, batch.Leased) and verdict.run.attempt == FIRST_ATTEMPT
-            ):
-                job = holding.jobs[ids.parse_run_id(delivery.run_id)[0]]
-                targets.forget(batch.provisional_run(delivery, job), FIRST_ATTEMPT)
-        return leased
+        await self._join_instant(not_before, holding, futures)
 
-    async def _lease_at(self, not_before: int, holding: batch.Holding) -> dict[str, batch.Leased | Settled]:
-        """At ``not_before``, :func:`batch.prepare` of every run held for that instant, in one call
-        for all the receives they came in (one batch of leases before any target call, instead of
-        one per receive interleaved with them). Maps each receipt to its run, or to how it settled."""
+    async def _join_instant(
+        self, not_before: int, holding: batch.Holding, futures: dict[str, asyncio.Future[Settled]]
+    ) -> None:
+        """Hand ``holding`` to the task of its instant (one for all the receives it came in), and
+        wait until that task has started their calls."""
         state = self._require_state()
         instant = state.instants.get(not_before)
         if instant is None or instant.closed:
             instant = state.instants[not_before] = Instant(state.loop.create_future())
-            task = asyncio.create_task(self._lease_instant(not_before, instant))
+            task = asyncio.create_task(self._run_instant(not_before, instant))
             state.tasks.add(task)
             task.add_done_callback(state.tasks.discard)
         instant.deliveries.extend(holding.deliveries)
         instant.jobs.update(holding.jobs)
         instant.runs.update(holding.runs)
-        return await asyncio.shield(instant.done)
+        instant.reserved.update(holding.reserved)
+        instant.futures.update((d.receipt, futures[d.receipt]) for d in holding.deliveries)
+        await asyncio.shield(instant.done)
 
-    async def _lease_instant(self, not_before: int, instant: Instant) -> None:
+    async def _run_instant(self, not_before: int, instant: Instant) -> None:
+        """At ``not_before``: call the reserved runs that go ahead as read, confirm them, then lease
+        and call the rest (see the module docstring); every delivery's future is resolved or its
+        call started by the time ``instant.done`` is set."""
         state = self._require_state()
-        verdicts: dict[str, batch.Leased | Settled] = {}
         try:
-            await self._until(not_before)
+            await self._until(not_before - reserving.BEGIN_AHEAD_MS)
         finally:
-            instant.closed = True  # later arrivals for this instant get their own lease
+            instant.closed = True  # later arrivals for this instant get their own task
             if state.instants.get(not_before) is instant:
                 del state.instants[not_before]
+        started: list[batch.Leased] = []
         try:
+            reserved = [(d, instant.reserved[d.receipt]) for d in instant.deliveries if d.receipt in instant.reserved]
+            begin = partial(reserving.begin_reserved, self.port, reserved, instant.jobs, at=not_before)
+            begun = await self._blocking(begin, urgent=True)
+            await self._until(not_before)
+            if len(begun.calls) >= QUIET_AFTER_CALLS:  # a burst: its answers are read before finishes are written
+                state.quiet_until = max(state.quiet_until, state.loop.time() + QUIET_S)
+            state.unconfirmed.update(one.delivery.receipt for one in begun.calls)
+            calls = [(one, self._start(state, one, instant.futures[one.delivery.receipt])) for one in begun.calls]
+            started.extend(begun.calls)
+            if calls:  # the calls are on their way: now their attempts are counted
+                if (quiet := state.quiet_until - state.loop.time()) > 0:  # once the burst's answers are read
+                    await asyncio.sleep(quiet)
+                try:
+                    confirmed = await self._blocking(reserving.confirm, self.port, begun, urgent=True)
+                finally:
+                    state.unconfirmed.difference_update(one.delivery.receipt for one in begun.calls)
+                for (one, running), ok in zip(calls, confirmed, strict=True):
+                    self._confirmed(state, one, running, ok)
+            rest = [d for d in instant.deliveries if d.receipt not in instant.reserved]
             lease = partial(batch.prepare, known=instant.jobs, seen=instant.runs, defer_cover=True)
-            prepared = await self._blocking(lease, self.port, instant.deliveries, urgent=True)
-            verdicts.update((leased.delivery.receipt, leased) for leased in prepared.leased)
-            verdicts.update((delivery.receipt, outcome) for delivery, outcome in prepared.settled)
-        except Exception as exc:  # nothing leased: the messages come back after their visibility
-            logger.exception("could not lease %d runs at their instant", len(instant.deliveries))
-            verdicts = dict.fromkeys((delivery.receipt for delivery in instant.deliveries), exc)
-        instant.done.set_result(verdicts)
+            prepared = await self._blocking(lease, self.port, [*begun.rest, *rest], urgent=True)
+            for one in prepared.leased:
+                self._start(state, one, instant.futures[one.delivery.receipt])
+            started.extend(prepared.leased)
+            for delivery, outcome in prepared.settled:
+                self._resolve(instant.futures[delivery.receipt], outcome)
+        except Exception as exc:  # what was not started comes back after its visibility (or its reservation)
+            logger.exception("could not start the %d runs of an instant", len(instant.deliveries))
+            for delivery in instant.deliveries:
+                self._resolve(instant.futures[delivery.receipt], exc)
+        self._release_starts(instant.deliveries)  # their starts are in the store (or were given up)
+        self._forget_unused(instant, started)
+        instant.done.set_result(True)
+        if started:  # then their messages hidden for their lease (the first heartbeat comes a third of it later)
+            try:
+                await self._blocking(batch.cover, self.port, started)
+            except Exception:  # a redelivery meanwhile finds the run held and hides itself again
+                logger.warning("could not hide the messages of %d runs for their lease", len(started), exc_info=True)
+
+    def _claim_starts(self, deliveries: list[Delivery], futures: dict[str, asyncio.Future[Settled]]) -> list[Delivery]:
+        """The deliveries this worker may start: one per run, the first to claim it. Another copy of
+        a run's message, while this worker is starting that run from the first (holding it for its
+        instant, calling it before the confirm, leasing it), is left alone (``LEASE_LOST``: its
+        message comes back after its visibility and finds the run running or finished). The loop is
+        the lock: nothing awaits between a check and its claim."""
+        starting = self._require_state().starting
+        claimed = []
+        for delivery in deliveries:
+            if starting.setdefault(delivery.run_id, delivery.receipt) == delivery.receipt:
+                claimed.append(delivery)
+            else:
+                self._resolve(futures[delivery.receipt], Outcome.LEASE_LOST)
+        return claimed
+
+    def _release_starts(self, deliveries: list[Delivery]) -> None:
+        """The starts of ``deliveries`` are in the store (leased, confirmed) or given up."""
+        starting = self._require_state().starting
+        for delivery in deliveries:
+            if starting.get(delivery.run_id) == delivery.receipt:
+                del starting[delivery.run_id]
+
+    def _confirmed(self, state: LoopState, leased: batch.Leased, running: Running | None, ok: bool) -> None:
+        """Its confirm is back: an answer that came first is settled now; a refused confirm (the
+        reservation was lost) cuts the call, or drops its answer: nothing is written for it."""
+        parked = state.parked.pop(leased.delivery.receipt, None)
+        if ok:
+            if parked is not None:
+                state.done.append(parked)
+                state.settle.set()
+            return
+        logger.warning("run %s: its reservation was lost before its attempt was confirmed", leased.run.run_id)
+        if parked is not None:
+            self._resolve(parked[1], Outcome.LEASE_LOST)
+        elif running is not None and running.call is not None:
+            running.lost = True
+            running.call.cancel()
+
+    def _forget_unused(self, instant: Instant, started: list[batch.Leased]) -> None:
+        """Drop the requests built ahead for runs not started here as their first attempt."""
+        targets = self._require_state().targets
+        if not isinstance(targets, Prebuilding):
+            return
+        first = {one.delivery.receipt for one in started if one.run.attempt == FIRST_ATTEMPT}
+        for delivery in instant.deliveries:
+            if delivery.receipt not in first:
+                job = instant.jobs[ids.parse_run_id(delivery.run_id)[0]]
+                targets.forget(batch.provisional_run(delivery, job), FIRST_ATTEMPT)

@@ -65,6 +65,9 @@ class LoopState:
         self.call: Start = targets.call if isinstance(targets, Calling) else _InTask(targets)
         self.instants: dict[int, Instant] = {}  # pre-leased runs waiting for their instant
         self.in_flight = 0  # deliveries received and not yet settled
+        # loop time until which finishes wait (an instant's burst of calls is being written and
+        # answered: its CPU goes to the calls, the finishes follow; Worker._settle_loop)
+        self.quiet_until = 0.0
         self.reserved = 0  # room claimed by receives in progress
         self.room = asyncio.Event()
         # an empty queue is polled by one receiver at a time: a receiver whose last receive found
@@ -74,6 +77,14 @@ class LoopState:
         self.done: list[tuple[batch_finish.Done, asyncio.Future[Settled]]] = []
         self.settle = asyncio.Event()
         self.running: dict[int, Running] = {}
+        # calls of reserved runs whose confirm is not back yet (execution.reserving), and those of
+        # them already answered: settled once confirmed, dropped if the confirm was refused
+        self.unconfirmed: set[str] = set()
+        # run id -> the receipt of the one delivery this worker may start it from until its start is
+        # in the store (leased, or confirmed): another copy of its message (SQS delivers at least
+        # once) is left alone meanwhile (Holding._claim_starts)
+        self.starting: dict[str, str] = {}
+        self.parked: dict[str, tuple[batch_finish.Done, asyncio.Future[Settled]]] = {}
         self.tasks: set[asyncio.Task[None]] = set()  # strong references: the loop keeps only weak ones
 
 
@@ -91,10 +102,12 @@ def prebuild_all(targets: Prebuilding, holding: batch.Holding) -> None:
 class Instant:
     """The runs held for one instant, leased together when it comes (``Worker._lease_at``)."""
 
-    done: asyncio.Future[dict[str, batch.Leased | Settled]]
+    done: asyncio.Future[bool]  # set once every call of the instant was started (or its delivery settled)
     deliveries: list[Delivery] = field(default_factory=list)
     jobs: dict[str, Job] = field(default_factory=dict)
     runs: dict[tuple[str, int], Run] = field(default_factory=dict)
+    reserved: dict[str, Run] = field(default_factory=dict)  # receipt -> the run as reserved
+    futures: dict[str, asyncio.Future[Settled]] = field(default_factory=dict)  # receipt -> its delivery's
     closed: bool = False
 
 

@@ -255,7 +255,8 @@ class Worker(Holding):
         futures = {delivery.receipt: future for delivery, future in group}
         deliveries = [delivery for delivery, _ in group]
         if self.options.prelease_s > 0 and not_before > self.clock.now_ms():
-            leased = await self._held_until(not_before, futures, deliveries)
+            await self._held_until(not_before, futures, deliveries)  # its instant's task starts the calls
+            return
         else:
             await self._until(not_before)
             prepared = await self._prepare(futures, deliveries, urgent=True)
@@ -273,6 +274,7 @@ class Worker(Holding):
         self, futures: dict[str, asyncio.Future[Settled]], deliveries: list[Delivery], *, urgent: bool = False
     ) -> batch.Prepared | None:
         """Lease ``deliveries`` in one batch and resolve those settled already; None if the batch failed."""
+        deliveries = self._claim_starts(deliveries, futures)  # one copy of each run's message
         try:
             lease = partial(batch.prepare, defer_cover=True)
             prepared = await self._blocking(lease, self.port, deliveries, urgent=urgent)
@@ -281,6 +283,8 @@ class Worker(Holding):
             for delivery in deliveries:
                 self._resolve(futures[delivery.receipt], exc)
             return None
+        finally:
+            self._release_starts(deliveries)  # leased: in the store, where other copies find them held
         for delivery, outcome in prepared.settled:
             self._resolve(futures[delivery.receipt], outcome)
         return prepared
@@ -296,20 +300,22 @@ class Worker(Holding):
 
     # -- execute ------------------------------------------------------------------------------
 
-    def _start(self, state: LoopState, leased: batch.Leased, future: asyncio.Future[Settled]) -> None:
-        """Start one attempt's target call; :meth:`_answered` hears how it ended (no task per run)."""
+    def _start(self, state: LoopState, leased: batch.Leased, future: asyncio.Future[Settled]) -> Running | None:
+        """Start one attempt's target call; :meth:`_answered` hears how it ended (no task per run).
+        Returns what is in flight (None: buried unexecuted, earlier attempts used up the retries)."""
         started = self.clock.now_ms()
         run = leased.run
         if self.metrics is not None and run.attempt == 1:  # a retry starts at its backoff, not its instant
             self.metrics.observe(m.START_LATENESS_MS, max(0, started - run.scheduled_at))
         if not leased.may_execute:  # earlier attempts lost their workers and used up the retries
             self._done(state, batch_finish.Done(leased, None, started, started), future)
-            return
+            return None
         interval = max(leased.lease_ms / 3000, self.options.min_heartbeat_s)
         running = Running(leased, future, started, time.monotonic() + interval, interval)
         state.running[id(running)] = running
         job = leased.job
         running.call = state.call(job, run, run.attempt, float(job.timeout_s), partial(self._answered, state, running))
+        return running
 
     def _answered(self, state: LoopState, running: Running, result: TargetResult | BaseException) -> None:
         """An attempt's target call ended: its run is settled with the others done by then, or
@@ -328,6 +334,10 @@ class Worker(Holding):
             self._done(state, batch_finish.Done(leased, result, running.started, self.clock.now_ms()), running.future)
 
     def _done(self, state: LoopState, done: batch_finish.Done, future: asyncio.Future[Settled]) -> None:
+        receipt = done.leased.delivery.receipt
+        if receipt in state.unconfirmed:  # answered before its attempt was confirmed: settled after it
+            state.parked[receipt] = (done, future)
+            return
         state.done.append((done, future))
         state.settle.set()
 
@@ -337,6 +347,8 @@ class Worker(Holding):
         limit = self.tuning.settle_batch
         while True:
             await state.settle.wait()
+            while (quiet := state.quiet_until - state.loop.time()) > 0:  # an instant's calls go first
+                await asyncio.sleep(quiet)
             state.settle.clear()
             while pending:
                 items = pending[:limit]

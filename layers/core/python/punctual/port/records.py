@@ -114,6 +114,18 @@ class LeaseRequest:
     # run is still scheduled at the same attempt, the engine may lease it without reading it back:
     # the result is ``rules.leased(seen, ...)``, which overwrites every field that may have changed.
     seen: Run | None = None
+    # A confirm (needs ``seen``): lease only a run this worker reserved (``rules.confirms``: still
+    # scheduled, reserved by it, at the attempt seen), else not at all (no other outcome is acted on).
+    confirm: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    """A run a worker reserves for its instant (:meth:`Store.reserve_runs`): held until ``until``
+    (epoch ms), no attempt counted. ``seen`` is the run as the worker read it (scheduled)."""
+
+    seen: Run
+    until: int
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,6 +22,7 @@ from punctual.port.records import (
     RateState,
     ReleaseSlot,
     ReleaseState,
+    Reservation,
     RunChange,
     RunQuery,
     ShardLease,
@@ -190,6 +191,14 @@ class Store(ABC):
         """:meth:`lease_run` for each request, in one step where the engine can (embedded: one
         transaction; aws: concurrent conditional writes). One result per request, in order; each
         is decided by the same rules as a single lease, so a batch never changes what qualifies.
+        """
+
+    @abstractmethod
+    def reserve_runs(self, reservations: Sequence[Reservation], worker_id: str, now: int) -> list[Run | None]:
+        """Reserve each run for ``worker_id`` until its ``until`` where ``rules.reservable`` (scheduled,
+        not reserved by another worker until after ``now``) and still at the attempt seen: the run
+        stays scheduled, attempt unchanged; another worker's lease finds it HELD until then. One
+        result per reservation: the run as reserved (``rules.reserved`` of the seen copy), or None.
         """
 
     @abstractmethod

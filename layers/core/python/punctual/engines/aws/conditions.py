@@ -43,7 +43,12 @@ NO_BACKOFF = "attribute_not_exists(next_attempt_at)"
 BACKOFF_ELAPSED = "next_attempt_at <= :now"
 RETRY_READY = f"{IS_RETRYING} AND ({NO_BACKOFF} OR {BACKOFF_ELAPSED})"
 # the common path of a lease: a fresh run, or a retry whose backoff has elapsed
-LEASABLE = f"{IS_SCHEDULED} OR ({RETRY_READY})"
+# not reserved by another worker for its instant (rules.reserved_by_another)
+NOT_RESERVED_BY_ANOTHER = "(attribute_not_exists(worker_id) OR worker_id = :worker OR lease_expires_at < :now)"
+LEASABLE = f"({IS_SCHEDULED} AND {NOT_RESERVED_BY_ANOTHER}) OR ({RETRY_READY})"
+# rules.reservable, at the attempt the worker read; rules.confirms
+RESERVABLE = f"{IS_SCHEDULED} AND attempt = :seen_attempt AND {NOT_RESERVED_BY_ANOTHER}"
+CONFIRMABLE = f"{IS_SCHEDULED} AND worker_id = :worker AND attempt = :seen_attempt"
 
 # -- runs: takeover of an expired lease ------------------------------------------------------------
 # Decided from the image the failed LEASABLE write returned; this compare-and-set makes sure nobody

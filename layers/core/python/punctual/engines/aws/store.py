@@ -35,6 +35,7 @@ from punctual.engines.aws import updates as u
 from punctual.engines.aws.deadlines import SWEEP_PAGES, DeadlineReads
 from punctual.engines.aws.edges import DynamoEdges
 from punctual.engines.aws.items import n, s
+from punctual.engines.aws.reservations import DynamoReservations
 from punctual.engines.aws.shards import DynamoShards
 from punctual.engines.aws.tables import Tables, Written
 from punctual.engines.aws.tenants import DynamoTenants
@@ -67,7 +68,7 @@ _LEASE_ROUNDS = 4  # fresh lease / takeover attempts before conceding that other
 _MAX_QUERY_LIMIT = 1000
 
 
-class DynamoStore(DynamoEdges, DeadlineReads, DynamoShards, DynamoTenants, Store):
+class DynamoStore(DynamoEdges, DynamoReservations, DeadlineReads, DynamoShards, DynamoTenants, Store):
     """Jobs, runs, shard leases and alerts in three DynamoDB tables (see ``punctual.resources``)."""
 
     def __init__(
@@ -241,7 +242,7 @@ class DynamoStore(DynamoEdges, DeadlineReads, DynamoShards, DynamoTenants, Store
             found = None if written.item is None else it.item_to_run(written.item)
             if written.applied:
                 return LeaseResult(LeaseOutcome.LEASED, found)
-            outcome = rules.lease_outcome(found, now)
+            outcome = rules.lease_outcome(found, now, worker_id)
             if outcome is not LeaseOutcome.LEASED:
                 return LeaseResult(outcome, found)
             seen = found
@@ -285,6 +286,8 @@ class DynamoStore(DynamoEdges, DeadlineReads, DynamoShards, DynamoTenants, Store
 
         def one(r: LeaseRequest) -> LeaseResult | Exception:
             try:
+                if r.confirm and r.seen is not None:
+                    return self._confirm(r, worker_id, now)
                 return self.lease_one(r, worker_id, now)
             except Exception as exc:
                 return exc

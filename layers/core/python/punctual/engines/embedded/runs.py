@@ -73,7 +73,10 @@ def lease_in(conn: sqlite3.Connection, request: LeaseRequest, worker_id: str, no
 def _lease_by_rules(conn: sqlite3.Connection, request: LeaseRequest, worker_id: str, now: int) -> LeaseResult:
     """A lease that is not the common case: the row is read and ``punctual.rules`` decide."""
     run = load_run(conn, request.job_id, request.scheduled_at)
-    outcome = rules.lease_outcome(run, now)
+    outcome = rules.lease_outcome(run, now, worker_id)
+    lost = request.confirm and request.seen is not None and not rules.confirms(run, worker_id, request.seen.attempt)
+    if lost and run is not None:  # a confirm of a reservation lost meanwhile: never a lease here
+        return LeaseResult(outcome if outcome is not LeaseOutcome.LEASED else LeaseOutcome.HELD, run)
     if run is None or outcome is not LeaseOutcome.LEASED:
         return LeaseResult(outcome, run)
     withdrawal = rules.withdrawn(run, request.withdrawn, now)

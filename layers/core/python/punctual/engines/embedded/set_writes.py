@@ -28,7 +28,7 @@ from punctual import rules
 from punctual.engines.embedded.reads import chunks, one_step, shape, values
 from punctual.model import MAX_ATTEMPTS_KEPT, RUN_TRANSITIONS, Attempt, Overlap, Run, RunState
 from punctual.model.stored import StoredReader
-from punctual.port import Finish, LeaseRequest, RunChange
+from punctual.port import Finish, LeaseRequest, Reservation, RunChange
 
 _CHUNK = 400  # rows per statement: 13 variables each at most, far below SQLite's bound
 _RUNS = StoredReader(Run)  # pydantic's parser without model_validate_json's wrapper (~1 us a run)
@@ -48,6 +48,8 @@ _LEASE_SET = (
     " '$.lease_expires_at', k.u, '$.deadline_at', k.u, '$.started_at', coalesce(runs.started_at, k.st),"
     " '$.next_attempt_at', NULL, '$.note', NULL)"
     " FROM k WHERE runs.job_id = k.j AND runs.scheduled_at = k.s AND runs.state = 'scheduled'"
+    # not reserved by another worker for its instant (rules.reserved_by_another)
+    " AND (runs.worker_id IS NULL OR runs.worker_id = k.w OR runs.lease_expires_at < k.st)"
 )
 # _LEASE_SET for runs the caller read while scheduled at attempt k.a (LeaseRequest.seen): leased
 # only if still so, and then the result is rules.leased of that copy, not read back.
@@ -55,6 +57,17 @@ _LEASE_SEEN_SET = (
     "WITH k(j, s, w, u, st, a) AS (VALUES {rows})"
     + _LEASE_SET.split("AS (VALUES {rows})", 1)[1]
     + " AND runs.attempt = k.a"
+)
+# The confirm of a reservation (rules.confirms): reserved by this worker at the attempt seen.
+_CONFIRM_SET = _LEASE_SEEN_SET + " AND runs.worker_id = k.w"
+# rules.reserved: a scheduled run reserved for its instant (worker and lease end; nothing else).
+_RESERVE = (
+    "WITH k(j, s, w, u, a, n) AS (VALUES {rows})"
+    " UPDATE runs SET worker_id = k.w, lease_expires_at = k.u,"
+    " doc = json_set(runs.doc, '$.worker_id', k.w, '$.lease_expires_at', k.u)"
+    " FROM k WHERE runs.job_id = k.j AND runs.scheduled_at = k.s AND runs.state = 'scheduled'"
+    " AND runs.attempt = k.a AND (runs.worker_id IS NULL OR runs.worker_id = k.w OR runs.lease_expires_at < k.n)"
+    " RETURNING runs.job_id, runs.scheduled_at"
 )
 # The documents of the rows a chunk of _LEASE_SET leased (all of them), as one JSON array.
 _LEASED_DOCS = (
@@ -101,14 +114,19 @@ def lease_scheduled(
     Returns the leased runs by (job_id, scheduled_at), inside the caller's write transaction."""
     rows: dict[RunKey, tuple[Any, ...]] = {}
     seen: dict[RunKey, tuple[Run, int]] = {}  # read by the caller while scheduled: (the run, its lease)
+    confirms: dict[RunKey, tuple[Run, int]] = {}  # reserved by this worker: confirmed, or left to the per-run path
     for request in requests:
         key = (request.job_id, request.scheduled_at)
         if request.overlap is Overlap.ALLOW and request.withdrawn is None and key not in rows and key not in seen:
             if request.seen is not None and request.seen.state is RunState.SCHEDULED:
-                seen[key] = (request.seen, request.lease_ms)
-            else:
+                (confirms if request.confirm else seen)[key] = (request.seen, request.lease_ms)
+            elif not request.confirm:
                 rows[key] = (request.job_id, request.scheduled_at, worker_id, now + request.lease_ms, now)
     leased: dict[RunKey, Run] = {}
+    for chunk in chunks(list(confirms.items()), _CHUNK):  # all-or-per-run: a confirm never falls to a lease
+        params = [(*key, worker_id, now + lease_ms, now, run.attempt) for key, (run, lease_ms) in chunk]
+        if _all_applied(conn, _CONFIRM_SET, 6, params):
+            leased.update((key, rules.leased(run, worker_id, now, lease_ms)) for key, (run, lease_ms) in chunk)
     for chunk in chunks(list(seen.items()), _CHUNK):  # no read back: rules.leased of the copy read
         params = [(*key, worker_id, now + lease_ms, now, run.attempt) for key, (run, lease_ms) in chunk]
         if _all_applied(conn, _LEASE_SEEN_SET, 6, params):
@@ -123,6 +141,21 @@ def lease_scheduled(
             runs = [_RUNS.json(doc) for (doc,) in _execute(conn, _LEASE, 5, chunk, padded=True)]
         leased.update(((run.job_id, run.scheduled_at), run) for run in runs)
     return leased
+
+
+def reserve_scheduled(
+    conn: sqlite3.Connection, reservations: Sequence[Reservation], worker_id: str, now: int
+) -> list[Run | None]:
+    """:meth:`Store.reserve_runs` inside the caller's write transaction: one statement per chunk,
+    the reserved runs known by the keys it returns (``rules.reserved`` of each seen copy)."""
+    result: list[Run | None] = [None] * len(reservations)
+    index = {(r.seen.job_id, r.seen.scheduled_at): i for i, r in enumerate(reservations)}
+    rows = [(*key, worker_id, reservations[i].until, reservations[i].seen.attempt, now) for key, i in index.items()]
+    for chunk in chunks(rows, _CHUNK):
+        for job_id, scheduled_at in _execute(conn, _RESERVE, 6, chunk, padded=True):
+            i = index[(job_id, scheduled_at)]
+            result[i] = rules.reserved(reservations[i].seen, worker_id, reservations[i].until)
+    return result
 
 
 def finish_held(conn: sqlite3.Connection, finishes: Sequence[Finish]) -> dict[RunKey, Run]:

@@ -40,6 +40,7 @@ from punctual.engines.embedded.runs import (
     save_run,
 )
 from punctual.engines.embedded.schema import DUE_COLUMNS, OPEN_RUN_SQL, RUN_EXPIRY_SQL, TERMINAL_RUN_SQL
+from punctual.engines.embedded.set_writes import reserve_scheduled
 from punctual.engines.embedded.shards import EmbeddedShards
 from punctual.engines.embedded.tenants import EmbeddedTenants
 from punctual.errors import ConcurrentModification, InvalidCursor, JobAlreadyExists, JobNotFound, RunNotFound
@@ -54,6 +55,7 @@ from punctual.port import (
     LeaseRequest,
     LeaseResult,
     Page,
+    Reservation,
     RunChange,
     RunQuery,
     Store,
@@ -265,6 +267,12 @@ class EmbeddedStore(EmbeddedShards, EdgeDecisions, EmbeddedTenants, Store):
             return []
         with self._db.write() as conn:
             return lease_all_in(conn, requests, worker_id, now)
+
+    def reserve_runs(self, reservations: Sequence[Reservation], worker_id: str, now: int) -> list[Run | None]:
+        if not reservations:
+            return []
+        with self._db.write() as conn:
+            return reserve_scheduled(conn, reservations, worker_id, now)
 
     def heartbeat_runs(self, beats: Sequence[Beat]) -> list[bool]:
         if not beats:

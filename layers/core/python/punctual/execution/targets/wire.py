@@ -188,13 +188,17 @@ class WirePool:
     def warm(self, request: Request, count: int, *, timeout_s: float) -> int:
         """Open up to ``count`` connections to ``request``'s key ahead of its calls, as idle
         connections they will reuse (a pre-leased burst: the TCP and TLS handshakes happen before
-        the instant, not in front of each first request). Never more than the key could use at
-        once: ``max_idle_per_key`` counting those idle, being opened or in use. Returns how many
-        it opens; one that fails or takes past ``timeout_s`` is dropped (a call opens its own)."""
+        the instant, not in front of each first request). Never more than the key used last (its
+        slots) or starts with, nor ``max_idle_per_key``, counting those idle, being opened or in
+        use; the key then has a slot for each. Returns how many it opens; one that fails or takes
+        past ``timeout_s`` is dropped (a call opens its own)."""
         loop = asyncio.get_running_loop()
         host = self._host(request.key)
         in_use = host.limit - host.free
-        room = max(0, min(count, self._max_idle) - len(host.idle) - host.warming - in_use)
+        # as many as the key used last (its slots, grown while a slow target made calls queue) or
+        # starts with: more connections to a target that answers at once only cost their opening
+        useful = min(count, self._max_idle, max(host.limit, self._start_per_key))
+        room = max(0, useful - len(host.idle) - host.warming - in_use)
         host.widen(in_use + len(host.idle) + host.warming + room)  # the burst may use every one opened
         deadline = loop.time() + timeout_s
         for _ in range(room):
