@@ -20,7 +20,7 @@ from tests.faults.campaign import run_parallel
 
 pytestmark = pytest.mark.faults
 
-EMBEDDED_SCENARIOS = 2_000
+EMBEDDED_SCENARIOS = 1_500  # CI time: the whole make test must stay under 30 min (decision 0161)
 AWS_SCENARIOS = 40
 SOAK_FACTOR = 10
 
