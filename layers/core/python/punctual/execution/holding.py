@@ -4,8 +4,9 @@ A group of runs whose instant is still ahead is held: their jobs and runs are re
 may start as they are reserved for this worker (``execution.reserving``: no attempt counted), their
 requests built and connections opened. At the instant, every run held for it, from however many
 receives, is handled by one task: the reserved runs whose jobs did not change are called at once
-and confirmed right after (a refused confirm cuts its call); the others are leased first
-(``batch.prepare``), then called. Mixed into :class:`punctual.execution.worker.Worker`.
+and confirmed once the burst's answers were read (a refused confirm cuts its call); the others are
+leased first (``batch.prepare``), then called. A worker starts one copy of a run's message at a time
+(:meth:`Holding._claim_starts`). Mixed into :class:`punctual.execution.worker.Worker`.
 """
 
 from __future__ import annotations

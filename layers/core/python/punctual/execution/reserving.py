@@ -92,13 +92,7 @@ def begin_reserved(
     the instant, a job whose overlap or owner's limits now say to decide at the lease."""
     begun = Begun(now=max(port.clock.now_ms(), at or 0))
     reserved = list({delivery.receipt: (delivery, run) for delivery, run in reserved}.values())  # a receipt once
-    # A run whose message came twice (SQS delivers at least once) is called for one copy; the others
-    # are leased after the confirms (batch.prepare), where they find the run held and hide themselves.
-    firsts: dict[str, tuple[Delivery, Run]] = {}
-    for delivery, run in reserved:
-        if firsts.setdefault(delivery.run_id, (delivery, run))[0] is not delivery:
-            begun.rest.append(delivery)
-    reserved = list(firsts.values())
+    # one delivery per run: the worker claims each run for one copy of its message (Holding._claim_starts)
     if not reserved:
         return begun
     wanted = {job_id: jobs[job_id].version for job_id in {run.job_id for _, run in reserved}}
