@@ -214,15 +214,21 @@ def sqs_records(messages: list[dict[str, Any]], queue_arn: str) -> dict[str, Any
     }
 
 
-def wait_until(condition: Callable[[], Any], timeout_s: float = 20.0, what: str = "condition") -> Any:
-    """Poll ``condition`` until it returns something truthy (bounded)."""
+def wait_until(
+    condition: Callable[[], Any],
+    timeout_s: float = 20.0,
+    what: str = "condition",
+    explain: Callable[[], str] | None = None,
+) -> Any:
+    """Poll ``condition`` until it returns something truthy (bounded); ``explain`` says what was left."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         value = condition()
         if value:
             return value
         time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+    left = f": {explain()}" if explain is not None else ""
+    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}{left}")
 
 
 class TargetServer:

@@ -136,7 +136,7 @@ def lambda_worker(stack: Stack, target: TargetServer) -> None:
             stack.invoke("worker", sqs_records(messages, _queue_arn(queue_url)))
         return _settled(stack, runs)
 
-    wait_until(settled, 40, "the worker's runs to finish")
+    wait_until(settled, 40, "the worker's runs to finish", lambda: _unsettled(stack, runs))
     _check_worker_runs(stack, runs, released)
 
 
@@ -151,7 +151,7 @@ def fargate_worker(stack: Stack, target: TargetServer, name: str) -> None:
     with stack.long_running_worker(name):
         # bounded generously: a held message received again meanwhile (moto then refuses the first
         # receipt) leaves its run to the next visibility, seen once in CI under load
-        wait_until(lambda: _settled(stack, runs), 90, f"{name}'s runs to finish")
+        wait_until(lambda: _settled(stack, runs), 90, f"{name}'s runs to finish", lambda: _unsettled(stack, runs))
     _check_worker_runs(stack, runs, released)
 
 
@@ -206,6 +206,16 @@ def _settled(stack: Stack, runs: dict[str, str]) -> bool:
     """Every run finished, except bob's waiting one, which must have been told to wait (its note)."""
     waiting = _run(stack, runs["waiting"])
     return waiting.note is not None and _all_terminal(stack, [r for name, r in runs.items() if name != "waiting"])
+
+
+def _unsettled(stack: Stack, runs: dict[str, str]) -> str:
+    """The runs a timed-out wait left open, with their state, attempt and note (what CI prints)."""
+    left = []
+    for name, run_id in runs.items():
+        run = _run(stack, run_id)
+        if _open(stack, run_id) and not (name == "waiting" and run.note):
+            left.append(f"{name} {run_id} {run.state.value} attempt={run.attempt} note={run.note!r}")
+    return "; ".join(left) or "none"
 
 
 def _check_worker_runs(stack: Stack, runs: dict[str, str], released: dict[str, str]) -> None:
