@@ -33,6 +33,7 @@ from punctual.model import (
 )
 from punctual.model.bounds import MIN_ERROR_KEPT, RUN_RECORD_BYTES
 from punctual.model.states import Catchup, Overlap
+from punctual.model.timing import DstRepeated, DstSkipped
 from punctual.port import RunChange
 from punctual.resources import DUE_INDEX, JOBS
 from tests.integration.wire import _index_entry, item_size
@@ -84,6 +85,8 @@ def _widest(owner: str, schedule: str, timezone: str) -> Job:
             "catchup": Catchup.BACKFILL,
             "max_backfill": MAX_BACKFILL,
             "has_dependents": True,
+            "dst_repeated": DstRepeated.ONCE_FIRST,  # the longest timing text
+            "dst_skipped": DstSkipped.SHIFT,
         }
     )
 

@@ -72,6 +72,8 @@ DUE_INDEX = IndexDef(
         "catchup",
         "max_backfill",
         "last_run_at",
+        # the rules beyond cron and zone (punctual.model.timing), absent when the job keeps the defaults
+        "timing",
         *ROUTING_ATTRIBUTES,
     ),
 )

@@ -38,6 +38,7 @@ from punctual.model import (
     Target,
     Trigger,
 )
+from punctual.model.timing import DstRepeated, DstSkipped
 
 IsoTime = Annotated[
     str,
@@ -63,6 +64,8 @@ class JobPatch(BaseModel):
     name: JobName | None = None
     schedule: Annotated[str, Field(min_length=1, max_length=256)] | None = None
     timezone: Annotated[str, Field(min_length=1, max_length=64)] | None = None
+    dst_repeated: DstRepeated | None = None
+    dst_skipped: DstSkipped | None = None
     run_at: Rfc3339 | None = None
     depends_on: DependsOn | None = None
     payload: Any = None
@@ -115,6 +118,8 @@ class JobResponse(BaseModel):
     status: JobStatus
     schedule: str | None
     timezone: str
+    dst_repeated: DstRepeated | None = Field(description="a repeated wall time (fall back); null: cron's rule")
+    dst_skipped: DstSkipped | None = Field(description="a skipped wall time (spring forward); null: cron's rule")
     run_at: IsoTime | None
     depends_on: DependsOn | None = Field(description="runs after these jobs' runs (instead of a schedule)")
     dependencies: DependencyStatus | None = Field(
@@ -143,6 +148,8 @@ class JobResponse(BaseModel):
             status=job.status,
             schedule=job.schedule,
             timezone=job.timezone,
+            dst_repeated=job.dst_repeated,
+            dst_skipped=job.dst_skipped,
             run_at=None if job.run_at is None else _iso(from_datetime(job.run_at)),
             depends_on=job.depends_on,
             dependencies=None if waiting is None else DependencyStatus.from_waiting(waiting),

@@ -131,7 +131,7 @@ def _resume_at(job: Job) -> int | None:
         assert job.run_at is not None
         return from_datetime(job.run_at)  # late or not, a one-time job still gets its run
     anchor = job.last_run_at if job.last_run_at is not None else job.created_at
-    return schedule.next_fire(job.schedule, job.timezone, anchor)
+    return schedule.next_fire(job.schedule, job.timezone, anchor, job.dst)
 
 
 def _moved(job: Job, status: JobStatus, now: int, next_run_at: int | None) -> Job | None:

@@ -48,7 +48,7 @@ from punctual.scheduling import cron as schedule
 RUN_AT_TOLERANCE_MS = 1_000
 WRITE_ATTEMPTS = 3  # optimistic-write retries before ConcurrentModification reaches the caller
 STRICT_TARGETS = TargetPolicy()  # public addresses only: what the AWS deployment allows by default
-_SCHEDULING_FIELDS = ("schedule", "timezone", "run_at", "depends_on")
+_SCHEDULING_FIELDS = ("schedule", "timezone", "dst_repeated", "dst_skipped", "run_at", "depends_on")
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,7 +172,7 @@ def update_job(
 
     Each key of ``changes`` replaces that field; ``None`` resets it to its default (or removes
     ``schedule``/``run_at``). Nested objects (``target``, ``retry``) are replaced whole. The
-    merged spec is validated as a whole. When the schedule, time zone or ``run_at`` change,
+    merged spec is validated as a whole. When the schedule, time zone, DST policy or ``run_at`` change,
     ``next_run_at`` is recomputed (an active job moves to its new first time; a completed
     one-time job given a new ``run_at`` or a schedule becomes active again; a paused job stays
     paused). An empty ``changes`` is a read. Raises :class:`InvalidInput`, :class:`JobNotFound`,
@@ -213,7 +213,7 @@ def first_run_at(spec: JobSpec, now: int) -> int | None:
     if spec.depends_on is not None:
         return None
     if spec.schedule is not None:
-        return schedule.next_fire(spec.schedule, spec.timezone, now)
+        return schedule.next_fire(spec.schedule, spec.timezone, now, spec.dst)
     assert spec.run_at is not None  # JobSpec guarantees exactly one of the two
     at = from_datetime(spec.run_at)
     if at < now - RUN_AT_TOLERANCE_MS:

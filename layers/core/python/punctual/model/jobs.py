@@ -34,6 +34,7 @@ from punctual.model.states import Catchup, DependencyWhen, JobStatus, Overlap
 from punctual.model.stored import is_stored
 from punctual.model.targets import Target
 from punctual.model.times import Rfc3339, validate_timezone
+from punctual.model.timing import DstPolicy, DstRepeated, DstSkipped
 
 
 def _whole(value: Any, info: ValidationInfo) -> Any:
@@ -90,6 +91,9 @@ class JobSpec(BaseModel):
     name: JobName
     schedule: Annotated[str, Field(min_length=1, max_length=256)] | None = None
     timezone: Annotated[str, Field(min_length=1, max_length=64)] = "UTC"
+    # a cron schedule's wall times that clocks repeat or skip (punctual.model.timing); None: cron's rule
+    dst_repeated: DstRepeated | None = None
+    dst_skipped: DstSkipped | None = None
     run_at: Rfc3339 | None = None
     depends_on: DependsOn | None = None
     payload: Any = None
@@ -123,6 +127,14 @@ class JobSpec(BaseModel):
             return validate_timezone(value)
         except InvalidInput as exc:
             raise ValueError(exc.message) from exc
+
+    @field_validator("dst_repeated", "dst_skipped")
+    @classmethod
+    def _cron_only(cls, value: Any, info: ValidationInfo) -> Any:
+        # ``schedule`` is validated first (declared first); absent from data only when it was refused
+        if value is not None and not is_stored(info) and "schedule" in info.data and info.data["schedule"] is None:
+            raise ValueError(f"applies to a cron schedule only; send {info.field_name}: null with run_at or depends_on")
+        return value
 
     @field_validator("run_at")
     @classmethod
@@ -177,6 +189,11 @@ class JobSpec(BaseModel):
         return self
 
     @property
+    def dst(self) -> DstPolicy:
+        """The job's DST policy (fields left None keep cron's rule)."""
+        return DstPolicy(self.dst_repeated, self.dst_skipped)
+
+    @property
     def is_recurring(self) -> bool:
         return self.schedule is not None
 
@@ -198,7 +215,7 @@ class Job(JobSpec):
     # Other jobs depend on this one (set when the first dependent is linked, never cleared): only
     # then does a finished run look for dependents to release, so other jobs pay nothing.
     has_dependents: bool = False
-    # When the user last changed the schedule, time zone or run_at (None: never since its creation).
+    # When the user last changed the schedule, time zone, DST policy or run_at (None: never since its creation).
     # A run the scheduler claimed before such a change is checked at its instant against the job as
     # it is then (punctual.scheduling.instants): an instant the new schedule lacks is not called.
     rescheduled_at: int | None = None

@@ -8,6 +8,7 @@ from enum import StrEnum
 from typing import Generic, TypeVar
 
 from punctual.model import Attempt, Catchup, JobStatus, Overlap, Run, RunState, Withdrawal
+from punctual.model.timing import CRON_RULE, DstPolicy
 
 T = TypeVar("T")
 
@@ -36,6 +37,8 @@ class DueJob:
     # The job's timeout, where the engine routes long runs to a queue of their own (aws); None
     # where one queue serves every run (embedded), so claiming there reads nothing more.
     timeout_s: int | None = None
+    # The job's DST policy (the due index's ``timing``, absent for the defaults: cron's rule).
+    dst: DstPolicy = CRON_RULE
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,14 +21,17 @@ The contract:
   otherwise the restricted one (if any) must match. Specials are restrictions like any value.
 * Evaluation is on wall-clock time in the job's zone, minute resolution: fire times are the
   instants at which the local clock shows a matching minute with seconds = 0.
-* DST, following Vixie cron. A job is an *interval job* when its hour field starts with ``*``
-  (``*``, ``*/n``, and @hourly); every other job is a *fixed-time job*.
+* DST, following Vixie cron unless the job chose otherwise (``punctual.model.timing``). A job is an
+  *interval job* when its hour field starts with ``*`` (``*``, ``*/n``, and @hourly); every other
+  job is a *fixed-time job*.
   - Spring forward (wall times that do not exist): a fixed-time job with any matching minute
     in the gap fires once, at the first instant after the gap (``30 2 * * *`` runs at 03:00 on
     the night New York or Berlin skips 02:00-02:59). Interval jobs have no runs in the gap.
+    ``DstSkipped.SHIFT`` / ``SKIP`` choose either answer for any job.
   - Fall back (wall times that occur twice): a fixed-time job fires once, at the first
     (daylight-time) occurrence; interval jobs fire in both occurrences, following elapsed time.
-* Results are strictly increasing: ``next_fire(c, tz, t) > t``.
+    ``DstRepeated.ONCE_FIRST`` / ``ONCE_LAST`` / ``TWICE`` choose for any job.
+* Results are strictly increasing: ``next_fire(c, tz, t) > t``; fires that coincide are one fire.
 
 Speed: parsing happens once per (expression, zone) in an LRU cache; the compiled schedule is
 an immutable set of lookup tables, so computing a fire time is a short walk over the fields
@@ -44,26 +47,30 @@ from functools import lru_cache
 from punctual.model.cron_days import DaySpecial, special_days, weekday
 from punctual.model.cron_syntax import expand
 from punctual.model.times import zone
+from punctual.model.timing import CRON_RULE, DstPolicy, DstRepeated, DstSkipped
 
 SEARCH_YEARS = 10  # the rarest schedules fire at most 8 years apart (Feb 29: 2096 -> 2104)
 _MONTH_DAYS = (0, 31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
 _EPOCH_ORDINAL = date(1970, 1, 1).toordinal()
 _Wall = tuple[int, int, int, int, int]  # a local wall-clock minute: year, month, day, hour, minute
+_NORMAL, _REPEATED, _GAP = 0, 1, 2  # what a wall minute is in its zone (_Schedule._instants)
 
 
-def next_fire(cron: str, tz: str, after_ms: int) -> int:
+def next_fire(cron: str, tz: str, after_ms: int, dst: DstPolicy = CRON_RULE) -> int:
     """The first fire time strictly after ``after_ms``."""
-    return _compile(cron, tz).next_after(after_ms)
+    return _compile(cron, tz, dst).next_after(after_ms)
 
 
-def latest_fire_at_or_before(cron: str, tz: str, at_ms: int) -> int | None:
+def latest_fire_at_or_before(cron: str, tz: str, at_ms: int, dst: DstPolicy = CRON_RULE) -> int | None:
     """The most recent fire time <= ``at_ms``; None if there is none in SEARCH_YEARS years."""
-    return _compile(cron, tz).latest_at_or_before(at_ms)
+    return _compile(cron, tz, dst).latest_at_or_before(at_ms)
 
 
-def fire_times(cron: str, tz: str, after_ms: int, until_ms: int, limit: int) -> list[int]:
+def fire_times(
+    cron: str, tz: str, after_ms: int, until_ms: int, limit: int, *, dst: DstPolicy = CRON_RULE
+) -> list[int]:
     """Fire times in ``(after_ms, until_ms]``, at most ``limit`` of them, in order."""
-    sched, out, t = _compile(cron, tz), list[int](), after_ms
+    sched, out, t = _compile(cron, tz, dst), list[int](), after_ms
     while len(out) < limit and (t := sched.next_after(t)) <= until_ms:
         out.append(t)
     return out
@@ -106,9 +113,10 @@ def _month_days(y: int, mo: int) -> int:
 
 
 @lru_cache(maxsize=16384)  # ~0.2 ms to build (mostly croniter); entries share their tables
-def _compile(cron: str, tz: str) -> _Schedule:
+def _compile(cron: str, tz: str, dst: DstPolicy = CRON_RULE) -> _Schedule:
     local = zone(tz)
     exp = expand(cron)
+    repeated, skipped = dst.resolved(exp.interval)
     minutes, hours, days, months, weekdays = exp.sets
     (nmin, pmin), (nhour, phour) = _tables(minutes, 60), _tables(hours, 24)
     (ndom, pdom), (nmon, pmon) = _tables(days, 32), _tables(months, 13)
@@ -116,7 +124,10 @@ def _compile(cron: str, tz: str) -> _Schedule:
     return _Schedule(
         tz=local,
         utc=local is UTC,
-        interval=exp.interval,
+        # which occurrences of a repeated wall time fire, and whether a skipped one fires after the gap
+        first_pass=repeated is not DstRepeated.ONCE_LAST,
+        second_pass=repeated is not DstRepeated.ONCE_FIRST,
+        shift=skipped is DstSkipped.SHIFT,
         nmin=nmin,
         pmin=pmin,
         nhour=nhour,
@@ -147,7 +158,9 @@ class _Schedule:
 
     tz: tzinfo
     utc: bool
-    interval: bool
+    first_pass: bool
+    second_pass: bool
+    shift: bool
     nmin: tuple[int, ...]
     pmin: tuple[int, ...]
     nhour: tuple[int, ...]
@@ -164,72 +177,86 @@ class _Schedule:
     dow_specials: frozenset[DaySpecial]
 
     def next_after(self, after_ms: int) -> int:
-        sec = after_ms // 1000
-        now = datetime.fromtimestamp(sec, self.tz)
-        # First occurrences are monotonic in wall time, so the first matching wall minute
-        # after now's wall clock is the answer - unless now is inside a repeated hour.
-        wall = (now.year, now.month, now.day, now.hour, now.minute + 1)
-        while True:
-            wall = self._next_wall(*wall)
-            first, _ = self._instants(*wall)
-            if first is not None and first * 1000 > after_ms:
-                break
-            wall = (*wall[:4], wall[4] + 1)  # only when now is in the second pass of an hour
-        if self.interval and not self.utc:
-            second = self._second_pass_after(now, sec)
-            if second is not None and second < first:
-                return second * 1000
-        return first * 1000
+        """The first fire > ``after_ms``.
 
-    def _second_pass_after(self, now: datetime, sec: int) -> int | None:
-        """Interval jobs: the next fire in a repeated hour's second pass, if now is near one."""
-        offset = _secs(now.utcoffset())
-        other = _secs(now.replace(fold=1 - now.fold).utcoffset())
-        if offset == other:
-            return None  # now's wall time is not ambiguous: no second pass can come first
-        # The second-pass instant of wall time W is W - later_offset; it must be > now.
-        start = datetime.fromtimestamp(sec + min(offset, other), UTC)
-        wall = (start.year, start.month, start.day, start.hour, start.minute + 1)
+        Every fire of a wall minute is at or after its *lower* instant: its first occurrence, or,
+        for a minute in a gap, the instant the gap ends. Lower instants never decrease as the wall
+        clock advances, so the walk over matching wall minutes ends at the first minute whose lower
+        instant is past the best fire found; for an ordinary minute, that is the minute itself.
+        Only second occurrences of a repeated hour come after a later minute's first, which is why
+        the walk starts early (at ``now``'s other reading) when ``now`` is itself in a repeated hour.
+        """
+        wall = self._start(after_ms // 1000, forward=True)
+        best: int | None = None
         while True:
             wall = self._next_wall(*wall)
-            second = self._instants(*wall)[1]
-            if second is not None or _wall_seconds(*wall) > sec + offset:
-                return second  # found one, or walked past the repeated hour
-            wall = (*wall[:4], wall[4] + 1)  # still before the repeated hour starts
+            kind, first, second = self._instants(*wall)
+            if best is not None and first * 1000 >= best:
+                return best
+            if kind == _NORMAL:
+                if first * 1000 > after_ms:
+                    return first * 1000  # below best (checked above), and nothing later comes before it
+            else:
+                for fire in self._fires(kind, first, second):
+                    if fire * 1000 > after_ms and (best is None or fire * 1000 < best):
+                        best = fire * 1000
+            wall = (*wall[:4], wall[4] + 1)
 
     def latest_at_or_before(self, at_ms: int) -> int | None:
-        now = datetime.fromtimestamp(at_ms // 1000, self.tz)
-        wall = (now.year, now.month, now.day, now.hour, now.minute)
-        floor = max(1, now.year - SEARCH_YEARS)
+        wall = self._start(at_ms // 1000, forward=False)
+        floor = max(1, wall[0] - SEARCH_YEARS)
         while True:
             found = self._prev_wall(*wall, floor=floor)
             if found is None:
                 return None
-            first, _ = self._instants(*found)
-            if first is not None:  # None: an interval job's minute inside a DST gap
+            fits = [fire for fire in self._fires(*self._instants(*found)) if fire * 1000 <= at_ms]
+            if fits:
                 break
-            step_back = datetime(*found) - timedelta(minutes=1)
+            step_back = datetime(*found) - timedelta(minutes=1)  # none here (a gap skipped, a pass not fired)
             wall = (step_back.year, step_back.month, step_back.day, step_back.hour, step_back.minute)
-        # ``first`` is a fire <= at_ms; step forward over second-pass fires that lie between.
-        fire = first * 1000
+        # a fire <= at_ms; step forward over the fires between it and at_ms (second passes)
+        fire = max(fits) * 1000
         while (later := self.next_after(fire)) <= at_ms:
             fire = later
         return fire
 
-    def _instants(self, y: int, mo: int, d: int, h: int, mi: int) -> tuple[int | None, int | None]:
-        """Epoch seconds at which wall time y-mo-d h:mi fires: (first, second occurrence)."""
+    def _start(self, sec: int, *, forward: bool) -> _Wall:
+        """The wall minute to walk from: the one after ``sec``'s (forward) or ``sec``'s own (back).
+
+        In a repeated hour ``sec``'s wall clock reads two ways; the walk starts from the reading
+        that covers both passes: the earlier wall time going forward, the later going back.
+        """
+        now = datetime.fromtimestamp(sec, self.tz)
+        if not self.utc:
+            offset = _secs(now.utcoffset())
+            other = _secs(now.replace(fold=1 - now.fold).utcoffset())
+            if offset != other:
+                now = datetime.fromtimestamp(sec + (min(offset, other) if forward else max(offset, other)), UTC)
+        return now.year, now.month, now.day, now.hour, now.minute + (1 if forward else 0)
+
+    def _instants(self, y: int, mo: int, d: int, h: int, mi: int) -> tuple[int, int, int | None]:
+        """(kind, first, second) for wall time y-mo-d h:mi, in epoch seconds: an ordinary minute's
+        instant; a repeated minute's two occurrences; for a minute in a gap, the instant it ends."""
         wall = _wall_seconds(y, mo, d, h, mi)
         if self.utc:
-            return wall, None
+            return _NORMAL, wall, None
         local = datetime(y, mo, d, h, mi, tzinfo=self.tz)
         before = _secs(local.utcoffset())  # fold=0: the offset in force before a transition
         after = _secs(local.replace(fold=1).utcoffset())
         if before == after:
-            return wall - before, None
+            return _NORMAL, wall - before, None
         if before > after:  # fall back: the wall time happens twice
-            return wall - before, (wall - after if self.interval else None)
-        # spring forward: the wall time never happens
-        return (None if self.interval else self._transition(wall - after, wall - before)), None
+            return _REPEATED, wall - before, wall - after
+        return _GAP, self._transition(wall - after, wall - before), None  # spring forward: it never happens
+
+    def _fires(self, kind: int, first: int, second: int | None) -> tuple[int, ...]:
+        """The fires of one matching wall minute (see :meth:`_instants`) under the job's DST policy."""
+        if kind == _NORMAL:
+            return (first,)
+        if kind == _REPEATED:
+            assert second is not None
+            return ((first,) if self.first_pass else ()) + ((second,) if self.second_pass else ())
+        return (first,) if self.shift else ()
 
     def _transition(self, lo: int, hi: int) -> int:
         """The instant in (lo, hi] where the offset changes (binary search, seconds)."""

@@ -1,7 +1,7 @@
 """Whether a claimed instant is still one of its job's times, judged at the instant.
 
 The scheduler claims a run up to a lookahead before its instant (and a catch-up run after it).
-If the user changes the job's schedule, time zone or ``run_at`` in between, the run was claimed
+If the user changes the job's schedule, time zone, DST policy or ``run_at`` in between, the run was claimed
 under a schedule that no longer holds: what the user committed before the instant decides
 (docs/execution.md, the run contract), so an instant the new schedule lacks is not called.
 
@@ -17,6 +17,7 @@ from functools import lru_cache
 
 from punctual.clock import from_datetime
 from punctual.model import Job
+from punctual.model.timing import DstPolicy
 from punctual.scheduling import cron
 
 # A claim of an instant is never earlier than this before it: the largest lookahead
@@ -36,10 +37,10 @@ def still_planned(job: Job, scheduled_at: int) -> bool:
     if job.run_at is not None:
         return from_datetime(job.run_at) == scheduled_at
     if job.schedule is not None:
-        return _fires_at(job.schedule, job.timezone, scheduled_at)
+        return _fires_at(job.schedule, job.timezone, scheduled_at, job.dst)
     return False
 
 
 @lru_cache(maxsize=4_096)
-def _fires_at(schedule: str, timezone: str, instant: int) -> bool:
-    return cron.next_fire(schedule, timezone, instant - 1) == instant
+def _fires_at(schedule: str, timezone: str, instant: int, dst: DstPolicy) -> bool:
+    return cron.next_fire(schedule, timezone, instant - 1, dst) == instant

@@ -90,7 +90,7 @@ def _times_to_run(job: DueJob, now: int, options: PlanOptions) -> tuple[list[int
         return [due], Trigger.CATCHUP
     if job.catchup is Catchup.SKIP:
         return [], Trigger.CATCHUP
-    latest = schedule.latest_fire_at_or_before(job.schedule, job.timezone, now)
+    latest = schedule.latest_fire_at_or_before(job.schedule, job.timezone, now, job.dst)
     latest = due if latest is None or latest < due else latest
     if job.catchup is Catchup.LATEST:
         return [latest], Trigger.CATCHUP
@@ -101,7 +101,7 @@ def _newest_missed(job: DueJob, due: int, latest: int, limit: int) -> list[int]:
     assert job.schedule is not None
     times = [latest]
     while len(times) < limit:
-        prev = schedule.latest_fire_at_or_before(job.schedule, job.timezone, times[-1] - 1)
+        prev = schedule.latest_fire_at_or_before(job.schedule, job.timezone, times[-1] - 1, job.dst)
         if prev is None or prev < due:
             break
         times.append(prev)
@@ -111,7 +111,7 @@ def _newest_missed(job: DueJob, due: int, latest: int, limit: int) -> list[int]:
 def _next_after(job: DueJob, after: int) -> int | None:
     if job.schedule is None:
         return None
-    return schedule.next_fire(job.schedule, job.timezone, after)
+    return schedule.next_fire(job.schedule, job.timezone, after, job.dst)
 
 
 def manual_run(job_id: str, owner: str, now: int, options: PlanOptions) -> Run:

@@ -26,6 +26,7 @@ from typing import Any, TypeGuard
 from punctual import ids, rules
 from punctual.errors import InvalidCursor
 from punctual.model import Attempt, Catchup, Overlap, Run, RunState
+from punctual.model.timing import read_timing
 from punctual.port import Alert, DueJob, ShardLease
 
 Item = dict[str, Any]  # a low-level attribute map
@@ -120,6 +121,7 @@ def item_to_due_job(item: Item) -> DueJob:
         last_run_at=get_n(item, "last_run_at"),
         due_shard=int(item["due_shard"]["N"]),
         timeout_s=get_n(item, "timeout_s"),
+        dst=read_timing(get_s(item, "timing")),
     )
 
 

@@ -35,6 +35,7 @@ from typing import Any
 from punctual.engines.aws.items import Item, Key, get_n, get_s, js, n, s, ttl_seconds
 from punctual.model import Job, JobStatus
 from punctual.model.stored import StoredReader
+from punctual.model.timing import read_timing, timing_text
 
 SPEC_SUFFIX = "#spec"  # job ids are job_ + 32 hex digits: a spec key never names a head
 _DAY_S = 86_400
@@ -77,6 +78,8 @@ def job_to_items(job: Job, *, retention_days: int) -> tuple[Item, Item]:
     _put(head, "last_run_at", None if job.last_run_at is None else n(job.last_run_at))
     _put(head, "rescheduled_at", None if job.rescheduled_at is None else n(job.rescheduled_at))
     _put(head, "depends_on", None if job.depends_on is None else {"S": job.depends_on.model_dump_json()})
+    timing = timing_text(job.dst)  # in the due index's projection: the claim plans with it
+    _put(head, "timing", None if timing is None else s(timing))
     if job.has_dependents:
         head["has_dependents"] = {"BOOL": True}
     if job.status is JobStatus.ACTIVE and job.next_run_at is not None:
@@ -113,12 +116,15 @@ def items_to_job(head: Item, spec: Item | None = None) -> Job:
     payload = get_s(whole, "payload")
     run_at = get_s(head, "run_at")
     depends_on = get_s(head, "depends_on")
+    dst = read_timing(get_s(head, "timing"))
     data: dict[str, Any] = {
         "id": get_s(head, "job_id"),
         "owner": get_s(head, "owner"),
         "name": get_s(whole, "name"),
         "schedule": get_s(head, "schedule"),
         "timezone": get_s(head, "timezone"),
+        "dst_repeated": dst.repeated,
+        "dst_skipped": dst.skipped,
         "run_at": None if run_at is None else datetime.fromisoformat(run_at),
         "depends_on": None if depends_on is None else json.loads(depends_on),
         "has_dependents": head.get("has_dependents", {}).get("BOOL", False),

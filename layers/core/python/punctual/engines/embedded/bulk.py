@@ -64,7 +64,7 @@ def copies_of(
     doc = json.loads(template_row[-1])
     varying = ("id", "owner", "due_shard")
     head = json.dumps({k: v for k, v in doc.items() if k not in varying}, separators=(",", ":"))[:-1]
-    fixed_before, fixed_after = template_row[2:3], template_row[5:15]  # status | last_run_at .. max_backfill
+    fixed_before, fixed_after = template_row[2:3], template_row[5:-1]  # status | last_run_at .. before doc
     for job_id, owner, next_run_at in copies:
         shard = ids.shard_of(job_id, shards)
         owner_json = json.dumps(owner)

@@ -14,9 +14,10 @@ from collections.abc import Collection, Iterator, Sequence
 from typing import Any
 
 from punctual.engines.embedded.db import Database
-from punctual.model import Job, JobStatus, Run
+from punctual.model import Catchup, Job, JobStatus, Overlap, Run
 from punctual.model.stored import StoredReader
-from punctual.port import JobMark
+from punctual.model.timing import read_timing
+from punctual.port import DueJob, JobMark
 
 _CHUNK = 500  # ids per IN (...) list: far below SQLite's bound on variables
 _RUNS = StoredReader(Run)
@@ -40,11 +41,24 @@ JOB_DOC = (
 )
 SELECT_JOB = f"SELECT {JOB_DOC} FROM jobs"
 _JOBS = StoredReader(Job)
+_OVERLAP = {o.value: o for o in Overlap}
+_CATCHUP = {c.value: c for c in Catchup}
 
 
 def job_from_row(row: Sequence[Any]) -> Job:
     """The job of a :data:`SELECT_JOB` row (its one column is the job's document)."""
     return _JOBS.json(row[0])
+
+
+def due_job_from_row(row: Sequence[Any]) -> DueJob:
+    """The claim's view of a job from a row of the due index (``schema.DUE_COLUMNS``, in order)."""
+    shard, next_run_at, job_id, owner, schedule, timezone, jitter_s, overlap, catchup, backfill, last_run_at, timing = (
+        row
+    )
+    return DueJob(
+        job_id, owner, next_run_at, schedule, timezone, jitter_s, _OVERLAP[overlap], _CATCHUP[catchup],
+        backfill, last_run_at, shard, dst=read_timing(timing),
+    )  # fmt: skip
 
 
 def one_step(conn: sqlite3.Connection, query: str, params: Sequence[Any]) -> str | None:

@@ -48,6 +48,8 @@ DUE_COLUMNS = (
     "job_id",
     *(a for a in DUE_INDEX.non_key_attributes if a not in ROUTING_ATTRIBUTES),
 )
+# The due index as v1 made it (v11 adds ``timing``): the index of a step is the one of its time.
+_V1_DUE_COLUMNS = tuple(c for c in DUE_COLUMNS if c != "timing")
 
 _V1 = (
     """
@@ -71,7 +73,7 @@ _V1 = (
     )
     """,
     # status is in the key only so that the index covers the due query (which must name it).
-    f"CREATE INDEX jobs_due ON jobs({', '.join(DUE_COLUMNS)}, status) WHERE status = 'active'",
+    f"CREATE INDEX jobs_due ON jobs({', '.join(_V1_DUE_COLUMNS)}, status) WHERE status = 'active'",
     "CREATE INDEX jobs_by_owner ON jobs(owner, created_at DESC, job_id DESC)",
     """
     CREATE TABLE runs (
@@ -257,8 +259,16 @@ _V10 = (
     "DROP TABLE tenant_rates",
 )
 
+# v11: a job's timing rules (its DST policy: punctual.model.timing) in a column the due index covers,
+# NULL for a job that keeps the defaults (every job stored before v11).
+_V11 = (
+    "ALTER TABLE jobs ADD COLUMN timing TEXT",
+    "DROP INDEX jobs_due",
+    f"CREATE INDEX jobs_due ON jobs({', '.join(DUE_COLUMNS)}, status) WHERE status = 'active'",
+)
+
 # MIGRATIONS[n] takes a file from version n to n + 1
-MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9, _V10)
+MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9, _V10, _V11)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 SYNCHRONOUS_MODES = frozenset({"NORMAL", "FULL", "EXTRA"})

@@ -27,7 +27,7 @@ from punctual.clock import Clock
 from punctual.engines.embedded import bulk, stats
 from punctual.engines.embedded.db import Database
 from punctual.engines.embedded.edges import EdgeDecisions
-from punctual.engines.embedded.reads import SELECT_JOB, job_from_row
+from punctual.engines.embedded.reads import SELECT_JOB, due_job_from_row, job_from_row
 from punctual.engines.embedded.runs import (
     extend_in,
     finish_all_in,
@@ -44,7 +44,8 @@ from punctual.engines.embedded.set_writes import reserve_scheduled
 from punctual.engines.embedded.shards import EmbeddedShards
 from punctual.engines.embedded.tenants import EmbeddedTenants
 from punctual.errors import ConcurrentModification, InvalidCursor, JobAlreadyExists, JobNotFound, RunNotFound
-from punctual.model import Catchup, Job, JobStatus, Overlap, Run
+from punctual.model import Job, JobStatus, Run
+from punctual.model.timing import timing_text
 from punctual.port import (
     Advance,
     Alert,
@@ -67,7 +68,7 @@ MAX_PAGE = 1_000  # largest page a listing returns, whatever limit asks for
 _JOB_STATE = {"status", "next_run_at", "last_run_at", "updated_at", "version"}  # columns only, not in doc
 _JOB_COLUMNS = (
     "job_id", "owner", "status", "due_shard", "next_run_at", "last_run_at", "created_at", "updated_at",
-    "version", "schedule", "timezone", "jitter_s", "overlap", "catchup", "max_backfill", "doc",
+    "version", "schedule", "timezone", "jitter_s", "overlap", "catchup", "max_backfill", "timing", "doc",
 )  # fmt: skip
 _JOB_VALUES = f"({', '.join(_JOB_COLUMNS)}) VALUES ({', '.join('?' * len(_JOB_COLUMNS))})"
 _INSERT_JOB = f"INSERT INTO jobs {_JOB_VALUES} ON CONFLICT DO NOTHING"
@@ -115,9 +116,6 @@ _PAST_DEADLINE = (
     f"SELECT doc FROM runs INDEXED BY runs_open WHERE {OPEN_RUN_SQL}"
     " AND deadline_at < ? AND scheduled_at <= ? ORDER BY deadline_at LIMIT ?"
 )
-
-_OVERLAP = {o.value: o for o in Overlap}
-_CATCHUP = {c.value: c for c in Catchup}
 
 
 class EmbeddedStore(EmbeddedShards, EdgeDecisions, EmbeddedTenants, Store):
@@ -193,7 +191,7 @@ class EmbeddedStore(EmbeddedShards, EdgeDecisions, EmbeddedTenants, Store):
         if len(self._positions) + len(rows) > _MAX_POSITIONS:
             self._positions.clear()  # read and never advanced (a claim that failed): forget them
         self._positions.update((row[2], row[-1]) for row in rows)
-        return [_due_job(row[:-1]) for row in rows]
+        return [due_job_from_row(row[:-1]) for row in rows]
 
     def insert_runs(self, runs: Sequence[Run]) -> list[bool]:
         rows = [run_row(run) for run in runs]  # serialize before taking the write lock
@@ -367,16 +365,8 @@ class EmbeddedStore(EmbeddedShards, EdgeDecisions, EmbeddedTenants, Store):
         return (
             job.id, job.owner, str(job.status), job.due_shard, job.next_run_at, job.last_run_at, job.created_at,
             job.updated_at, job.version, job.schedule, job.timezone, job.jitter_s, str(job.overlap),
-            str(job.catchup), job.max_backfill, doc,
+            str(job.catchup), job.max_backfill, timing_text(job.dst), doc,
         )  # fmt: skip
-
-
-def _due_job(row: Sequence[Any]) -> DueJob:
-    shard, next_run_at, job_id, owner, schedule, timezone, jitter_s, overlap, catchup, max_backfill, last_run_at = row
-    return DueJob(
-        job_id, owner, next_run_at, schedule, timezone, jitter_s,
-        _OVERLAP[overlap], _CATCHUP[catchup], max_backfill, last_run_at, shard,
-    )  # fmt: skip
 
 
 def _position(kind: str, cursor: str, scope: str) -> dict[str, Any]:
