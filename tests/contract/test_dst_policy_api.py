@@ -56,3 +56,26 @@ def test_a_policy_on_a_one_time_job_is_refused_naming_the_field(engine: Engine, 
     assert status == 422 and [d["field"] for d in error["details"]] == ["dst_skipped"], error
     status, error = call(engine, clock, "POST", "/jobs", {**body, "dst_skipped": "sometimes", "run_at": None})
     assert status == 422 and "dst_skipped" in [d["field"] for d in error["details"]], error
+
+
+def test_preview_lists_the_next_times_with_dst_applied(engine: Engine, clock: ManualClock) -> None:
+    # Given a fixed-time job on 02:30 New York the day before clocks spring forward, skipping such times
+    clock.set(_ms(2026, 3, 6, 12))
+    spec = {"name": "n", "schedule": "30 2 * * *", "timezone": "America/New_York", "target": TARGET}
+    status, body = call(engine, clock, "POST", "/jobs", {**spec, "dst_skipped": "skip"})
+    assert status == 201, body
+    # When its preview is read, then 2026-03-08 02:30 is listed as skipped, with the reason
+    status, listed = call(engine, clock, "GET", f"/jobs/{body['id']}/preview?count=3")
+    assert status == 200, listed
+    assert [(i["local"], i["fate"], i["cause"]) for i in listed["items"]] == [
+        ("2026-03-07T02:30", "run", None),
+        ("2026-03-08T02:30", "skipped", "dst_skipped"),
+        ("2026-03-09T02:30", "run", None),
+    ]
+    assert listed["items"][1]["at"] is None and "does not exist" in listed["items"][1]["detail"]
+    # And a bad count is 422 naming it; another owner's job is 404
+    for bad in ("0", "101", "x"):
+        status, error = call(engine, clock, "GET", f"/jobs/{body['id']}/preview?count={bad}")
+        assert status == 422 and error["details"][0]["field"] == "count", error
+    status, _ = call(engine, clock, "GET", f"/jobs/{body['id']}/preview", owner="someone-else")
+    assert status == 404

@@ -133,3 +133,18 @@ def test_dependent_jobs_from_the_cli_and_their_graph_as_a_tree(cli: Cli) -> None
     assert code == 1 and "has_dependents" in err
     code, _, _ = cli("jobs", "delete", extract["id"], "--force")
     assert code == 0 and cli.json("jobs", "get", transform["id"])["status"] == "active"
+
+
+def test_a_dst_policy_from_the_cli_and_the_preview_that_explains_it(cli: Cli) -> None:
+    # issue 32: --dst-repeated/--dst-skipped on create, and `jobs preview` lists times with their fate
+    job = cli.json(
+        "jobs", "create", "--name", "dst", "--schedule", "30 2 * * *", "--timezone", "America/New_York",
+        "--dst-skipped", "skip", "--url", "https://example.com/h",
+    )  # fmt: skip
+    assert (job["dst_skipped"], job["dst_repeated"]) == ("skip", None)
+    listed = cli.json("jobs", "preview", job["id"], "--count", "3")
+    assert [i["local"][10:] for i in listed["items"]] == ["T02:30"] * 3  # the schedule's times, in its zone
+    code, out, _ = cli("jobs", "preview", job["id"])
+    assert code == 0 and "SCHEDULE TIME" in out and "RUNS AT" in out and "FATE" in out
+    code, _, err = cli("jobs", "preview", job["id"], "--count", "400")  # more than one preview lists
+    assert code == 1 and "count" in err

@@ -52,6 +52,7 @@ def test_document_lists_every_route_of_the_api(stack: Stack) -> None:
         ("POST", "/jobs/{job_id}/trigger"),
         ("GET", "/jobs/{job_id}/runs"),
         ("GET", "/jobs/{job_id}/graph"),
+        ("GET", "/jobs/{job_id}/preview"),
         ("GET", "/runs/{run_id}"),
         ("GET", "/alerts"),
         ("GET", "/stats"),
@@ -97,6 +98,7 @@ def test_every_operation_keeps_its_contract_for_successes_and_errors(stack: Stac
     run = client.post(f"/jobs/{job_id}/trigger").json()
     client.get(f"/jobs/{job_id}/runs")
     client.get(f"/jobs/{job_id}/graph")
+    client.get(f"/jobs/{job_id}/preview", params={"count": 3})
     client.get(f"/runs/{run['run_id']}")
     client.post("/jobs", json=cron_spec(), headers={"Idempotency-Key": "sweep"})
     client.post("/jobs", json=cron_spec(), headers={"Idempotency-Key": "sweep"})  # replay: 200
@@ -124,6 +126,8 @@ def test_every_operation_keeps_its_contract_for_successes_and_errors(stack: Stac
     client.post(f"/jobs/{job_id}/trigger")  # deleted: 409
     client.get(f"/jobs/{other}/runs")
     client.get(f"/jobs/{other}/graph")
+    client.get(f"/jobs/{other}/preview")
+    client.get(f"/jobs/{job_id}/preview", params={"count": 0})
     client.get(f"/runs/run_{'f' * 32}_1")
     client.get("/runs/nope")
     client.get("/alerts", params={"limit": 0})

@@ -89,6 +89,7 @@ JOB_LINKS: dict[str, Any] = {
         ("ResumeJob", "resumeJob"),
         ("TriggerJob", "triggerJob"),
         ("ListRuns", "listRuns"),
+        ("PreviewJob", "previewJob"),
     )
 }
 RUN_LINKS: dict[str, Any] = {"GetRun": {"operationId": "getRun", "parameters": {"run_id": "$response.body#/run_id"}}}

@@ -53,6 +53,11 @@ def register(subparsers: Any) -> None:
             action.add_argument("--force", action="store_true", help="even if other jobs depend on it")
         action.set_defaults(func=_command(func))
 
+    preview = actions.add_parser("preview", parents=[common], help="a job's next times: which run, shift or skip, why")
+    preview.add_argument("job_id", metavar="JOB_ID")
+    preview.add_argument("--count", type=int, default=20, help="items to list (1-100)")
+    preview.set_defaults(func=_command(cmd_jobs_preview))
+
     runs: argparse.ArgumentParser = subparsers.add_parser("runs", parents=[common], help="list a job's runs")
     runs.add_argument("job_id", metavar="JOB_ID")
     runs.add_argument("--state", action="append", help="only runs in this state (repeatable)")
@@ -78,6 +83,8 @@ def _add_create(actions: Any, common: argparse.ArgumentParser) -> None:
     when.add_argument("--after", action="append", metavar="JOB_ID", help="run after this job's runs (repeatable)")
     create.add_argument("--when", choices=["succeeded", "finished", "failed"], help="with --after: which runs count")
     create.add_argument("--timezone", help="IANA zone the cron schedule is read in (default UTC)")
+    create.add_argument("--dst-repeated", choices=["once_first", "once_last", "twice"], help="a repeated wall time")
+    create.add_argument("--dst-skipped", choices=["shift", "skip"], help="a wall time the clocks skip")
     create.add_argument("--url", help="http target: the URL that receives the payload")
     create.add_argument("--method", choices=["POST", "PUT", "PATCH", "GET", "DELETE"], help="http target method")
     create.add_argument("--payload", help="JSON payload sent to the target")
@@ -162,6 +169,11 @@ def cmd_jobs_graph(client: Client, args: argparse.Namespace) -> None:
     output.emit(args, graph, lambda: print(dependency_tree.render(graph)))
 
 
+def cmd_jobs_preview(client: Client, args: argparse.Namespace) -> None:
+    listed = client.call("GET", f"/jobs/{args.job_id}/preview", params={"count": args.count})
+    output.emit(args, listed, lambda: output.print_preview(listed))
+
+
 def cmd_runs(client: Client, args: argparse.Namespace) -> None:
     params: dict[str, Any] = {"limit": args.limit}
     if args.state:
@@ -199,6 +211,8 @@ def build_spec(args: argparse.Namespace) -> dict[str, Any]:
         "schedule": args.schedule,
         "run_at": run_at,
         "timezone": args.timezone,
+        "dst_repeated": args.dst_repeated,
+        "dst_skipped": args.dst_skipped,
         "timeout_s": args.timeout,
         "max_retries": args.max_retries,
     }

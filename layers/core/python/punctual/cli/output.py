@@ -26,6 +26,12 @@ RUN_COLUMNS: list[tuple[str, Callable[[dict[str, Any]], Any]]] = [
     ("FINISHED", lambda r: r.get("finished_at") or "-"),
     ("NOTE", lambda r: (r.get("note") or "-")[:60]),  # why a run waits ("waiting: max_runs_per_minute 6")
 ]
+PREVIEW_COLUMNS: list[tuple[str, Callable[[dict[str, Any]], Any]]] = [
+    ("SCHEDULE TIME", lambda i: i["local"]),  # the wall time the schedule names, in the job's zone
+    ("RUNS AT", lambda i: i.get("at") or "-"),
+    ("FATE", lambda i: i["fate"]),
+    ("WHY", lambda i: i.get("detail") or "-"),
+]
 _ATTEMPT_COLUMNS: list[tuple[str, Callable[[dict[str, Any]], Any]]] = [
     ("#", lambda a: a["number"]),
     ("OUTCOME", lambda a: a["outcome"]),
@@ -68,6 +74,7 @@ def print_job(job: dict[str, Any]) -> None:
         ("name", job["name"]),
         ("status", job["status"]),
         ("schedule", _when(job)),
+        *[(f"dst {name}", job[f"dst_{name}"]) for name in ("repeated", "skipped") if job.get(f"dst_{name}")],
         ("next run", job.get("next_run_at") or "-"),
         ("last run", job.get("last_run_at") or "-"),
         ("target", target.get("url") or target.get("type")),
@@ -78,6 +85,12 @@ def print_job(job: dict[str, Any]) -> None:
         ("updated", job["updated_at"]),
     ]
     _print_fields(fields)
+
+
+def print_preview(listed: dict[str, Any]) -> None:
+    items = listed.get("items") or []
+    print(f"Next times of {listed['job_id']} ({listed['timezone']}):")
+    print(table(items, PREVIEW_COLUMNS) if items else "None: it has no times of its own (or none are left).")
 
 
 def print_run(run: dict[str, Any]) -> None:

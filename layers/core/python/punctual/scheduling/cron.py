@@ -40,6 +40,7 @@ with no shared mutable state (safe from any number of threads).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta, tzinfo
 from functools import lru_cache
@@ -54,6 +55,7 @@ _MONTH_DAYS = (0, 31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
 _EPOCH_ORDINAL = date(1970, 1, 1).toordinal()
 _Wall = tuple[int, int, int, int, int]  # a local wall-clock minute: year, month, day, hour, minute
 _NORMAL, _REPEATED, _GAP = 0, 1, 2  # what a wall minute is in its zone (_Schedule._instants)
+_KINDS = ("normal", "repeated", "gap")
 
 
 def next_fire(cron: str, tz: str, after_ms: int, dst: DstPolicy = CRON_RULE) -> int:
@@ -74,6 +76,41 @@ def fire_times(
     while len(out) < limit and (t := sched.next_after(t)) <= until_ms:
         out.append(t)
     return out
+
+
+def policy_in_force(cron: str, tz: str, dst: DstPolicy = CRON_RULE) -> tuple[DstRepeated, DstSkipped]:
+    """The DST policy the schedule runs under: ``dst``, each field left None taken from cron's rule."""
+    return _compile(cron, tz, dst).policy
+
+
+@dataclass(frozen=True, slots=True)
+class WallMinute:
+    """A wall minute the schedule names, and what its zone makes of it (to explain fires: preview).
+
+    ``kind``: ``normal``, ``repeated`` (it happens twice: ``first`` and ``second``) or ``gap`` (it
+    never happens: ``first`` is the instant the gap ends). ``fires``: the job's fires for it under its
+    DST policy. Times in epoch ms; ``wall`` is (year, month, day, hour, minute) in the job's zone.
+    """
+
+    wall: _Wall
+    kind: str
+    first: int
+    second: int | None
+    fires: tuple[int, ...]
+
+
+def wall_minutes(cron: str, tz: str, after_ms: int, dst: DstPolicy = CRON_RULE) -> Iterator[WallMinute]:
+    """The schedule's wall minutes in wall-clock order, from the first that may fire after ``after_ms``
+    (a minute whose every occurrence is <= ``after_ms`` is left out). Endless: the caller stops."""
+    sched = _compile(cron, tz, dst)
+    wall = sched._start(after_ms // 1000, forward=True)
+    while True:
+        wall = sched._next_wall(*wall)
+        kind, first, second = sched._instants(*wall)
+        fires = tuple(f * 1000 for f in sched._fires(kind, first, second))
+        if max(first, second or first) * 1000 > after_ms:
+            yield WallMinute(wall, _KINDS[kind], first * 1000, None if second is None else second * 1000, fires)
+        wall = (*wall[:4], wall[4] + 1)
 
 
 # -- compiled schedules -----------------------------------------------------------------------
@@ -124,6 +161,7 @@ def _compile(cron: str, tz: str, dst: DstPolicy = CRON_RULE) -> _Schedule:
     return _Schedule(
         tz=local,
         utc=local is UTC,
+        policy=(repeated, skipped),
         # which occurrences of a repeated wall time fire, and whether a skipped one fires after the gap
         first_pass=repeated is not DstRepeated.ONCE_LAST,
         second_pass=repeated is not DstRepeated.ONCE_FIRST,
@@ -158,6 +196,7 @@ class _Schedule:
 
     tz: tzinfo
     utc: bool
+    policy: tuple[DstRepeated, DstSkipped]  # in force: the job's, each field it left None by its kind
     first_pass: bool
     second_pass: bool
     shift: bool
