@@ -59,13 +59,18 @@ TABLE_ACCESS: Mapping[str, Mapping[str, TableAccess]] = {
     API: {
         # create (put), read, list by owner (GSI by_owner, then the jobs themselves: batch get), update
         # (pause/resume/delete are conditional puts or dependency transactions); a dependency decision
-        # checks that the jobs its cycle check read kept their depends_on
-        "jobs": TableAccess((GET, BATCH_GET, PUT, UPDATE, CONDITION_CHECK), indexes=(resources.BY_OWNER_INDEX.name,)),
+        # checks that the jobs its cycle check read kept their depends_on; the jobs that name a calendar
+        # (GSI by_calendar: a calendar in use is not deleted)
+        "jobs": TableAccess(
+            (GET, BATCH_GET, PUT, UPDATE, CONDITION_CHECK),
+            indexes=(resources.BY_OWNER_INDEX.name, resources.BY_CALENDAR_INDEX.name),
+        ),
         # run history (query) and GET /runs/{id}; trigger inserts a run
         "runs": TableAccess((GET, QUERY, PUT)),
         # GET /alerts reads the owner's alerts; tenant limits (GET /limits, /admin/tenants); job
         # dependencies: reverse edges written (put) and retired (update + TTL), the owner's graph
-        # sequence (update), release records read; GET /stats' run counters: API_STATS_COUNTERS
+        # sequence (update), release records read; GET /stats' run counters: API_STATS_COUNTERS;
+        # calendars: put (compare-and-set), read, listed (query), deleted (marked, then TTL)
         "leases": TableAccess((GET, QUERY, PUT, UPDATE)),
     },
     SCHEDULER: {
@@ -73,8 +78,9 @@ TABLE_ACCESS: Mapping[str, Mapping[str, TableAccess]] = {
         "jobs": TableAccess((UPDATE,), indexes=(resources.DUE_INDEX.name,)),
         # insert runs (attribute_not_exists); read a run its plan passed over (to resend it)
         "runs": TableAccess((GET, PUT)),
-        # shard leases: acquire, renew, release (all updates), list (query)
-        "leases": TableAccess((QUERY, UPDATE)),
+        # shard leases: acquire, renew, release (all updates), list (query); the calendars of the jobs
+        # it claims (get, cached for 10 s: punctual.calendars.cache)
+        "leases": TableAccess((GET, QUERY, UPDATE)),
     },
     WORKER: {
         # the job's target, payload and retry policy (one, or a batch's jobs at once)

@@ -148,3 +148,28 @@ def test_a_dst_policy_from_the_cli_and_the_preview_that_explains_it(cli: Cli) ->
     assert code == 0 and "SCHEDULE TIME" in out and "RUNS AT" in out and "FATE" in out
     code, _, err = cli("jobs", "preview", job["id"], "--count", "400")  # more than one preview lists
     assert code == 1 and "count" in err
+
+
+def test_calendars_from_the_cli_and_a_job_that_names_one(cli: Cli, tmp_path: Any) -> None:
+    # issue 32: `punctual calendars set|get|list|delete` and `jobs create --calendar`
+    days = tmp_path / "days.txt"
+    days.write_text("2030-01-02\n2030-01-03\n")
+    code, out, _ = cli(
+        "calendars", "set", "desk", "--timezone", "Europe/Berlin", "--exclude-weekday", "SAT", "--exclude-weekday",
+        "SUN", "--exclude-date", "2030-01-01", "--exclude-range", "2030-12-24:2030-12-26",
+    )  # fmt: skip
+    assert code == 0 and "desk" in out and "1 dates; 1 ranges; SAT,SUN" in out
+    trading = cli.json("calendars", "set", "trading", "--include-only-file", str(days), "--based-on", "desk")
+    assert trading["include_only"] == ["2030-01-02", "2030-01-03"] and trading["based_on"] == "desk"
+    assert [c["name"] for c in cli.json("calendars", "list")["items"]] == ["desk", "trading"]
+    assert cli.json("calendars", "get", "desk")["exclude_ranges"] == [{"start": "2030-12-24", "end": "2030-12-26"}]
+    job = cli.json(
+        "jobs", "create", "--name", "cal", "--schedule", "0 9 * * *", "--calendar", "desk",
+        "--calendar-mode", "next_business_day", "--url", "https://example.com/h",
+    )  # fmt: skip
+    assert job["calendar"] == {"name": "desk", "mode": "next_business_day"}
+    code, _, err = cli("calendars", "delete", "desk")  # in use: by the job and by trading
+    assert code == 1 and "calendar_in_use" in err and job["id"] in err
+    code, _, err = cli("calendars", "set", "bad", "--exclude-range", "2030-12-24")
+    assert code == 1 and "START:END" in err
+    assert cli.json("calendars", "delete", "trading")["deleted"] is True

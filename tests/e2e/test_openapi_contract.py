@@ -60,6 +60,10 @@ def test_document_lists_every_route_of_the_api(stack: Stack) -> None:
         ("GET", "/limits"),
         ("GET", "/admin/tenants"),
         ("PUT", "/admin/tenants"),
+        ("PUT", "/calendars/{name}"),
+        ("GET", "/calendars/{name}"),
+        ("DELETE", "/calendars/{name}"),
+        ("GET", "/calendars"),
     }
 
 
@@ -106,6 +110,11 @@ def test_every_operation_keeps_its_contract_for_successes_and_errors(stack: Stac
     client.get("/stats")
     client.get("/signing-secret")
     client.get("/limits")
+    client.request("PUT", "/calendars/sweep", json={"exclude_weekdays": ["SAT", "SUN"]})
+    client.request("PUT", "/calendars/sweep", json={"exclude_weekdays": ["SUN"]})  # replaced: 200
+    client.get("/calendars/sweep")
+    client.get("/calendars")
+    client.delete("/calendars/sweep")
     admin = stack.client(ADMIN_OWNER)
     admin.get("/admin/tenants")
     admin.request("PUT", "/admin/tenants", json={"owner": client.owner, "max_jobs": 100})
@@ -128,6 +137,12 @@ def test_every_operation_keeps_its_contract_for_successes_and_errors(stack: Stac
     client.get(f"/jobs/{other}/graph")
     client.get(f"/jobs/{other}/preview")
     client.get(f"/jobs/{job_id}/preview", params={"count": 0})
+    client.request("PUT", "/calendars/bad", json={"exclude_dates": ["tomorrow"]})
+    client.request("PUT", "/calendars/sweep", content="{", headers={"Content-Type": "application/json"})
+    client.get("/calendars/sweep")  # deleted: 404
+    client.get("/calendars/bad name")
+    client.delete("/calendars/sweep")
+    client.get("/calendars", params={"limit": 0})  # not a parameter of it: 422
     client.get(f"/runs/run_{'f' * 32}_1")
     client.get("/runs/nope")
     client.get("/alerts", params={"limit": 0})

@@ -70,9 +70,17 @@ def api(stack: Stack, target: TargetServer) -> None:
         ("GET", "/limits", None),
         ("GET", "/signing-secret", None),
         ("DELETE", f"/jobs/{last}", None),
+        ("PUT", "/calendars/a-weekends", {"exclude_weekdays": ["SAT", "SUN"]}),
+        ("GET", "/calendars/a-weekends", None),
+        ("GET", "/calendars", None),
     ):
         status, answer = stack.call_api(method, path, body)
         assert status < 300, (method, path, status, answer)
+    # a calendar in use is not deleted: its users are read from the jobs' by_calendar index
+    user = _created(stack.call_api("POST", "/jobs", _spec("a-cal", target.url("/ok"), calendar={"name": "a-weekends"})))
+    assert stack.call_api("DELETE", "/calendars/a-weekends")[0] == 409
+    assert stack.call_api("PATCH", f"/jobs/{user}", {"calendar": None})[0] == 200
+    assert stack.call_api("DELETE", "/calendars/a-weekends")[0] == 204
     status, run = stack.call_api("POST", f"/jobs/{up}/trigger")
     assert status == 202, run
     assert stack.call_api("GET", f"/runs/{run['run_id']}")[0] == 200
@@ -87,7 +95,9 @@ def api(stack: Stack, target: TargetServer) -> None:
 
 def scheduler(stack: Stack, target: TargetServer) -> None:
     soon = iso(now_ms() + 1_500)  # within the lookahead: claimed by the first tick
-    jobs = [stack.setup_api("POST", "/jobs", _spec("s-once", target.url("/ok"), run_at=soon))["id"]]
+    stack.setup_api("PUT", "/calendars/s-all-days", {"exclude_dates": ["2000-01-01"]})  # the claim reads it
+    calendar = {"name": "s-all-days"}
+    jobs = [stack.setup_api("POST", "/jobs", _spec("s-once", target.url("/ok"), run_at=soon, calendar=calendar))["id"]]
     if stack.settings.long_run_queue_url:
         jobs.append(
             stack.setup_api("POST", "/jobs", _spec("s-long", target.url("/ok"), run_at=soon, timeout_s=_long(stack)))[

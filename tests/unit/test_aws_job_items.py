@@ -33,7 +33,7 @@ from punctual.model import (
 )
 from punctual.model.bounds import MIN_ERROR_KEPT, RUN_RECORD_BYTES
 from punctual.model.states import Catchup, Overlap
-from punctual.model.timing import DstRepeated, DstSkipped
+from punctual.model.timing import CalendarMode, DstRepeated, DstSkipped, JobCalendar
 from punctual.port import RunChange
 from punctual.resources import DUE_INDEX, JOBS
 from tests.integration.wire import _index_entry, item_size
@@ -63,8 +63,8 @@ def _job(**fields: Any) -> Job:
     return Job(**values)
 
 
-def _widest(owner: str, schedule: str, timezone: str) -> Job:
-    """A job with every field of its head at the widest the model allows, but the three texts."""
+def _widest(owner: str, schedule: str, timezone: str, calendar: str) -> Job:
+    """A job with every field of its head at the widest the model allows, but the four texts."""
     return Job.model_construct(
         **{
             **_job().__dict__,
@@ -87,16 +87,17 @@ def _widest(owner: str, schedule: str, timezone: str) -> Job:
             "has_dependents": True,
             "dst_repeated": DstRepeated.ONCE_FIRST,  # the longest timing text
             "dst_skipped": DstSkipped.SHIFT,
+            "calendar": JobCalendar(name=calendar, mode=CalendarMode.NEXT_BUSINESS_DAY),
         }
     )
 
 
 def test_a_head_stays_under_one_write_unit_while_its_texts_fit_the_stated_bound() -> None:
-    # Given the owner, schedule and time zone sharing HEAD_TEXT_BYTES (the time zone and schedule at
-    # their model bounds, the owner taking the rest), and every other field at its widest
-    timezone, schedule = "z" * 64, "5" * 256
-    owner = "o" * (ji.HEAD_TEXT_BYTES - len(timezone) - len(schedule))
-    head, _ = ji.job_to_items(_widest(owner, schedule, timezone), retention_days=30)
+    # Given the owner, schedule, time zone and calendar name sharing HEAD_TEXT_BYTES (the time zone,
+    # schedule and calendar name at their model bounds, the owner taking the rest), every other field at its widest
+    timezone, schedule, calendar = "z" * 64, "5" * 256, "c" * 64
+    owner = "o" * (ji.HEAD_TEXT_BYTES - len(timezone) - len(schedule) - len(calendar))
+    head, _ = ji.job_to_items(_widest(owner, schedule, timezone, calendar), retention_days=30)
     head["next_run_at"] = it.n(BIG)  # as a claim leaves it (a completed job has none: the widest case)
     # Then the head, the item a claim rewrites, and its due-index entry each cost one write unit
     assert item_size(head) <= 1024

@@ -18,7 +18,18 @@ from punctual.engines.embedded import schema
 from punctual.engines.embedded.db import Database
 from punctual.engines.embedded.store import EmbeddedStore
 from punctual.model import HttpTarget, Job
-from punctual.model.timing import CRON_RULE, DstPolicy, DstRepeated, DstSkipped, read_timing, timing_text
+from punctual.model.timing import (
+    CRON_RULE,
+    DEFAULT_TIMING,
+    CalendarMode,
+    DstPolicy,
+    DstRepeated,
+    DstSkipped,
+    JobCalendar,
+    Timing,
+    read_timing,
+    timing_text,
+)
 from punctual.resources import DUE_INDEX
 
 pytestmark = pytest.mark.unit
@@ -43,22 +54,29 @@ def _job(job_id: str = "job_" + "a" * 32, **fields: object) -> Job:
 
 
 def test_the_timing_text_holds_only_what_differs_from_the_defaults() -> None:
-    assert timing_text(CRON_RULE) is None and read_timing(None) == CRON_RULE
+    assert timing_text(CRON_RULE) is None and read_timing(None) == DEFAULT_TIMING
     policy = DstPolicy(DstRepeated.ONCE_LAST, None)
     assert timing_text(policy) == "r=l"
-    assert read_timing(timing_text(policy)) == policy
+    assert read_timing(timing_text(policy)) == Timing(policy)
     both = DstPolicy(DstRepeated.TWICE, DstSkipped.SKIP)
-    assert read_timing(timing_text(both)) == both
+    calendar = JobCalendar(name="us-bank.v2", mode=CalendarMode.NEXT_BUSINESS_DAY)
+    text = timing_text(both, calendar, once=T)
+    assert text == f"r=t;s=k;o={T};c=n:us-bank.v2"
+    assert read_timing(text) == Timing(both, calendar, T)
+    assert timing_text(CRON_RULE, None, once=T) is None  # a one-time job's time is kept with a calendar only
     assert "timing" in DUE_INDEX.non_key_attributes
 
 
 def test_aws_head_carries_timing_to_the_due_index_only_when_set() -> None:
     plain_head, _ = ji.job_to_items(_job(), retention_days=30)
     assert "timing" not in plain_head and it.item_to_due_job(plain_head).dst == CRON_RULE
-    job = _job(dst_repeated="twice", dst_skipped="skip")
+    job = _job(dst_repeated="twice", dst_skipped="skip", calendar={"name": "weekdays"})
     head, spec = ji.job_to_items(job, retention_days=30)
-    assert it.item_to_due_job(head).dst == DstPolicy(DstRepeated.TWICE, DstSkipped.SKIP)
+    due = it.item_to_due_job(head)
+    assert due.dst == DstPolicy(DstRepeated.TWICE, DstSkipped.SKIP) and due.calendar == job.calendar
     assert ji.items_to_job(head, spec) == job
+    # the job is a user of its calendar (the by_calendar index: on the spec item, never rewritten by a claim)
+    assert "calendar_of" in spec and "calendar_of" not in head and "calendar_of" not in plain_head
 
 
 def test_embedded_due_index_carries_timing(tmp_path: Path) -> None:

@@ -94,8 +94,18 @@ class RunNotFound(NotFound):
     code = "run_not_found"
 
 
+class CalendarNotFound(NotFound):
+    code = "calendar_not_found"
+
+
 class Conflict(PunctualError):
     code = "conflict"
+
+
+class CalendarInUse(Conflict):
+    """Deleting a calendar that jobs (or other calendars, as their base) still name."""
+
+    code = "calendar_in_use"
 
 
 class JobAlreadyExists(Conflict):

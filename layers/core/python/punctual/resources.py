@@ -86,11 +86,20 @@ BY_OWNER_INDEX = IndexDef(
     projection="INCLUDE",
     non_key_attributes=("status",),
 )
+# "by_calendar": the jobs that name a calendar (punctual.calendars refuses to delete one in use). Its
+# key is on a job's spec item only (engines/aws/job_items.py), which a claim never writes, and only
+# while the job names a calendar and is not deleted: sparse, keys only, nothing per run.
+BY_CALENDAR_INDEX = IndexDef(
+    name="by_calendar",
+    partition=KeyAttr("calendar_of", "S"),
+    sort=None,
+    projection="KEYS_ONLY",
+)
 JOBS = TableDef(
     logical_name="jobs",
     partition=KeyAttr("job_id", "S"),
     sort=None,
-    indexes=(DUE_INDEX, BY_OWNER_INDEX),
+    indexes=(DUE_INDEX, BY_OWNER_INDEX, BY_CALENDAR_INDEX),
     ttl_attribute="expires_at",
 )
 

@@ -28,7 +28,7 @@ from aws_lambda_powertools.event_handler.openapi.models import Server
 from aws_lambda_powertools.event_handler.openapi.params import Header, Path, Query
 
 from punctual import __version__, ids
-from punctual.api import alerts, edges, errors, openapi, preview, signing, stats, tenants
+from punctual.api import alerts, calendars, edges, errors, openapi, preview, signing, stats, tenants
 from punctual.api.caller import Services, caller
 from punctual.api.resolver import ConcurrentResolver
 from punctual.api.schemas import JobCreate, JobGraph, JobPage, JobPatch, JobResponse, RunPage, RunResponse
@@ -312,6 +312,7 @@ app.include_router(stats.router)
 app.include_router(signing.router)
 app.include_router(tenants.router)
 app.include_router(preview.router)
+app.include_router(calendars.router)
 
 
 # -- documentation --------------------------------------------------------------------------------

@@ -35,12 +35,12 @@ _ERRORS: dict[int, str] = {
     "number overflows to infinity or is an integer beyond 64 bits (number_out_of_range; details name it).",
     401: "No valid credentials (code unauthorized).",
     403: "The caller is not an admin principal (code forbidden): the admin routes only.",
-    404: "No such job or run for this owner (job_not_found, run_not_found; also a depends_on job that "
-    "is not the owner's).",
+    404: "No such job, run or calendar for this owner (job_not_found, run_not_found, calendar_not_found; "
+    "also a depends_on job that is not the owner's).",
     409: "The job's state does not allow this (invalid_transition), the Idempotency-Key was used for a "
     "different body (idempotency_key_reused), concurrent edits (concurrent_modification), or other jobs "
     "depend on the job being deleted (has_dependents; delete with force=true), or the owner is at its "
-    "max_jobs (limit_exceeded).",
+    "max_jobs (limit_exceeded), or jobs or calendars name the calendar being deleted (calendar_in_use).",
     413: "The body is larger than allowed (request_too_large), or the whole job (payload, target and "
     "headers) is over 10 KiB as JSON (job_too_large).",
     415: "The body is not application/json (unsupported_media_type).",

@@ -1,5 +1,5 @@
-"""``GET /jobs/{id}/preview``: a job's next times with its DST policy applied, and why each time that
-does not run as the schedule says was shifted or skipped (``punctual.scheduling.preview``).
+"""``GET /jobs/{id}/preview``: a job's next times with its DST policy and calendar applied, and why
+each time that does not run as the schedule says was shifted or skipped (``punctual.scheduling.preview``).
 
 A Powertools :class:`Router` included by ``punctual.api.app``; it shares the app's per-request
 context (``services`` and ``owner``).
@@ -17,6 +17,7 @@ from punctual import ids
 from punctual.api import openapi
 from punctual.api.caller import Services, caller
 from punctual.api.schemas import IsoTime
+from punctual.calendars.cache import read_business_days
 from punctual.clock import iso
 from punctual.jobs import service as jobs
 from punctual.scheduling.preview import MAX_COUNT, Cause, Fate, PreviewItem, preview
@@ -88,7 +89,7 @@ class JobPreview(BaseModel):
     "/jobs/<job_id>/preview",
     operation_id="previewJob",
     tags=["jobs"],
-    summary="The job's next times, with DST applied: which run, which are shifted or skipped, and why",
+    summary="The job's next times, with DST and its calendar applied: which run, which shift or skip, and why",
     responses=openapi.responses({200: ("The coming times", JobPreview)}, openapi.READ_ERRORS),
 )
 def preview_job(
@@ -99,7 +100,8 @@ def preview_job(
 ) -> JobPreview:
     services, owner = _caller()
     job = jobs.get_job(services.store, owner, job_id)
-    items = preview(job, services.clock.now_ms(), count)
+    days = None if job.calendar is None else read_business_days(services.store, owner, job.calendar.name)
+    items = preview(job, services.clock.now_ms(), count, days)
     return JobPreview(job_id=job.id, timezone=job.timezone, items=[PreviewEntry.of(i) for i in items])
 
 

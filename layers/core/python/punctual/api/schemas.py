@@ -38,7 +38,7 @@ from punctual.model import (
     Target,
     Trigger,
 )
-from punctual.model.timing import DstRepeated, DstSkipped
+from punctual.model.timing import DstRepeated, DstSkipped, JobCalendar
 
 IsoTime = Annotated[
     str,
@@ -66,6 +66,7 @@ class JobPatch(BaseModel):
     timezone: Annotated[str, Field(min_length=1, max_length=64)] | None = None
     dst_repeated: DstRepeated | None = None
     dst_skipped: DstSkipped | None = None
+    calendar: JobCalendar | None = None
     run_at: Rfc3339 | None = None
     depends_on: DependsOn | None = None
     payload: Any = None
@@ -120,6 +121,7 @@ class JobResponse(BaseModel):
     timezone: str
     dst_repeated: DstRepeated | None = Field(description="a repeated wall time (fall back); null: cron's rule")
     dst_skipped: DstSkipped | None = Field(description="a skipped wall time (spring forward); null: cron's rule")
+    calendar: JobCalendar | None = Field(description="the owner's calendar its times follow (skip, or move)")
     run_at: IsoTime | None
     depends_on: DependsOn | None = Field(description="runs after these jobs' runs (instead of a schedule)")
     dependencies: DependencyStatus | None = Field(
@@ -150,6 +152,7 @@ class JobResponse(BaseModel):
             timezone=job.timezone,
             dst_repeated=job.dst_repeated,
             dst_skipped=job.dst_skipped,
+            calendar=job.calendar,
             run_at=None if job.run_at is None else _iso(from_datetime(job.run_at)),
             depends_on=job.depends_on,
             dependencies=None if waiting is None else DependencyStatus.from_waiting(waiting),

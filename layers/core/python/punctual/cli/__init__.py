@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from punctual.errors import PunctualError
 
 # Modules under punctual.cli that contribute sub-commands; each has register(subparsers).
-_COMMAND_MODULES = ("bench", "scheduler", "worker", "dev", "human", "capacity", "console", "tenants")
+_COMMAND_MODULES = ("bench", "scheduler", "worker", "dev", "human", "capacity", "console", "tenants", "calendars")
 
 
 def build_parser() -> argparse.ArgumentParser:

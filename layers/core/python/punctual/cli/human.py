@@ -25,11 +25,17 @@ from punctual.cli.client import DEFAULT_URL, ApiError, Client, CliError, api_key
 # -- registration ---------------------------------------------------------------------------------
 
 
-def register(subparsers: Any) -> None:
+def common_flags() -> argparse.ArgumentParser:
+    """The flags every command that talks to the API takes (``--api-url``, ``--api-key``, ``--json``)."""
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--api-url", default=None, help=f"API base URL (env PUNCTUAL_URL; default {DEFAULT_URL})")
     common.add_argument("--api-key", default=None, help="API key (env PUNCTUAL_API_KEY; default: the punctual dev key)")
     common.add_argument("--json", action="store_true", help="print the API's JSON")
+    return common
+
+
+def register(subparsers: Any) -> None:
+    common = common_flags()
 
     jobs: argparse.ArgumentParser = subparsers.add_parser("jobs", help="create, list, inspect and control jobs")
     actions = jobs.add_subparsers(dest="action", required=True, metavar="ACTION")
@@ -85,6 +91,10 @@ def _add_create(actions: Any, common: argparse.ArgumentParser) -> None:
     create.add_argument("--timezone", help="IANA zone the cron schedule is read in (default UTC)")
     create.add_argument("--dst-repeated", choices=["once_first", "once_last", "twice"], help="a repeated wall time")
     create.add_argument("--dst-skipped", choices=["shift", "skip"], help="a wall time the clocks skip")
+    create.add_argument("--calendar", metavar="NAME", help="one of your calendars: its excluded days skip or move runs")
+    create.add_argument(
+        "--calendar-mode", choices=["skip", "next_business_day", "previous_business_day"], help="with --calendar"
+    )
     create.add_argument("--url", help="http target: the URL that receives the payload")
     create.add_argument("--method", choices=["POST", "PUT", "PATCH", "GET", "DELETE"], help="http target method")
     create.add_argument("--payload", help="JSON payload sent to the target")
@@ -119,6 +129,9 @@ def _command(func: Callable[[Client, argparse.Namespace], Any]) -> Callable[[arg
         return 0
 
     return run
+
+
+command = _command  # the wrapper every API command shares (punctual.cli.calendars too)
 
 
 # -- commands -------------------------------------------------------------------------------------
@@ -226,6 +239,8 @@ def build_spec(args: argparse.Namespace) -> dict[str, Any]:
     if args.after:
         spec.pop("schedule", None)
         spec.pop("run_at", None)
+    if args.calendar is not None:
+        spec["calendar"] = {"name": args.calendar, "mode": args.calendar_mode or "skip"}
     if args.url is not None:
         spec["target"] = {"type": "http", "url": args.url, "method": args.method or "POST"}
     if args.payload is not None:

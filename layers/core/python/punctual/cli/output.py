@@ -75,6 +75,7 @@ def print_job(job: dict[str, Any]) -> None:
         ("status", job["status"]),
         ("schedule", _when(job)),
         *[(f"dst {name}", job[f"dst_{name}"]) for name in ("repeated", "skipped") if job.get(f"dst_{name}")],
+        *([("calendar", "{name} ({mode})".format(**job["calendar"]))] if job.get("calendar") else []),
         ("next run", job.get("next_run_at") or "-"),
         ("last run", job.get("last_run_at") or "-"),
         ("target", target.get("url") or target.get("type")),

@@ -18,6 +18,8 @@ Rules this module owns:
 from __future__ import annotations
 
 from punctual import ids
+from punctual.calendars.days import BusinessDays
+from punctual.calendars.service import job_calendar_days
 from punctual.clock import from_datetime
 from punctual.dependencies import links
 from punctual.errors import HasDependents, InvalidTransition, RunNotFound
@@ -25,6 +27,7 @@ from punctual.jobs.service import owned_job, write_job
 from punctual.model import JOB_TRANSITIONS, Job, JobStatus, RunState
 from punctual.port import EdgeChange, EdgeReads, Store
 from punctual.scheduling import cron as schedule
+from punctual.scheduling.timeline import timeline_for
 
 
 def pause_job(store: Store, owner: str, job_id: str, now: int) -> Job:
@@ -58,7 +61,7 @@ def resume_job(store: Store, owner: str, job_id: str, now: int) -> Job:
             )
         if job.status is JobStatus.PAUSED and job.run_at is not None and job.last_run_at is not None:
             return _resumed_after_claim(store, job, now)
-        return _moved(job, JobStatus.ACTIVE, now, _resume_at(job))
+        return _moved(job, JobStatus.ACTIVE, now, _resume_at(job, job_calendar_days(store, owner, job.calendar)))
 
     return write_job(store, owner, job_id, resumed)
 
@@ -124,13 +127,16 @@ def delete_job(store: Store, owner: str, job_id: str, now: int, *, force: bool =
 # -- helpers ----------------------------------------------------------------------------------------
 
 
-def _resume_at(job: Job) -> int | None:
+def _resume_at(job: Job, days: BusinessDays | None) -> int | None:
     if job.depends_on is not None:
         return None  # releases dropped while paused are not backfilled (punctual.dependencies.release)
     if job.schedule is None:
         assert job.run_at is not None
-        return from_datetime(job.run_at)  # late or not, a one-time job still gets its run
+        at = from_datetime(job.run_at)  # late or not, a one-time job still gets its run
+        return at if days is None else min(at, timeline_for(job, days).event_for(at).at)
     anchor = job.last_run_at if job.last_run_at is not None else job.created_at
+    if days is not None:
+        return timeline_for(job, days).next_due(anchor)
     return schedule.next_fire(job.schedule, job.timezone, anchor, job.dst)
 
 

@@ -28,6 +28,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from punctual import ids
+from punctual.calendars.days import BusinessDays
+from punctual.calendars.service import job_calendar_days
 from punctual.clock import from_datetime
 from punctual.dependencies import links
 from punctual.errors import (
@@ -42,8 +44,10 @@ from punctual.errors import (
 from punctual.execution.targets.policy import TargetPolicy, check_target
 from punctual.jobs import checks, secrets, validation
 from punctual.model import MAX_TIMEOUT_S, Job, JobSpec, JobStatus
+from punctual.model.timing import JobCalendar
 from punctual.port import EdgeChange, EdgeReads, Keys, Page, Store
 from punctual.scheduling import cron as schedule
+from punctual.scheduling.timeline import timeline_for
 
 RUN_AT_TOLERANCE_MS = 1_000
 WRITE_ATTEMPTS = 3  # optimistic-write retries before ConcurrentModification reaches the caller
@@ -96,7 +100,7 @@ def create_job(
             )
         return _replay(existing, owner, spec, keys)
     try:
-        next_run_at = first_run_at(spec, now)
+        next_run_at = first_run_at(spec, now, job_calendar_days(store, owner, spec.calendar))
     except InvalidInput:
         # A retry of a keyed create may arrive after its run_at passed: it is still a replay.
         existing = _find_job(store, job_id) if idempotency_key else None
@@ -184,15 +188,19 @@ def update_job(
         return job
     if isinstance(changes.get("timeout_s"), int):
         checks.check_timeout(changes["timeout_s"], max_timeout_s)
+
+    def days_of(calendar: JobCalendar | None) -> BusinessDays | None:
+        return job_calendar_days(store, owner, calendar)
+
     if "depends_on" not in changes:
-        return write_job(store, owner, job_id, lambda job: _patched(job, changes, now, policy, keys))
+        return write_job(store, owner, job_id, lambda job: _patched(job, changes, now, policy, keys, days_of))
     ids.check_job_id(job_id)
 
     # The check of the new upstreams (existence, owner, cycles) and the write are one decision, which
     # also moves the reverse edges (punctual.dependencies.links).
     def patched(reads: EdgeReads) -> EdgeChange:
         before = owned_job(reads, owner, job_id)
-        job = _patched(before, changes, now, policy, keys)
+        job = _patched(before, changes, now, policy, keys, days_of)
         named_before = [] if before.depends_on is None else before.depends_on.jobs
         if job.depends_on is not None:
             links.check_upstreams(reads, owner, job_id, job.depends_on.jobs, named_before=named_before)
@@ -206,19 +214,23 @@ def update_job(
 # -- scheduling rules -----------------------------------------------------------------------------
 
 
-def first_run_at(spec: JobSpec, now: int) -> int | None:
+def first_run_at(spec: JobSpec, now: int, days: BusinessDays | None = None) -> int | None:
     """The first due time of a new (or rescheduled) spec: the next cron fire after ``now``, or
     ``run_at``; None for a job with ``depends_on`` (never due: its upstreams release its runs).
-    Raises :class:`InvalidInput` (field ``run_at``) if ``run_at`` is in the past."""
+    With a calendar (``days``: its business days), the first time the calendar makes due
+    (``scheduling.timeline``; a one-time job moved to a previous business day that has passed is due
+    at once). Raises :class:`InvalidInput` (field ``run_at``) if ``run_at`` is in the past."""
     if spec.depends_on is not None:
         return None
     if spec.schedule is not None:
+        if days is not None:
+            return timeline_for(spec, days).next_due(now)
         return schedule.next_fire(spec.schedule, spec.timezone, now, spec.dst)
     assert spec.run_at is not None  # JobSpec guarantees exactly one of the two
     at = from_datetime(spec.run_at)
     if at < now - RUN_AT_TOLERANCE_MS:
         raise InvalidInput("run_at is in the past; give a future time with its UTC offset", field="run_at")
-    return at
+    return at if days is None else min(at, timeline_for(spec, days).event_for(at).at)
 
 
 # -- writes -----------------------------------------------------------------------------------------
@@ -249,7 +261,14 @@ def _refuse_if_deleted(job: Job) -> None:
         raise InvalidTransition(f"job {job.id} is deleted; it cannot be changed", field="status")
 
 
-def _patched(job: Job, changes: Mapping[str, Any], now: int, policy: TargetPolicy, keys: Keys | None) -> Job:
+def _patched(  # noqa: PLR0917 - the patch, its moment and what the service brings to it
+    job: Job,
+    changes: Mapping[str, Any],
+    now: int,
+    policy: TargetPolicy,
+    keys: Keys | None,
+    days_of: Callable[[JobCalendar | None], BusinessDays | None],
+) -> Job:
     _refuse_if_deleted(job)
     merged = job.spec.model_dump()
     for name, value in changes.items():
@@ -267,13 +286,17 @@ def _patched(job: Job, changes: Mapping[str, Any], now: int, policy: TargetPolic
     checks.check_size(spec)
     update: dict[str, Any] = {**_spec_fields(spec), "updated_at": now}
     if any(getattr(spec, f) != getattr(job, f) for f in _SCHEDULING_FIELDS):
-        update.update(_rescheduled(job, spec, now), rescheduled_at=now)
+        update.update(_rescheduled(job, spec, now, days_of(spec.calendar)), rescheduled_at=now)
+    elif spec.calendar != job.calendar:
+        # a new calendar applies from the job's next claim on, as an edit of the calendar does: the
+        # due time moves (it may come earlier), but runs already claimed keep their times
+        update.update(_rescheduled(job, spec, now, days_of(spec.calendar)))
     return job.model_copy(update=update)
 
 
-def _rescheduled(job: Job, spec: JobSpec, now: int) -> dict[str, Any]:
-    """Status and next_run_at after a change of schedule, time zone or run_at."""
-    next_run_at = first_run_at(spec, now)  # validates a new run_at even while paused
+def _rescheduled(job: Job, spec: JobSpec, now: int, days: BusinessDays | None) -> dict[str, Any]:
+    """Status and next_run_at after a change of schedule, time zone, run_at or calendar."""
+    next_run_at = first_run_at(spec, now, days)  # validates a new run_at even while paused
     if job.status is JobStatus.PAUSED:
         return {"next_run_at": None}
     return {"status": JobStatus.ACTIVE, "next_run_at": next_run_at}

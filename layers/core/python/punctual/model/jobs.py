@@ -18,6 +18,7 @@ from pydantic import (
 )
 
 from punctual import numbers
+from punctual.clock import from_datetime
 from punctual.errors import InvalidInput
 from punctual.model.bounds import (
     MAX_BACKFILL,
@@ -34,7 +35,7 @@ from punctual.model.states import Catchup, DependencyWhen, JobStatus, Overlap
 from punctual.model.stored import is_stored
 from punctual.model.targets import Target
 from punctual.model.times import Rfc3339, validate_timezone
-from punctual.model.timing import DstPolicy, DstRepeated, DstSkipped
+from punctual.model.timing import DstPolicy, DstRepeated, DstSkipped, JobCalendar, timing_text
 
 
 def _whole(value: Any, info: ValidationInfo) -> Any:
@@ -94,6 +95,8 @@ class JobSpec(BaseModel):
     # a cron schedule's wall times that clocks repeat or skip (punctual.model.timing); None: cron's rule
     dst_repeated: DstRepeated | None = None
     dst_skipped: DstSkipped | None = None
+    # the owner's calendar its times are checked against (skip, or move to a business day)
+    calendar: JobCalendar | None = None
     run_at: Rfc3339 | None = None
     depends_on: DependsOn | None = None
     payload: Any = None
@@ -134,6 +137,13 @@ class JobSpec(BaseModel):
         # ``schedule`` is validated first (declared first); absent from data only when it was refused
         if value is not None and not is_stored(info) and "schedule" in info.data and info.data["schedule"] is None:
             raise ValueError(f"applies to a cron schedule only; send {info.field_name}: null with run_at or depends_on")
+        return value
+
+    @field_validator("depends_on")
+    @classmethod
+    def _no_calendar(cls, value: DependsOn | None, info: ValidationInfo) -> DependsOn | None:
+        if value is not None and not is_stored(info) and info.data.get("calendar") is not None:
+            raise ValueError("a job released by other jobs has no times of its own for a calendar; send calendar: null")
         return value
 
     @field_validator("run_at")
@@ -192,6 +202,11 @@ class JobSpec(BaseModel):
     def dst(self) -> DstPolicy:
         """The job's DST policy (fields left None keep cron's rule)."""
         return DstPolicy(self.dst_repeated, self.dst_skipped)
+
+    def timing_text(self) -> str | None:
+        """The stored form of its timing rules, which the due index carries (``model.timing``)."""
+        once = None if self.run_at is None else from_datetime(self.run_at)
+        return timing_text(self.dst, self.calendar, once)
 
     @property
     def is_recurring(self) -> bool:

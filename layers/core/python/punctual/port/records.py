@@ -8,7 +8,7 @@ from enum import StrEnum
 from typing import Generic, TypeVar
 
 from punctual.model import Attempt, Catchup, JobStatus, Overlap, Run, RunState, Withdrawal
-from punctual.model.timing import CRON_RULE, DstPolicy
+from punctual.model.timing import CRON_RULE, DstPolicy, JobCalendar
 
 T = TypeVar("T")
 
@@ -37,8 +37,10 @@ class DueJob:
     # The job's timeout, where the engine routes long runs to a queue of their own (aws); None
     # where one queue serves every run (embedded), so claiming there reads nothing more.
     timeout_s: int | None = None
-    # The job's DST policy (the due index's ``timing``, absent for the defaults: cron's rule).
+    # The job's DST policy and calendar (the due index's ``timing``, absent for the defaults).
     dst: DstPolicy = CRON_RULE
+    calendar: JobCalendar | None = None
+    run_at: int | None = None  # a one-time calendar job's own time (its next_run_at may be moved from it)
 
 
 @dataclass(frozen=True, slots=True)

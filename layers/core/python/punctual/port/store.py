@@ -8,6 +8,7 @@ from collections.abc import Callable, Collection, Sequence
 
 from punctual.errors import JobNotFound, RunNotFound
 from punctual.model import Job, JobStatus, Overlap, Run, Withdrawal
+from punctual.port.calendars import CalendarStore
 from punctual.port.edges import EdgeChange, EdgeReads
 from punctual.port.records import (
     Advance,
@@ -32,8 +33,9 @@ from punctual.port.records import (
 from punctual.port.stats import RunStats
 
 
-class Store(ABC):
-    """Jobs, runs, shard leases and alerts. Every conditional write of the system lives below this."""
+class Store(CalendarStore, ABC):
+    """Jobs, runs, shard leases and alerts (and calendars: ``port.calendars``). Every conditional
+    write of the system lives below this."""
 
     shards: int  # number of due-index shards this store was created with
 

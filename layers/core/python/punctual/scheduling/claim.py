@@ -17,6 +17,9 @@ catch-up path only): so no run depends on the reaper's open-runs index to get it
 Two schedulers on one shard race harmlessly the same way: one row per time, at worst a duplicate
 message, and one of the two advances fails (a counted conflict).
 
+A job that names a calendar is planned with the calendar as ``calendars`` gives it (a short-lived
+cache: ``punctual.calendars.cache``), by ``punctual.scheduling.calendar_planning``.
+
 The claim never applies a job's overlap policy: it runs up to the lookahead before a run's time,
 when nobody can know whether the previous run will still be open at that time. The policy is
 decided by the run's first lease, at its instant (``rules.overlap_*``, ``Store.lease_run``).
@@ -28,10 +31,13 @@ import logging
 import operator
 from collections.abc import Callable
 from dataclasses import dataclass, fields
+from functools import partial
 
+from punctual.calendars.cache import Calendars, read_business_days
 from punctual.errors import PunctualError, RunNotFound
 from punctual.model import Run, RunState
 from punctual.port import Dispatch, DueJob, Queue, Store
+from punctual.scheduling.calendar_planning import calendar_plan
 from punctual.scheduling.planning import Plan, PlanOptions, dispatch_for, plan
 
 logger = logging.getLogger(__name__)
@@ -69,17 +75,19 @@ def claim_page(
     limit: int = 500,
     options: PlanOptions | None = None,
     on_plans: Callable[[list[Plan]], None] | None = None,
+    calendars: Calendars | None = None,
 ) -> ClaimStats:
     """Claim one page (at most ``limit``) of ``shard``'s jobs due by ``now + lookahead_ms``.
 
     Returns what happened; ``stats.due < limit`` means the shard had no more due jobs, and
     ``stats.lag_ms`` how long the page's oldest job had been due (0 if it was not yet).
     ``on_plans`` sees the plans before anything is written (the scheduler measures lateness).
+    ``calendars`` resolves the calendars of jobs that name one (default: read from ``store`` each time).
     """
     options = options or PlanOptions()
     due = store.due_jobs(shard, now + lookahead_ms, limit)
     stats = ClaimStats(due=len(due), pages=1, lag_ms=max(0, now - due[0].next_run_at) if due else 0)
-    plans = _plan_all(due, now, options, stats)
+    plans = _plan_all(due, now, options, stats, calendars or partial(read_business_days, store))
     if not plans:
         return stats
     if on_plans is not None:
@@ -101,11 +109,14 @@ def claim_page(
     return stats
 
 
-def _plan_all(due: list[DueJob], now: int, options: PlanOptions, stats: ClaimStats) -> list[Plan]:
+def _plan_all(due: list[DueJob], now: int, options: PlanOptions, stats: ClaimStats, calendars: Calendars) -> list[Plan]:
     plans = []
     for job in due:
         try:
-            plans.append(plan(job, now, options))
+            if job.calendar is None:
+                plans.append(plan(job, now, options))
+            else:
+                plans.append(calendar_plan(job, now, options, calendars(job.owner, job.calendar.name)))
         except (PunctualError, ValueError, KeyError) as exc:  # a job we cannot plan must not stop the shard
             stats.errors += 1
             logger.error("cannot plan job %s: %s", job.job_id, exc)
@@ -120,8 +131,8 @@ def _passed_over(store: Store, plans: list[Plan], now: int, early_s: int) -> lis
     """
     found = []
     for p in plans:
-        if any(run.scheduled_at == p.job.next_run_at for run in p.runs):
-            continue  # the plan covers the stored time itself
+        if any(run.scheduled_at == p.job.next_run_at and run.is_open for run in p.runs):
+            continue  # the plan covers the stored time itself (a calendar's skip record does not: it is not sent)
         run = _open_run(store, p.job.job_id, p.job.next_run_at)
         if run is not None and run.state is RunState.SCHEDULED:
             found.append(dispatch_for(run, p.job.jitter_s, now, early_s=early_s))

@@ -13,11 +13,14 @@ so that claim already followed it. The cron check is cached per (schedule, time 
 
 from __future__ import annotations
 
-from functools import lru_cache
+from datetime import UTC, datetime, timedelta
+from functools import lru_cache, partial
 
+from punctual.calendars.days import MAX_SHIFT_DAYS
 from punctual.clock import from_datetime
 from punctual.model import Job
-from punctual.model.timing import DstPolicy
+from punctual.model.times import zone
+from punctual.model.timing import CalendarMode, DstPolicy
 from punctual.scheduling import cron
 
 # A claim of an instant is never earlier than this before it: the largest lookahead
@@ -34,13 +37,33 @@ def still_planned(job: Job, scheduled_at: int) -> bool:
     changed = job.rescheduled_at
     if changed is None or changed < scheduled_at - CLAIM_HORIZON_MS:
         return True
+    moves = job.calendar is not None and job.calendar.mode is not CalendarMode.SKIP
     if job.run_at is not None:
-        return from_datetime(job.run_at) == scheduled_at
+        at = from_datetime(job.run_at)
+        return at == scheduled_at or (moves and _same_wall_nearby(at, scheduled_at, job.timezone))
     if job.schedule is not None:
-        return _fires_at(job.schedule, job.timezone, scheduled_at, job.dst)
+        fires = partial(_fires_at, job.schedule, job.timezone, dst=job.dst)
+        return fires(scheduled_at) or (moves and any(fires(t) for t in _same_wall_days(scheduled_at, job.timezone)))
     return False
 
 
 @lru_cache(maxsize=4_096)
-def _fires_at(schedule: str, timezone: str, instant: int, dst: DstPolicy) -> bool:
+def _fires_at(schedule: str, timezone: str, instant: int, *, dst: DstPolicy) -> bool:
     return cron.next_fire(schedule, timezone, instant - 1, dst) == instant
+
+
+# A run a calendar moved (next/previous business day) is not one of the schedule's own times. Its
+# calendar is not read here (an edit of it never decides a claimed run): such a run stays planned if
+# the schedule has a time at its wall-clock time on a day within the calendar's reach of it.
+
+
+def _same_wall_days(instant: int, timezone: str) -> list[int]:
+    """The instants at ``instant``'s wall-clock time in ``timezone`` on the days within MAX_SHIFT_DAYS."""
+    tz = zone(timezone)
+    wall = datetime.fromtimestamp(instant / 1000, UTC).astimezone(tz).replace(tzinfo=None)
+    days = range(-MAX_SHIFT_DAYS, MAX_SHIFT_DAYS + 1)
+    return [int((wall + timedelta(days=d)).replace(tzinfo=tz).timestamp() * 1000) for d in days if d]
+
+
+def _same_wall_nearby(at: int, instant: int, timezone: str) -> bool:
+    return at in _same_wall_days(instant, timezone)

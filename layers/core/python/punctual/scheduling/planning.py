@@ -114,6 +114,11 @@ def _next_after(job: DueJob, after: int) -> int | None:
     return schedule.next_fire(job.schedule, job.timezone, after, job.dst)
 
 
+def new_run(job: DueJob, at: int, trigger: Trigger, now: int, options: PlanOptions) -> Run:
+    """A scheduled run of ``job`` at ``at``, as the claim makes it (``punctual.scheduling.calendar_planning``)."""
+    return _new_run(job.job_id, job.owner, at, jitter_s=job.jitter_s, trigger=trigger, now=now, options=options)
+
+
 def manual_run(job_id: str, owner: str, now: int, options: PlanOptions) -> Run:
     """The run of a job triggered by hand at ``now`` (``POST /jobs/{id}/trigger``): due at once, no jitter."""
     return _new_run(job_id, owner, now, jitter_s=0, trigger=Trigger.MANUAL, now=now, options=options)

@@ -1,9 +1,11 @@
-"""A job's next times, explained: which run as the schedule says, which the DST policy shifted or
-skipped, and why (``GET /jobs/{id}/preview``).
+"""A job's next times, explained: which run as the schedule says, which the DST policy or the job's
+calendar shifted or skipped, and why (``GET /jobs/{id}/preview``).
 
-Pure: a function of the job's timing fields and ``now``. Every listed run is a time the scheduler
-would claim, computed by the same functions (``punctual.scheduling.cron``); the preview adds the
-times that do *not* run, with their cause, and a sentence for each that names the rule.
+Pure: a function of the job's timing fields, its calendar's business days and ``now``. Every listed
+run is a time the scheduler would claim, computed by the same functions (``punctual.scheduling.cron``
+and ``.timeline``); the preview adds the times that do *not* run, with their cause, and a sentence
+for each that names the rule. The calendar is the one stored now: an edit before a time's claim
+changes what happens to it.
 
 Items come in time order. ``count`` bounds the items listed, runs and non-runs alike.
 """
@@ -14,13 +16,16 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
 
+from punctual.calendars.days import BusinessDays
 from punctual.clock import from_datetime
 from punctual.model import JobSpec
 from punctual.model.times import zone
 from punctual.model.timing import DstRepeated, DstSkipped
 from punctual.scheduling import cron
+from punctual.scheduling.timeline import EventKind, Timeline, timeline_for
 
 MAX_COUNT = 100  # items one preview lists at most
+MAX_STEPS = 50_000  # wall minutes one preview looks at, at most (an every-minute job's month of them)
 
 
 class Fate(StrEnum):
@@ -32,6 +37,7 @@ class Fate(StrEnum):
 class Cause(StrEnum):
     DST_REPEATED = "dst_repeated"  # the wall time happens twice (clocks fall back): the job's dst_repeated
     DST_SKIPPED = "dst_skipped"  # the wall time never happens (clocks spring forward): the job's dst_skipped
+    CALENDAR = "calendar"  # the day is one the job's calendar excludes: the calendar's mode
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,32 +56,38 @@ class PreviewItem:
         return self.at if self.at is not None else self.gap_end or 0
 
 
-def preview(job: JobSpec, now: int, count: int) -> list[PreviewItem]:
+def preview(job: JobSpec, now: int, count: int, days: BusinessDays | None = None) -> list[PreviewItem]:
     """The next ``count`` items after ``now``: runs, and the schedule's times that do not run, in order.
+    ``days``: the business days of the job's calendar (None: it names none).
 
     A job with ``depends_on`` has no times of its own (its runs are released by other jobs): empty.
     """
+    timeline = None if days is None or job.calendar is None else timeline_for(job, days)
     if job.run_at is not None:
         at = from_datetime(job.run_at)
-        return [PreviewItem(at, at, _local(at, job.timezone), Fate.RUN)] if at > now and count > 0 else []
+        item = _on_calendar(PreviewItem(at, at, _local(at, job.timezone), Fate.RUN), timeline)
+        return [item] if item.order > now and count > 0 else []
     if job.schedule is None:
         return []
-    return _cron_items(job, now, count)
+    return _cron_items(job, now, count, timeline)
 
 
-def _cron_items(job: JobSpec, now: int, count: int) -> list[PreviewItem]:
+def _cron_items(job: JobSpec, now: int, count: int, timeline: Timeline | None) -> list[PreviewItem]:
     assert job.schedule is not None
     items: list[PreviewItem] = []
     runs: dict[int, PreviewItem] = {}
-    for minute in cron.wall_minutes(job.schedule, job.timezone, now, job.dst):
-        if len(items) >= count and minute.first > items[count - 1].order:
+    since = now if timeline is None else timeline.first_source(now)  # times moved forward past now count
+    for steps, minute in enumerate(cron.wall_minutes(job.schedule, job.timezone, since, job.dst)):
+        earliest = minute.first if timeline is None else timeline.lower_bound(minute.first)
+        if (len(items) >= count and earliest > items[count - 1].order) or steps >= MAX_STEPS:
             break  # every later minute's items come after the count-th: the list is final
-        for found in _dst_items(job, minute):
-            if found.at is not None and found.at <= now:
+        for dst_item in _dst_items(job, minute):
+            found = _on_calendar(dst_item, timeline)
+            if found.order <= now:
                 continue
             ran = found.at is not None and found.fate is not Fate.SKIPPED
             items.append(_one_run_per_instant(found, runs, items, job.timezone) if ran else found)
-        items.sort(key=lambda i: i.order)
+        items.sort(key=lambda i: (i.order, i.fate is Fate.SKIPPED))  # a run before what joins it
     return items[:count]
 
 
@@ -122,6 +134,18 @@ def _one_run_per_instant(
         runs[item.at] = item
         return item
     return _merged(item, held, tz)
+
+
+def _on_calendar(item: PreviewItem, timeline: Timeline | None) -> PreviewItem:
+    """``item`` (a time that runs, as far as DST goes) with the job's calendar applied."""
+    if timeline is None or item.at is None or item.fate is Fate.SKIPPED:
+        return item
+    event = timeline.event_for(item.at)
+    if event.kind is EventKind.RUN:
+        return item
+    detail = event.note if item.detail is None else f"{item.detail}; then {event.note}"
+    fate = Fate.SKIPPED if event.kind is EventKind.SKIPPED else Fate.SHIFTED
+    return PreviewItem(event.at, item.scheduled, item.local, fate, Cause.CALENDAR, detail)
 
 
 def _merged(item: PreviewItem, run: PreviewItem, tz: str) -> PreviewItem:

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from punctual import metrics as m
+from punctual.calendars.cache import CalendarCache
 from punctual.clock import Clock, SkewCorrectedClock
 from punctual.config import Settings
 from punctual.errors import ConfigError
@@ -96,6 +97,7 @@ class Scheduler:
         self.ownership = ShardOwnership(
             engine.store, self.owner, instance=instance, instances=instances, options=self.options.ownership
         )
+        self.calendars = CalendarCache(engine.store, self.clock)  # read once per 10 s each, not per job
         self._owned_reported_in: int | None = None  # the SHARDS_OWNED_EVERY_MS window last reported
         self._first_tick_at: int | None = None  # this scheduler reports no window it started within
         self._last_error: Exception | None = None  # the latest failure, the cause of a SchedulerFailing
@@ -246,6 +248,7 @@ class Scheduler:
             limit=self.options.page_size,
             options=self.options.plan,
             on_plans=seen.extend,
+            calendars=self.calendars,
         )
         self._observe_lateness(seen, claimed_at, self.clock.now_ms())
         total.add(stats)

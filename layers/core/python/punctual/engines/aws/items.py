@@ -121,8 +121,13 @@ def item_to_due_job(item: Item) -> DueJob:
         last_run_at=get_n(item, "last_run_at"),
         due_shard=int(item["due_shard"]["N"]),
         timeout_s=get_n(item, "timeout_s"),
-        dst=read_timing(get_s(item, "timing")),
+        **_timing(get_s(item, "timing")),
     )
+
+
+def _timing(text: str | None) -> dict[str, Any]:
+    timing = read_timing(text)
+    return {"dst": timing.dst, "calendar": timing.calendar, "run_at": timing.once}
 
 
 def by_owner_key(item: Item) -> Key:

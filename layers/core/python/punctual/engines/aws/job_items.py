@@ -10,8 +10,8 @@ the ``due`` index's 2. So the job is kept as two items of the ``jobs`` table:
   dependency decisions (``depends_on``, ``has_dependents``), the ``by_owner`` index's key, and
   ``spec_version``. It is what every conditional write of a job is conditioned on, so pause,
   resume, edit and delete still move exactly what the claim (``JOB_STILL_DUE``) and the API
-  (``VERSION_MATCHES``) check. Under 1 KB for every job whose owner, schedule and time zone fit
-  ``HEAD_TEXT_BYTES`` (tests/unit/test_aws_job_items.py): one write unit per claim;
+  (``VERSION_MATCHES``) check. Under 1 KB for every job whose owner, schedule, time zone and calendar
+  name fit ``HEAD_TEXT_BYTES`` (tests/unit/test_aws_job_items.py): one write unit per claim;
 - the spec, key ``job_id = <id>#spec``: what only executing a run needs (name, payload, target with
   its headers, retry policy) and ``spec_version``. Written only with the head, in one transaction
   (create, edit, pause, delete); never by a claim. It carries no ``owner``/``created_at`` and no
@@ -32,16 +32,18 @@ import json
 from datetime import datetime
 from typing import Any
 
+from punctual.engines.aws.calendars import calendar_of
 from punctual.engines.aws.items import Item, Key, get_n, get_s, js, n, s, ttl_seconds
 from punctual.model import Job, JobStatus
 from punctual.model.stored import StoredReader
-from punctual.model.timing import read_timing, timing_text
+from punctual.model.timing import read_timing
 
 SPEC_SUFFIX = "#spec"  # job ids are job_ + 32 hex digits: a spec key never names a head
 _DAY_S = 86_400
 _JOBS = StoredReader(Job)  # stored jobs are parsed without the checks that only refuse input
-# The head's text fields whose length the user or the authorizer chooses; everything else in a head
-# is bounded by the model. At most this many bytes of them together keep a head under 1 KB.
+# The head's text fields whose length the user or the authorizer chooses (owner, schedule, time zone,
+# calendar name); everything else in a head is bounded by the model. At most this many bytes of them
+# together keep a head under 1 KB.
 HEAD_TEXT_BYTES = 700
 
 
@@ -78,7 +80,7 @@ def job_to_items(job: Job, *, retention_days: int) -> tuple[Item, Item]:
     _put(head, "last_run_at", None if job.last_run_at is None else n(job.last_run_at))
     _put(head, "rescheduled_at", None if job.rescheduled_at is None else n(job.rescheduled_at))
     _put(head, "depends_on", None if job.depends_on is None else {"S": job.depends_on.model_dump_json()})
-    timing = timing_text(job.dst)  # in the due index's projection: the claim plans with it
+    timing = job.timing_text()  # in the due index's projection: the claim plans with it
     _put(head, "timing", None if timing is None else s(timing))
     if job.has_dependents:
         head["has_dependents"] = {"BOOL": True}
@@ -93,6 +95,8 @@ def job_to_items(job: Job, *, retention_days: int) -> tuple[Item, Item]:
         "retry": {"S": job.retry.model_dump_json()},
     }
     _put(spec, "payload", None if job.payload is None else js(job.payload))
+    if job.calendar is not None and job.status is not JobStatus.DELETED:  # the by_calendar index: its users
+        spec["calendar_of"] = s(calendar_of(job.owner, job.calendar.name))
     if job.status is JobStatus.DELETED:
         # kept for history until retention, then DynamoDB TTL removes both items
         expires = n(ttl_seconds(job.updated_at) + retention_days * _DAY_S)
@@ -116,15 +120,16 @@ def items_to_job(head: Item, spec: Item | None = None) -> Job:
     payload = get_s(whole, "payload")
     run_at = get_s(head, "run_at")
     depends_on = get_s(head, "depends_on")
-    dst = read_timing(get_s(head, "timing"))
+    timing = read_timing(get_s(head, "timing"))
     data: dict[str, Any] = {
         "id": get_s(head, "job_id"),
         "owner": get_s(head, "owner"),
         "name": get_s(whole, "name"),
         "schedule": get_s(head, "schedule"),
         "timezone": get_s(head, "timezone"),
-        "dst_repeated": dst.repeated,
-        "dst_skipped": dst.skipped,
+        "dst_repeated": timing.dst.repeated,
+        "dst_skipped": timing.dst.skipped,
+        "calendar": timing.calendar,
         "run_at": None if run_at is None else datetime.fromisoformat(run_at),
         "depends_on": None if depends_on is None else json.loads(depends_on),
         "has_dependents": head.get("has_dependents", {}).get("BOOL", False),

@@ -52,12 +52,11 @@ def job_from_row(row: Sequence[Any]) -> Job:
 
 def due_job_from_row(row: Sequence[Any]) -> DueJob:
     """The claim's view of a job from a row of the due index (``schema.DUE_COLUMNS``, in order)."""
-    shard, next_run_at, job_id, owner, schedule, timezone, jitter_s, overlap, catchup, backfill, last_run_at, timing = (
-        row
-    )
+    shard, next_run_at, job_id, owner, schedule, timezone, jitter_s, overlap, catchup, backfill, last_run, timing = row
+    rules = read_timing(timing)
     return DueJob(
         job_id, owner, next_run_at, schedule, timezone, jitter_s, _OVERLAP[overlap], _CATCHUP[catchup],
-        backfill, last_run_at, shard, dst=read_timing(timing),
+        backfill, last_run, shard, dst=rules.dst, calendar=rules.calendar, run_at=rules.once,
     )  # fmt: skip
 
 

@@ -16,6 +16,7 @@ Tables mirror DESIGN.md §2:
 - ``dependents``, ``releases``: job dependencies (reverse edges and release records; v5).
 - ``tenants``, ``tenant_slots``, ``tenant_starts``: per-owner limits, the concurrency slots held by
   running runs of limited owners, and each rate-limited owner's record of starts (``punctual.tenancy``).
+- ``calendars``: owners' calendars (``punctual.calendars``; v11).
 - ``meta``: facts fixed when the file was created (the number of due shards).
 
 Migrations: ``PRAGMA user_version`` is the schema version; :func:`migrate` applies the steps a
@@ -259,12 +260,25 @@ _V10 = (
     "DROP TABLE tenant_rates",
 )
 
-# v11: a job's timing rules (its DST policy: punctual.model.timing) in a column the due index covers,
-# NULL for a job that keeps the defaults (every job stored before v11).
+# v11: calendars (punctual.calendars). A job's timing rules (its DST policy and calendar:
+# punctual.model.timing) in a column the due index covers, NULL for a job that keeps the defaults
+# (every job stored before v11); the name of the calendar it uses in a column of its own, indexed for
+# the users of a calendar (a delete is refused while there are some); the owners' calendars.
 _V11 = (
     "ALTER TABLE jobs ADD COLUMN timing TEXT",
+    "ALTER TABLE jobs ADD COLUMN calendar TEXT",
     "DROP INDEX jobs_due",
     f"CREATE INDEX jobs_due ON jobs({', '.join(DUE_COLUMNS)}, status) WHERE status = 'active'",
+    "CREATE INDEX jobs_by_calendar ON jobs(owner, calendar) WHERE calendar IS NOT NULL AND status != 'deleted'",
+    """
+    CREATE TABLE calendars (
+        owner      TEXT NOT NULL,
+        name       TEXT NOT NULL,
+        version    INTEGER NOT NULL,
+        doc        TEXT NOT NULL,
+        PRIMARY KEY (owner, name)
+    ) WITHOUT ROWID
+    """,
 )
 
 # MIGRATIONS[n] takes a file from version n to n + 1

@@ -25,6 +25,7 @@ from typing import Any
 from punctual import ids, rules
 from punctual.clock import Clock
 from punctual.engines.embedded import bulk, stats
+from punctual.engines.embedded.calendars import EmbeddedCalendars
 from punctual.engines.embedded.db import Database
 from punctual.engines.embedded.edges import EdgeDecisions
 from punctual.engines.embedded.reads import SELECT_JOB, due_job_from_row, job_from_row
@@ -45,7 +46,6 @@ from punctual.engines.embedded.shards import EmbeddedShards
 from punctual.engines.embedded.tenants import EmbeddedTenants
 from punctual.errors import ConcurrentModification, InvalidCursor, JobAlreadyExists, JobNotFound, RunNotFound
 from punctual.model import Job, JobStatus, Run
-from punctual.model.timing import timing_text
 from punctual.port import (
     Advance,
     Alert,
@@ -68,7 +68,8 @@ MAX_PAGE = 1_000  # largest page a listing returns, whatever limit asks for
 _JOB_STATE = {"status", "next_run_at", "last_run_at", "updated_at", "version"}  # columns only, not in doc
 _JOB_COLUMNS = (
     "job_id", "owner", "status", "due_shard", "next_run_at", "last_run_at", "created_at", "updated_at",
-    "version", "schedule", "timezone", "jitter_s", "overlap", "catchup", "max_backfill", "timing", "doc",
+    "version", "schedule", "timezone", "jitter_s", "overlap", "catchup", "max_backfill", "timing", "calendar",
+    "doc",
 )  # fmt: skip
 _JOB_VALUES = f"({', '.join(_JOB_COLUMNS)}) VALUES ({', '.join('?' * len(_JOB_COLUMNS))})"
 _INSERT_JOB = f"INSERT INTO jobs {_JOB_VALUES} ON CONFLICT DO NOTHING"
@@ -118,7 +119,7 @@ _PAST_DEADLINE = (
 )
 
 
-class EmbeddedStore(EmbeddedShards, EdgeDecisions, EmbeddedTenants, Store):
+class EmbeddedStore(EmbeddedShards, EdgeDecisions, EmbeddedTenants, EmbeddedCalendars, Store):
     """The Store port on one SQLite file (see the module docstring for the row layout)."""
 
     def __init__(self, db: Database, *, shards: int, clock: Clock) -> None:
@@ -365,7 +366,8 @@ class EmbeddedStore(EmbeddedShards, EdgeDecisions, EmbeddedTenants, Store):
         return (
             job.id, job.owner, str(job.status), job.due_shard, job.next_run_at, job.last_run_at, job.created_at,
             job.updated_at, job.version, job.schedule, job.timezone, job.jitter_s, str(job.overlap),
-            str(job.catchup), job.max_backfill, timing_text(job.dst), doc,
+            str(job.catchup), job.max_backfill, job.timing_text(),
+            None if job.calendar is None else job.calendar.name, doc,
         )  # fmt: skip
 
 
