@@ -349,3 +349,28 @@ def test_no_script_errors_no_csp_violations_and_the_key_never_in_a_url(dev: Dev,
         assert dev.key not in request.url, request.url
     api_calls = [r for r in browser.requests if "/console/" not in r.url and r.resource_type == "fetch"]
     assert api_calls and all(r.headers.get("authorization") == f"Bearer {dev.key}" for r in api_calls)
+
+
+def test_calendar_view_and_the_job_page_says_which_times_the_calendar_skips(
+    dev: Dev, browser: Browser, target: str
+) -> None:
+    # issue 32: a calendar excluding the next three days; a daily job that names it (skip)
+    today = datetime.now(UTC).date()
+    excluded = [(today + timedelta(days=d)).isoformat() for d in (1, 2, 3)]
+    assert dev.http.put("/calendars/desk", json={"timezone": "UTC", "exclude_dates": excluded}).status_code == 201
+    job = dev.create(**http_job("desk-report", f"{target}/ok", schedule="0 6 * * *", timezone="UTC",
+                                calendar={"name": "desk"}))  # fmt: skip
+    errors = len(browser.console_errors)
+    page = _open(browser, dev, f"/console/jobs/{job['id']}")
+    expect(page.locator("#preview tbody tr").first).to_be_visible()
+    skipped = page.locator('#preview tr[data-cause="calendar"]')
+    expect(skipped).to_have_count(3)
+    expect(skipped.first).to_contain_text("is one of its excluded dates")
+    page.locator("dl.facts").get_by_role("link", name="desk").click()
+    expect(page.locator("#calendar-name")).to_have_text("desk")
+    for day in excluded:
+        expect(page.locator(f'#calendar-grid td[data-date="{day}"]')).to_have_class("excluded")
+    page.goto(f"{dev.api_url}/console/calendars#key={dev.key}")
+    expect(page.locator('#calendars tr[data-calendar="desk"]')).to_contain_text("3 dates")
+    browser.shot("calendar")
+    assert browser.console_errors[errors:] == []

@@ -1,8 +1,10 @@
-// The console's router: /console/ (jobs), /console/jobs/<id>, /console/runs/<id>, /console/ops.
+// The console's router: /console/ (jobs), /console/jobs/<id>, /console/runs/<id>, /console/ops,
+// /console/calendars and /console/calendars/<name>.
 // Navigation keeps the URL fragment (the credential) and re-renders the view in place.
 import { signedIn } from "./api.js";
 import { disposeAll } from "./charts.js";
 import { errorBox, h, show } from "./dom.js";
+import { calendarsView, calendarView } from "./views/calendars.js";
 import { jobView } from "./views/job.js";
 import { jobsView } from "./views/jobs.js";
 import { opsView } from "./views/ops.js";
@@ -30,6 +32,8 @@ async function render() {
     else if ((m = match(/^\/jobs\/([^/]+)$/))) await jobView(ctx, decodeURIComponent(m[1]));
     else if ((m = match(/^\/runs\/([^/]+)$/))) await runView(ctx, decodeURIComponent(m[1]));
     else if (path === "/ops") await opsView(ctx);
+    else if (path === "/calendars") await calendarsView(ctx);
+    else if ((m = match(/^\/calendars\/([^/]+)$/))) await calendarView(ctx, decodeURIComponent(m[1]));
     else show(view, h("h1", {}, "Not found"), h("p", {}, "No such page in the console."));
     document.body.dataset.view = path === "/" ? "jobs" : path.split("/")[1];
   } catch (error) {

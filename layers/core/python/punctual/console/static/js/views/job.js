@@ -1,5 +1,6 @@
-// A job: its facts and actions (pause, resume, trigger, delete: each confirmed first), the run
-// timeline, the start-lateness histogram and the calendar of outcomes, then the newest runs.
+// A job: its facts and actions (pause, resume, trigger, delete: each confirmed first), its coming
+// times (GET /jobs/{id}/preview: which run, which its DST policy or calendar shifts or skips, and why),
+// the run timeline, the start-lateness histogram and the calendar of outcomes, then the newest runs.
 import { api, get, offers, pages } from "../api.js";
 import { calendar, chart, histogram, histogramFromRuns, timeline } from "../charts.js";
 import { card, confirmAction, errorBox, h, link, show, state } from "../dom.js";
@@ -11,10 +12,11 @@ const TIMELINE_RUNS = 100;
 
 export async function jobView(ctx, jobId) {
   const path = `/jobs/${encodeURIComponent(jobId)}`;
-  const [job, runs, graph] = await Promise.all([
+  const [job, runs, graph, coming] = await Promise.all([
     get(path),
     pages(`${path}/runs`, MAX_RUNS),
     offers("/jobs/{job_id}/graph").then((offered) => (offered ? get(`${path}/graph`) : null)),
+    offers("/jobs/{job_id}/preview").then((offered) => (offered ? get(`${path}/preview?count=12`) : null)),
   ]);
   if (!ctx.current()) return;
   const now = Date.now();
@@ -51,7 +53,8 @@ export async function jobView(ctx, jobId) {
     h("h1", { id: "job-name" }, job.name, " ", state(job.status)),
     actions, message,
     h("dl", { class: "facts" },
-      [["Schedule", scheduleInWords(job)], ["Next run", when(job.next_run_at)], ["Target", targetText(job.target)],
+      [["Schedule", scheduleInWords(job)], ...timingFacts(job), ["Next run", when(job.next_run_at)],
+        ["Target", targetText(job.target)],
         ["Timeout", `${job.timeout_s} s`], ["Retries", `${job.max_retries} (backoff ${job.retry.backoff_s} s)`],
         ["Overlap", job.overlap], ["Id", job.id]].map(([k, v]) => [h("dt", {}, k), h("dd", {}, v)])),
     h("div", { class: "cards" },
@@ -64,6 +67,7 @@ export async function jobView(ctx, jobId) {
     h("div", { class: "grid2" },
       h("div", {}, h("h2", {}, "Start lateness"), h("div", { class: "panel" }, latenessEl)),
       h("div", {}, h("h2", {}, "Outcomes by day"), h("div", { class: "panel" }, calendarEl))),
+    coming && job.status !== "deleted" ? [h("h2", {}, "Coming times"), previewTable(coming.items)] : null,
     linked ? [h("h2", {}, `Dependencies${graph.truncated ? " (more than shown)" : ""}`), h("div", { class: "panel" }, graphEl)] : null,
     h("h2", {}, "Newest runs"),
     runsTable(runs.slice(0, 20)));
@@ -82,6 +86,29 @@ export async function jobView(ctx, jobId) {
       }
     });
   }
+}
+
+function timingFacts(job) {
+  const facts = [];
+  if (job.dst_repeated || job.dst_skipped) {
+    facts.push(["DST", `repeated hour: ${job.dst_repeated || "cron's rule"}; skipped hour: ${job.dst_skipped || "cron's rule"}`]);
+  }
+  if (job.calendar) {
+    facts.push(["Calendar", h("span", {}, link(`/console/calendars/${encodeURIComponent(job.calendar.name)}`,
+      job.calendar.name), ` (${job.calendar.mode.replaceAll("_", " ")})`)]);
+  }
+  return facts;
+}
+
+// The next times as the preview lists them: the schedule's wall time, when it runs, and why not as said.
+function previewTable(items) {
+  if (!items.length) return h("p", { class: "muted" }, "No coming times: it runs after other jobs, or its time has passed.");
+  return h("table", { id: "preview" },
+    h("thead", {}, h("tr", {}, ["Schedule time", "Runs at", "Fate", "Why"].map((t) => h("th", {}, t)))),
+    h("tbody", {}, items.map((item) => h("tr", { "data-fate": item.fate, "data-cause": item.cause || "" },
+      h("td", {}, item.local.replace("T", " ")), h("td", {}, item.at ? when(item.at) : "—"),
+      h("td", {}, h("span", { class: `state fate-${item.fate}` }, item.fate)),
+      h("td", { class: "muted" }, item.detail || "")))));
 }
 
 function targetText(target) {
