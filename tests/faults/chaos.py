@@ -378,9 +378,10 @@ def check_invariants(sim: Simulation) -> list[str]:
 
 
 def _schedule_kept(sim: Simulation, job_id: str) -> list[str]:
-    """For jobs the user never touched after creating them: one run per fire time, none missing."""
+    """For jobs the user never touched after creating them: one run per fire time, none missing
+    (a job that names a calendar follows the calendar's edits: its own times are not all runs)."""
     commits = sim.ledger.commits.get(job_id, [])
-    if any(c.kind != "create" for c in commits) or not commits:
+    if any(c.kind != "create" for c in commits) or not commits or commits[0].job.calendar is not None:
         return []
     created = commits[0].job
     runs = sorted(sim.engine.store.list_runs(job_id, RunQuery(limit=500)).items, key=lambda r: r.scheduled_at)

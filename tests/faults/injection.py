@@ -32,7 +32,17 @@ STORE_WRITES = frozenset(
     }
 )
 STORE_READS = frozenset(
-    {"get_job", "get_run", "get_jobs", "get_runs", "job_marks", "due_jobs", "past_deadline_runs", "shard_leases"}
+    {
+        "get_job",
+        "get_run",
+        "get_jobs",
+        "get_runs",
+        "job_marks",
+        "due_jobs",
+        "past_deadline_runs",
+        "shard_leases",
+        "get_calendar",  # the claim's read of a job's calendar (through the scheduler's cache)
+    }
 )
 WRITE_FAULTS = ("crash_before", "crash_after", "throttle")
 INTERLEAVE_WAIT_S = 0.01  # how long a decision waits for the request interleaved with it (then both race)

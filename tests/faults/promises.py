@@ -23,7 +23,10 @@ Checks, each named by the invariant of docs/execution.md it checks:
     floor: at least 90 % of the rate while a backlog exists);
 (f) every due run the user did not cancel executes at least once, unless every attempt it was
     allowed was lost at its beginning (its worker died between the lease and the call: as a
-    worker dying mid-call, that uses the attempt; ``max_retries`` bounds both).
+    worker dying mid-call, that uses the attempt; ``max_retries`` bounds both). A time the job's
+    calendar excludes is recorded cancelled when claimed (never sent, never attempted);
+(g) an edit of a calendar never decides a run already claimed: every run that existed when the
+    calendar was edited is never afterwards cancelled for the calendar.
 
 Times the user commits are true times; a commit within the last second before an instant may or
 may not be seen (the contract promises only what was committed at least 1 s before).
@@ -83,12 +86,19 @@ class Ledger:
     limits: list[LimitsAt] = field(default_factory=lambda: [LimitsAt(0, None, None)])
     # (run_id, attempt) -> leased at or after the run's instant (the lease is the attempt's beginning)
     leases_at_instant: set[tuple[str, int]] = field(default_factory=set)
+    # (g): run id -> (state, note) of every run of a calendar job that existed when its calendar was edited
+    claimed_before_edit: dict[str, tuple[RunState, str | None]] = field(default_factory=dict)
     violations: list[str] = field(default_factory=list)
 
     # -- recording ---------------------------------------------------------------------------
 
     def commit(self, at: int, kind: str, job: Job, fields: frozenset[str] = frozenset()) -> None:
         self.commits[job.id].append(Commit(at, kind, job, fields))
+
+    def calendar_edited(self, at: int, claimed: list[Run]) -> None:
+        """The calendar was edited at ``at``; ``claimed`` are its jobs' runs that existed then."""
+        for run in claimed:
+            self.claimed_before_edit.setdefault(run.run_id, (run.state, run.note))
 
     def set_limits(self, at: int, max_concurrency: int | None, max_runs_per_minute: int | None) -> None:
         self.limits.append(LimitsAt(at, max_concurrency, max_runs_per_minute))
@@ -212,10 +222,18 @@ class Ledger:
                     self.violations.append(f"(f) {where}: ended without a single call")
             if run.state is RunState.CANCELLED and not self._cancelled_by_user(run):
                 self.violations.append(f"(f) {where}: cancelled, but not by anything the user did")
+            by_calendar = run.state is RunState.CANCELLED and (run.note or "").startswith("calendar ")
+            if by_calendar and (run.attempt or run.attempts):
+                self.violations.append(f"(f) {where}: the calendar cancelled a run that had begun")
+            before = self.claimed_before_edit.get(run.run_id)
+            if by_calendar and before is not None and before != (run.state, run.note):
+                self.violations.append(f"(g) {where}: claimed as {before} before a calendar edit, then re-decided")
 
     def _cancelled_by_user(self, run: Run) -> bool:
         note = run.note or ""
         kinds = {c.kind for c in self.commits.get(run.job_id, [])}
+        if note.startswith("calendar "):
+            return True  # the job's calendar, the user's choice (a skipped day, recorded at its claim)
         if "overlap" in note or "skipped" in note or "replaced" in note:
             return True  # the job's overlap policy, the user's choice
         if "deleted" in note:

@@ -1,26 +1,33 @@
 """The user in the simulation: what a client does through the API's services (``punctual.jobs``,
-``punctual.tenancy``), at random steps, interleaved with the faults.
+``punctual.tenancy``, ``punctual.calendars``), at random steps, interleaved with the faults.
 
-Actions: create (cron, one-time or dependent), PATCH (timeout, schedule, target, depends_on),
-pause, resume, delete, trigger, a change of the owner's limits, and two PATCHes of the
-dependency graph at once (the second request runs entirely while the first is about to write,
-as two API processes can interleave). Every action that succeeds is recorded in the ledger as a
-commit, with the job as stored right after it; refusals (a cycle, a transition the lifecycle
-refuses, a lost race) are answers a client gets, not faults.
+Actions: create (cron, one-time or dependent; a third of the cron jobs name the owner's calendar),
+PATCH (timeout, schedule, target, depends_on), pause, resume, delete, trigger, a change of the
+owner's limits, an edit of the calendar (the days it excludes change under claimed runs, which it must
+never decide again: invariant (g) of ``tests.faults.promises``), and two PATCHes of the dependency
+graph at once (the second request runs entirely while the first is about to write, as two API
+processes can interleave). Every action that succeeds is recorded in the ledger as a commit, with
+the job as stored right after it; refusals (a cycle, a transition the lifecycle refuses, a lost
+race) are answers a client gets, not faults.
 """
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable
-from datetime import UTC
+from datetime import UTC, timedelta
 from typing import TYPE_CHECKING, Any
 
+from punctual.calendars.service import put_calendar
 from punctual.clock import to_datetime
 from punctual.errors import PunctualError
 from punctual.execution.targets.policy import TargetPolicy
 from punctual.jobs import lifecycle, service
 from punctual.jobs import runs as job_runs
 from punctual.model import Catchup, JobSpec, JobStatus, Overlap
+from punctual.model.calendars import CalendarSpec
+from punctual.model.timing import CalendarMode
+from punctual.port import RunQuery
 from punctual.tenancy.service import set_tenant
 
 if TYPE_CHECKING:
@@ -31,12 +38,16 @@ OPEN_POLICY = TargetPolicy(allow_private=True, allow_loopback=True)  # the targe
 SCHEDULES = ("* * * * *", "*/2 * * * *", "*/3 * * * *")
 # the store calls where a request writes (the second request of a concurrent pair runs before the first's)
 GRAPH_WRITES = frozenset({"update_job", "create_job", "link_dependent", "unlink_dependent", "decide_edges"})
+CALENDAR = "sim-days"
 
 
 class User:
     def __init__(self, sim: Simulation, owner: str) -> None:
         self.sim, self.owner = sim, owner
         self.urls = 0
+        # calendar draws from their own generator: the other actions of a seed stay as they were
+        self.days_rng = random.Random(sim.seed * 15_485_863 + 11)
+        self.calendar_jobs: list[str] = []
 
     # -- jobs -----------------------------------------------------------------------------------
 
@@ -60,6 +71,9 @@ class User:
             fields["run_at"] = to_datetime(at).astimezone(UTC).isoformat()
         else:
             fields["schedule"] = sim.rng.choice(SCHEDULES)
+            if self.days_rng.random() < 1 / 3:
+                self._ensure_calendar()
+                fields["calendar"] = {"name": CALENDAR, "mode": self.days_rng.choice(list(CalendarMode)).value}
         return fields
 
     def create_backlog(self, count: int, at: int) -> None:
@@ -85,11 +99,16 @@ class User:
         if created is None:
             return None
         self.sim.adopt(created.id, kind, fail_first)
+        if created.calendar is not None:
+            self.calendar_jobs.append(created.id)
         return created.id
 
     def act(self) -> None:
         """One action at random, on one of the owner's jobs."""
         rng = self.sim.rng
+        if self.calendar_jobs and self.days_rng.random() < 0.1:
+            self.edit_calendar()
+            return
         action = rng.choices(
             ("create", "patch", "pause", "resume", "delete", "trigger", "limits", "graph_race"),
             weights=(2, 6, 3, 3, 1, 2, 1, 1),
@@ -213,6 +232,33 @@ class User:
             self.sim.engine.store, self.owner, {"max_concurrency": concurrency, "max_runs_per_minute": rate}, now
         )
         self.sim.ledger.set_limits(now, concurrency, rate)
+
+    def edit_calendar(self) -> None:
+        """Replace the calendar's rules: today or tomorrow (UTC, simulated) excluded, today's weekday,
+        only tomorrow, or nothing. The runs of its jobs that exist now are the ledger's to watch."""
+        sim, rng = self.sim, self.days_rng
+        now = sim.clock.now_ms()
+        today = to_datetime(now).astimezone(UTC).date()
+        tomorrow = (today + timedelta(days=1)).isoformat()
+        rules = rng.choice(
+            (
+                {},
+                {"exclude_dates": [today.isoformat()]},
+                {"exclude_dates": [today.isoformat(), tomorrow]},
+                {"exclude_weekdays": [today.strftime("%a").upper()]},
+                {"include_only": [tomorrow]},
+            )
+        )
+        claimed = [
+            r for job_id in self.calendar_jobs for r in sim.engine.store.list_runs(job_id, RunQuery(limit=500)).items
+        ]
+        put_calendar(sim.engine.store, self.owner, CALENDAR, CalendarSpec.model_validate(rules), now)
+        sim.ledger.calendar_edited(now, claimed)
+        sim.faults.count("user_calendar", "user")
+
+    def _ensure_calendar(self) -> None:
+        if self.sim.engine.store.get_calendar(self.owner, CALENDAR) is None:
+            put_calendar(self.sim.engine.store, self.owner, CALENDAR, CalendarSpec(), self.sim.clock.now_ms())
 
     def _trigger(self, job_id: str) -> None:
         sim = self.sim
