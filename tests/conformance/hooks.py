@@ -23,6 +23,8 @@ from schemathesis.specs.openapi.checks import is_unexpected_http_status_case
 _JOB_BODY: dict[str, str] = {
     "schedule": "",  # the cron syntax and ranges
     "timezone": "",  # an IANA zone the server knows
+    "dst_repeated": "",  # a DST policy with a cron schedule only (not with run_at or depends_on)
+    "dst_skipped": "",
     "run_at": "",  # in the future, with a UTC offset, before 9999
     "body": "",  # exactly one of schedule, run_at and depends_on (after a merge patch)
     "depends_on": "",  # no dependency cycle

@@ -59,17 +59,23 @@ def test_calendars_are_put_read_listed_and_deleted_per_owner(engine: Engine, clo
     assert [c["name"] for c in call(engine, clock, "GET", "/calendars")[1]["items"]] == ["holidays", "weekends"]
     assert call(engine, clock, "GET", "/calendars/holidays", owner="someone-else")[0] == 404
     assert call(engine, clock, "GET", "/calendars", owner="someone-else")[1]["items"] == []
-    # bad input names the field and changes nothing
+    # bad input names the field and changes nothing (a body the document calls valid is never a 422:
+    # a base that does not exist is 404, a cycle 409)
     for bad, field in (
         ({"exclude_dates": ["25.12.2026"]}, "exclude_dates.0"),
-        ({"exclude_ranges": [{"start": "2026-12-31", "end": "2026-12-24"}]}, "exclude_ranges.0"),
-        ({"based_on": "nope"}, "based_on"),
+        ({"exclude_weekdays": ["SAT", "SAT"]}, "exclude_weekdays"),
         ({"timezone": "Mars/Base"}, "timezone"),
     ):
         status, error = call(engine, clock, "PUT", "/calendars/x", bad)
         assert status == 422 and error["details"][0]["field"] == field, error
+    status, error = call(engine, clock, "PUT", "/calendars/x", {"based_on": "nope"})
+    assert status == 404 and error["code"] == "calendar_not_found" and error["details"][0]["field"] == "based_on"
     status, error = call(engine, clock, "PUT", "/calendars/weekends", {**WEEKENDS, "based_on": "holidays"})
-    assert status == 422 and "cycle" in error["message"], error
+    assert status == 409 and error["code"] == "calendar_cycle", error
+    assert call(engine, clock, "GET", "/calendars/x")[0] == 404
+    reversed_range = {"exclude_ranges": [{"start": "2026-12-31", "end": "2026-12-24"}]}  # the same days either way
+    assert call(engine, clock, "PUT", "/calendars/x", reversed_range)[0] == 201
+    assert call(engine, clock, "DELETE", "/calendars/x")[0] == 204
     # in use by a job, or as another calendar's base: 409 naming them; unused: deleted
     job_id = _job(engine, clock, "0 9 * * *", {"name": "holidays"})
     status, error = call(engine, clock, "DELETE", "/calendars/holidays")
@@ -86,7 +92,7 @@ def test_calendars_are_put_read_listed_and_deleted_per_owner(engine: Engine, clo
         "/jobs",
         {"name": "j", "schedule": "0 9 * * *", "calendar": {"name": "holidays"}, "target": TARGET},
     )
-    assert status == 422 and error["details"][0]["field"] == "calendar.name", error
+    assert status == 404 and error["details"][0]["field"] == "calendar.name", error
 
 
 def test_skip_records_a_cancelled_run_and_business_days_run(engine: Engine, clock: ManualClock) -> None:

@@ -102,6 +102,12 @@ class Conflict(PunctualError):
     code = "conflict"
 
 
+class CalendarCycle(Conflict):
+    """A calendar's ``based_on`` would come back to it, or chain more calendars than allowed."""
+
+    code = "calendar_cycle"
+
+
 class CalendarInUse(Conflict):
     """Deleting a calendar that jobs (or other calendars, as their base) still name."""
 

@@ -76,7 +76,7 @@ class _Rules:
     def __init__(self, spec: CalendarSpec) -> None:
         self.spec = spec
         self.dates = frozenset(spec.exclude_dates)
-        self.ranges = sorted((r.start, r.end) for r in spec.exclude_ranges)
+        self.ranges = sorted(r.bounds for r in spec.exclude_ranges)
         self.weekdays = frozenset(w.iso for w in spec.exclude_weekdays)
         self.only = None if spec.include_only is None else frozenset(spec.include_only)
 

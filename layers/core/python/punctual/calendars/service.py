@@ -3,10 +3,11 @@ no boto3 (the API and the CLI call this).
 
 Rules this module owns:
 - A calendar belongs to one owner; another owner's is not found (404), as for jobs.
-- ``based_on`` names another calendar of the owner's that exists; the chain is at most
-  ``MAX_BASE_DEPTH`` calendars long and never comes back to the calendar being put (422 naming
-  ``based_on``). Two concurrent PUTs that would only together close a cycle may both pass; the claim
-  reads such a chain once around (``calendars.days.resolve``), so it still has one meaning.
+- ``based_on`` names another calendar of the owner's that exists (else 404 naming ``based_on``); the
+  chain is at most ``MAX_BASE_DEPTH`` calendars long and never comes back to the calendar being put
+  (else 409 ``calendar_cycle``: the calendars as stored refuse it, as a state refuses a transition).
+  Two concurrent PUTs that would only together close a cycle may both pass; the claim reads such a
+  chain once around (``calendars.days.resolve``), so it still has one meaning.
 - A PUT replaces the calendar whole, compare-and-set on its version (a lost race reads it again).
   An edit writes one item, never the jobs that use it: the scheduler reads calendars through a cache
   of ``CACHE_TTL_MS`` (``calendars.cache``), so the edit decides every claim that starts that long
@@ -16,14 +17,15 @@ Rules this module owns:
   that lags writes by about a second; a job created in that second with a calendar deleted in it has
   every time skipped, each skip recorded with the note "calendar X does not exist" until the job names
   another calendar.
-- A job may name only a calendar that exists (422 naming ``calendar.name``).
+- A job may name only a calendar that exists (404 naming ``calendar.name``, as for a ``depends_on``
+  job that does not exist).
 """
 
 from __future__ import annotations
 
 from punctual.calendars.cache import read_business_days
 from punctual.calendars.days import BusinessDays
-from punctual.errors import CalendarInUse, CalendarNotFound, ConcurrentModification, InvalidInput, LimitExceeded
+from punctual.errors import CalendarCycle, CalendarInUse, CalendarNotFound, ConcurrentModification, LimitExceeded
 from punctual.model.calendars import MAX_BASE_DEPTH, MAX_CALENDARS, Calendar, CalendarSpec
 from punctual.model.timing import JobCalendar
 from punctual.port import Store
@@ -35,7 +37,8 @@ WRITE_ATTEMPTS = 3
 def put_calendar(store: Store, owner: str, name: str, spec: CalendarSpec, now: int) -> tuple[Calendar, bool]:
     """Create or replace ``owner``'s calendar ``name``; returns it and whether it is new.
 
-    Raises :class:`InvalidInput` (``based_on``: missing, too deep, a cycle), :class:`LimitExceeded`
+    Raises :class:`CalendarNotFound` (``based_on`` names none), :class:`CalendarCycle` (too deep, a
+    cycle), :class:`LimitExceeded`
     (a new calendar past ``MAX_CALENDARS``) and :class:`ConcurrentModification` (lost every race).
     """
     _check_base(store, owner, name, spec.based_on)
@@ -91,14 +94,14 @@ def delete_calendar(store: Store, owner: str, name: str) -> None:
 
 
 def job_calendar_days(store: Store, owner: str, calendar: JobCalendar | None) -> BusinessDays | None:
-    """The business days a job's ``calendar`` names (None: it names none). Raises :class:`InvalidInput`
+    """The business days a job's ``calendar`` names (None: it names none). Raises :class:`CalendarNotFound`
     (field ``calendar.name``) if the owner has no such calendar."""
     if calendar is None:
         return None
     days = read_business_days(store, owner, calendar.name)
     if days.missing == calendar.name:
-        raise InvalidInput(f"no calendar {calendar.name}; create it first (PUT /calendars/{calendar.name})",
-                           field="calendar.name")  # fmt: skip
+        raise CalendarNotFound(f"no calendar {calendar.name}; create it first (PUT /calendars/{calendar.name})",
+                               field="calendar.name")  # fmt: skip
     return days
 
 
@@ -106,11 +109,11 @@ def _check_base(store: Store, owner: str, name: str, base: str | None) -> None:
     chain = [name]
     while base is not None:
         if base in chain:
-            raise InvalidInput(f"based_on makes a cycle: {' -> '.join([*chain, base])}", field="based_on")
+            raise CalendarCycle(f"based_on makes a cycle: {' -> '.join([*chain, base])}", field="based_on")
         if len(chain) >= MAX_BASE_DEPTH:
-            raise InvalidInput(f"based_on chains at most {MAX_BASE_DEPTH} calendars", field="based_on")
+            raise CalendarCycle(f"based_on chains at most {MAX_BASE_DEPTH} calendars", field="based_on")
         found = store.get_calendar(owner, base)
         if found is None:
-            raise InvalidInput(f"no calendar {base} to base this one on", field="based_on")
+            raise CalendarNotFound(f"no calendar {base} to base this one on", field="based_on")
         chain.append(base)
         base = found.based_on

@@ -2,15 +2,18 @@
 
 A day is a *business day* of a calendar when the calendar's rules let it through:
 
-- it is not one of ``exclude_dates``, in none of ``exclude_ranges`` (both ends included) and not
-  on one of ``exclude_weekdays``;
+- it is not one of ``exclude_dates``, in none of ``exclude_ranges`` (the dates from the earlier of
+  its ends to the later, both included) and not on one of ``exclude_weekdays``;
 - when ``include_only`` is given, it is one of those dates (a list of business days: a trading
   calendar), and still not excluded by the rules above;
 - when the calendar is ``based_on`` another (of the same owner), it is a business day of that one
   too: a calendar adds exclusions to its base ("weekends" + "US federal holidays 2026-2030").
 
 Days are dates in the calendar's ``timezone``: a time of a job is on the date its instant has there.
-Bounds keep a calendar one small item (the claim reads it): see the constants below.
+Bounds keep a calendar one small item (the claim reads it): see the constants below. Every rule a
+body must keep is in the document (the zone as an enum, distinct weekdays, the bounds): a body the
+document calls valid is never refused as invalid (422); a ``based_on`` that names no calendar is 404,
+one that makes a cycle 409 (``punctual.calendars.service``).
 """
 
 from __future__ import annotations
@@ -20,12 +23,12 @@ from datetime import date
 from enum import StrEnum
 from typing import Annotated, Any
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, field_validator
 
 from punctual.errors import InvalidInput
 from punctual.model.bounds import STRICT
 from punctual.model.stored import is_stored
-from punctual.model.times import validate_timezone
+from punctual.model.times import known_zones, validate_timezone
 from punctual.model.timing import CalendarName
 
 MAX_DATES = 4_000  # dates in exclude_dates, and in include_only: ten years of business days fit
@@ -61,28 +64,34 @@ class Weekday(StrEnum):
 
 
 class DateRange(BaseModel):
-    """Consecutive dates, both ends included: ``{"start": "2026-12-24", "end": "2027-01-01"}``."""
+    """Consecutive dates, both ends included: ``{"start": "2026-12-24", "end": "2027-01-01"}``. The
+    range is the same written either way round (from the earlier end to the later one)."""
 
     model_config = STRICT
     start: Day
     end: Day
 
-    @model_validator(mode="after")
-    def _ordered(self, info: ValidationInfo) -> DateRange:
-        if not is_stored(info) and self.end < self.start:
-            raise ValueError("end must be on or after start")
-        return self
+    @property
+    def bounds(self) -> tuple[date, date]:
+        return min(self.start, self.end), max(self.start, self.end)
+
+
+def _zones_enum(schema: dict[str, Any]) -> None:
+    """The time zones the API knows, as the document's enum (built when the document is)."""
+    schema["enum"] = sorted(known_zones())
 
 
 class CalendarSpec(BaseModel):
     """What an owner puts at ``PUT /calendars/{name}``: the rules, replaced whole."""
 
     model_config = STRICT
-    timezone: Annotated[str, Field(min_length=1, max_length=64)] = "UTC"
+    timezone: Annotated[str, Field(min_length=1, max_length=64, json_schema_extra=_zones_enum)] = "UTC"
     description: Annotated[str, Field(max_length=256)] | None = None
     exclude_dates: Annotated[list[Day], Field(max_length=MAX_DATES)] = Field(default_factory=list)
     exclude_ranges: Annotated[list[DateRange], Field(max_length=MAX_RANGES)] = Field(default_factory=list)
-    exclude_weekdays: Annotated[list[Weekday], Field(max_length=7)] = Field(default_factory=list)
+    exclude_weekdays: Annotated[list[Weekday], Field(max_length=7, json_schema_extra={"uniqueItems": True})] = Field(
+        default_factory=list
+    )
     include_only: Annotated[list[Day], Field(max_length=MAX_DATES)] | None = None
     based_on: CalendarName | None = None
 

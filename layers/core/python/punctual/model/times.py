@@ -60,6 +60,11 @@ def zone(name: str) -> tzinfo:
         raise InvalidTimezone(f"unknown time zone {name!r}") from None
 
 
+def known_zones() -> frozenset[str]:
+    """Every name :func:`validate_timezone` accepts."""
+    return _iana_names() | {"UTC"}
+
+
 @cache
 def _iana_names() -> frozenset[str]:
     return frozenset(available_timezones()) - {"localtime", "posixrules", "Factory"}
