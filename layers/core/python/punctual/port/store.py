@@ -9,6 +9,7 @@ from collections.abc import Callable, Collection, Sequence
 from punctual.errors import JobNotFound, RunNotFound
 from punctual.model import Job, JobStatus, Overlap, Run, Withdrawal
 from punctual.port.edges import EdgeChange, EdgeReads
+from punctual.port.outcomes import OutcomeStore
 from punctual.port.records import (
     Advance,
     Alert,
@@ -32,7 +33,7 @@ from punctual.port.records import (
 from punctual.port.stats import RunStats
 
 
-class Store(ABC):
+class Store(OutcomeStore, ABC):
     """Jobs, runs, shard leases and alerts. Every conditional write of the system lives below this."""
 
     shards: int  # number of due-index shards this store was created with
