@@ -1,4 +1,5 @@
-"""Job and run commands for humans: ``punctual jobs ...``, ``punctual runs JOB_ID``, ``punctual run RUN_ID``.
+"""Job and run commands for humans: ``punctual jobs ...``, ``punctual runs JOB_ID``, ``punctual run RUN_ID``,
+``punctual runs replay ...`` (``punctual.cli.replay``).
 
 They talk to the HTTP API (``punctual dev`` locally, API Gateway on AWS) like any other client:
 readable tables by default, the API's JSON with ``--json``. An API error prints its message
@@ -19,7 +20,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from punctual.cli import dependency_tree, output
+from punctual.cli import dependency_tree, output, replay
 from punctual.cli.client import DEFAULT_URL, ApiError, Client, CliError, api_key, api_url
 
 # -- registration ---------------------------------------------------------------------------------
@@ -53,11 +54,14 @@ def register(subparsers: Any) -> None:
             action.add_argument("--force", action="store_true", help="even if other jobs depend on it")
         action.set_defaults(func=_command(func))
 
-    runs: argparse.ArgumentParser = subparsers.add_parser("runs", parents=[common], help="list a job's runs")
-    runs.add_argument("job_id", metavar="JOB_ID")
+    runs: argparse.ArgumentParser = subparsers.add_parser(
+        "runs", parents=[common], help="list a job's runs; or replay runs: punctual runs replay --from 6h --dry-run"
+    )
+    runs.add_argument("job_id", metavar="JOB_ID", help="the job; or replay, to start runs again (--from, --to, ...)")
     runs.add_argument("--state", action="append", help="only runs in this state (repeatable)")
     runs.add_argument("--limit", type=int, default=50, help="page size (1-100)")
     runs.add_argument("--cursor", help="next page (printed under the table)")
+    replay.add_arguments(runs)
     runs.set_defaults(func=_command(cmd_runs))
 
     run: argparse.ArgumentParser = subparsers.add_parser("run", parents=[common], help="show a run and its attempts")
@@ -163,6 +167,10 @@ def cmd_jobs_graph(client: Client, args: argparse.Namespace) -> None:
 
 
 def cmd_runs(client: Client, args: argparse.Namespace) -> None:
+    if args.job_id == replay.REPLAY:
+        replay.cmd_replay(client, args)
+        return
+    replay.refuse_replay_flags(args)
     params: dict[str, Any] = {"limit": args.limit}
     if args.state:
         params["state"] = args.state

@@ -1,5 +1,5 @@
 """Delivering the notifications runs owe their jobs' ``notify`` webhooks (``punctual.runs.outcomes``):
-the reaper drains the outbox every pass (:class:`Notifier`, ``punctual.reaping.reaper``).
+the reaper drains the outbox after each of its ticks (:class:`Notifier`, ``punctual.reaping.reaper``).
 
 Each try is one POST of the notification's body (JSON) to its ``url`` through the HTTP target's
 client (``punctual.execution.targets.http``): under the same target policy (the SSRF guard, checked
@@ -13,7 +13,7 @@ what ``GET /runs/{id}`` shows as the run's notification log:
 - an answer sending again cannot fix (a 4xx other than 408/409/425/429, a redirect, an address the
   policy refuses, a URL no request can be built from): failed, at once;
 - anything else: tried again after a backoff (30 s, doubling, capped at an hour, spread ±20 %), at
-  most ``max_tries`` times in all (about 3 hours with the defaults), then failed.
+  most ``max_tries`` times in all (over about an hour with the defaults), then failed.
 
 Delivery is at least once: a reaper that dies between the POST and the record leaves the
 notification pending, and it is sent again; two reapers that read it at once may both send it, and
@@ -49,11 +49,12 @@ logger = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class NotifyOptions:
-    timeout_s: float = 10.0  # one try, connection and answer
+    timeout_s: float = 5.0  # one try, connection and answer
     max_tries: int = 8
     backoff: RetryPolicy = field(default_factory=lambda: RetryPolicy(backoff_s=30, max_backoff_s=3_600))
-    batch: int = 100  # notifications tried per pass, at most
-    concurrency: int = 16  # tries in flight at once (a pass lasts about batch / concurrency x timeout_s at worst)
+    batch: int = 64  # notifications tried per round, at most
+    # tries in flight at once: a round lasts batch / concurrency x timeout_s at worst (20 s)
+    concurrency: int = 16
     jitter: Jitter = Jitter.DETERMINISTIC
 
 
@@ -73,12 +74,19 @@ class Notifier:
         self.keys, self.policy = keys, policy
         self.options = options or NotifyOptions()
 
-    def drain(self, store: Store, now: int) -> NotifyStats:
-        """One round: every notification due by ``now`` (up to ``options.batch``) tried once and its
-        try recorded. Storage errors of the listing propagate; a notification whose try or record
-        fails is logged and left pending (tried again next pass)."""
+    def drain(self, store: Store, now: int, *, until_ms: int | None = None) -> NotifyStats:
+        """One round: every notification due by ``now`` (up to ``options.batch``, and no more than can
+        be tried before ``until_ms`` at the worst) tried once and its try recorded. Storage errors of
+        the listing propagate; a notification whose try or record fails is logged and left pending
+        (tried again next round)."""
         stats = NotifyStats()
-        due = store.due_notifications(now, self.options.batch)
+        batch = self.options.batch
+        if until_ms is not None:  # a Lambda's remaining time: rounds of tries that may each take the timeout
+            rounds = max(0, (until_ms - now) // int(self.options.timeout_s * 1000))
+            batch = min(batch, rounds * self.options.concurrency)
+        if batch <= 0:
+            return stats
+        due = store.due_notifications(now, batch)
         if not due:
             return stats
         workers = min(self.options.concurrency, len(due))

@@ -37,11 +37,12 @@ dependents, the reaper sends a message for it, whose delivery finds the run term
 
 Dead runs alert their owner exactly once (``punctual.runs.alerts.alert_once``), whoever marks them.
 
-3. Notifications runs owe their jobs' ``notify`` webhooks are tried when due (``punctual.execution.notify``).
-
-4. Tenant concurrency slots held by runs that no longer run (a worker that died between taking a
+3. Tenant concurrency slots held by runs that no longer run (a worker that died between taking a
    slot and leasing, or between finishing and releasing, or a run cancelled under its worker) are
    freed (``punctual.tenancy.admission.repair_slots``).
+
+After its passes, the long-running reaper (and the reaper Lambda each minute) tries the notifications
+runs owe their jobs' ``notify`` webhooks that are due (``punctual.execution.notify``).
 """
 
 from __future__ import annotations
@@ -122,10 +123,8 @@ def reap_once(
     clock: Clock,
     *,
     options: ReapOptions | None = None,
-    notifier: Notifier | None = None,
 ) -> ReapStats:
-    """One pass: requeue or bury open runs past their deadline, drain the dead-letter queue, purge
-    expired history, free leaked slots and, with a ``notifier``, try the notifications that are due.
+    """One pass: requeue or bury open runs past their deadline, then drain the dead-letter queue.
 
     Returns what was done; ``stats.examined == options.limit`` means more runs may be waiting.
     A run that cannot be handled (say its stored job no longer validates) is logged and counted in
@@ -150,8 +149,6 @@ def reap_once(
         _drain(reap, dead_letters, clock)
     reap.stats.purged = store.purge_expired(now, now - options.retention_s * 1000, options.purge_limit)
     reap.stats.slots_freed = repair_slots(store, now)
-    if notifier is not None:
-        reap.stats.notifications = notifier.drain(store, clock.now_ms()).tried
     return reap.stats
 
 
@@ -243,7 +240,6 @@ class Reaper:
                     self.alerter,
                     self.clock,
                     options=self.options,
-                    notifier=self.notifier,
                 )
             except Exception:  # storage or queue outage: log and try again next interval
                 logger.exception("reaper pass failed")
@@ -251,10 +247,21 @@ class Reaper:
             total.add(stats)
             if stats.examined < self.options.limit or not _progress(stats):
                 break
+        if self.notifier is not None:  # after the runs: a notification can wait a pass, a run should not
+            total.notifications = self._notify(until_ms)
         self.stats.add(total)
         if total.redispatched or total.requeued or total.dead or total.cancelled or total.dead_letters:
             logger.info("reaper: %s", total)
         return total
+
+    def _notify(self, until_ms: int | None) -> int:
+        """Try the notifications that are due (within ``until_ms``); how many were tried."""
+        assert self.notifier is not None
+        try:
+            return self.notifier.drain(self.engine.store, self.clock.now_ms(), until_ms=until_ms).tried
+        except Exception:  # storage outage: the next tick tries again
+            logger.exception("notification round failed")
+            return 0
 
     def _more(self, passes: int, until_ms: int | None) -> bool:
         if until_ms is None:
