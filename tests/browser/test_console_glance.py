@@ -161,7 +161,7 @@ def test_job_pages_gantt_of_attempts_durations_filter_waits_and_empty_state(
     assert len(chart_option(page, "#timeline")["yAxis"][0]["data"]) == 1
     assert "state=dead" in page.url
     page.locator("#state-filter").select_option("")
-    browser.shot("job-gantt", docs=True)
+    browser.shot("job-gantt")
 
     # A run still waiting says why in the runs table; a run that waited and then ran does not, and
     # its log keeps what it waited for
@@ -210,7 +210,7 @@ def test_operations_window_own_backlog_and_the_queue_for_operators_only(
     expect(page.get_by_test_id("ops-executing")).to_contain_text(str(stats["open_runs"]["executing"]))
     assert stats["open_runs"]["waiting"] >= 1  # keyed-report's run waits
     expect(page.get_by_test_id("ops-depth")).to_have_count(0)
-    browser.shot("ops", docs=True)
+    browser.shot("ops-window")
 
     # An operator's answer carries the deployment's queue: then it is shown
     def as_operator(route: Any) -> None:
@@ -262,3 +262,5 @@ def test_a_wrong_key_is_refused_and_a_narrow_screen_fits(dev: Dev, browser: Brow
     finally:
         page.set_viewport_size({"width": 1360, "height": 900})
     assert browser.console_errors == []
+    # offline: every request of every page above went to this stack (no CDN, no font service)
+    assert browser.requests and all(r.url.startswith((dev.api_url, "data:")) for r in browser.requests)

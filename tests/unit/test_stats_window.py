@@ -14,7 +14,7 @@ NOW = 1_764_600_000_000 + 37 * MINUTE_MS + 12_345  # 2025-12-01 14:57:12.345 UTC
 )
 def test_the_bucket_grows_with_the_window(minutes: int, bucket: int) -> None:
     assert bucket_minutes(minutes) == bucket
-    assert minutes / bucket <= 360 or bucket == 60 and minutes <= MAX_WINDOW_MINUTES
+    assert minutes / bucket <= 360 or (bucket == 60 and minutes <= MAX_WINDOW_MINUTES)
 
 
 @pytest.mark.parametrize("minutes", [60, 1_440, 10_080])

@@ -108,7 +108,11 @@ function renderBar(params, api) {
 function barTooltip(run, value, now) {
   if (!run) return "";
   const lines = [`${run.state} · ${run.trigger} · scheduled ${when(run.scheduled_at)}`];
-  if (value[5] === KIND_WAIT) lines.push(`waited ${duration(value[2] - value[1])} before its first attempt`);
+  if (value[5] === KIND_WAIT) {
+    const waiting = OPEN_STATES.has(run.state) && run.note && run.note.startsWith("waiting: ");
+    lines.push(waiting ? `${run.note} (for ${duration(value[2] - value[1])} so far)`
+      : `waited ${duration(value[2] - value[1])} before its first attempt`);
+  }
   if (value[5] === KIND_ATTEMPT) {
     const attempt = run.attempts.filter((a) => a.started_at)[value[3]];
     lines.push(`attempt ${attempt.number}: ${attempt.finished_at ? attempt.outcome : "running"}, ${duration(value[2] - value[1])}`);

@@ -22,10 +22,12 @@ function clock(date) {
   return date.toISOString().slice(11, 19);
 }
 
-// Poll `refresh` (an async function) for the view just rendered; replaces any earlier poll.
-export function live(refresh, everyMs) {
+// Poll `refresh` (an async function) for the view just rendered, every `every` ms (a number, or a
+// function asked before each wait: a list that grows may poll less often); replaces any earlier poll.
+export function live(refresh, every) {
   stop();
-  current = { refresh, everyMs, delay: everyMs, timer: null, running: false };
+  const everyMs = typeof every === "function" ? every : () => every;
+  current = { refresh, everyMs, delay: everyMs(), timer: null, running: false };
   if (document.hidden) say("paused", "Paused (tab hidden)");
   else say("live", `Live · ${clock(new Date())} UTC`);
   schedule();
@@ -56,7 +58,7 @@ async function tick(poll) {
   try {
     await poll.refresh();
     if (poll !== current) return;
-    poll.delay = poll.everyMs;
+    poll.delay = poll.everyMs();
     say("live", `Live · ${clock(new Date())} UTC`);
   } catch (error) {
     if (poll !== current) return;
@@ -76,7 +78,7 @@ document.addEventListener("visibilitychange", () => {
     current.timer = null;
     say("paused", "Paused (tab hidden)");
   } else {
-    current.delay = current.everyMs;
+    current.delay = current.everyMs();
     tick(current); // shown again: refresh now, then poll as before
   }
 });

@@ -6,7 +6,7 @@
 // - the run's note "waiting: <reason>": an owner's limit (max_runs_per_minute, max_concurrency) or
 //   any other limit the API names there (keyed limits...): shown as the API words it;
 // - retrying: the backoff, until `next_attempt_at`;
-// - overlap forbid/replace: an earlier run of the job still open at this run's instant;
+// - overlap forbid: an earlier run of the job still open at this run's instant (it is skipped if so then);
 // - due and none of the above: waiting for a worker to take it.
 // A dependent job waits for its upstream jobs (GET /jobs/{id} `dependencies.waiting_for`).
 import { h, link } from "./dom.js";
@@ -26,10 +26,10 @@ export function waitingReason(run, job, runs, now) {
     return { kind: "retry", text: run.next_attempt_at ? `retry at ${when(run.next_attempt_at).slice(11)}` : "retrying" };
   }
   if (ms(run.scheduled_at) > now) return null; // not due yet
-  if (job && job.overlap !== "allow") {
+  if (job && job.overlap === "forbid") { // replace does not wait: it cancels the earlier run
     const earlier = (runs || []).find((r) => r.run_id !== run.run_id && OPEN.includes(r.state)
       && ms(r.scheduled_at) < ms(run.scheduled_at));
-    if (earlier) return { kind: "overlap", text: `overlap=${job.overlap}: run of ${when(earlier.scheduled_at).slice(11)} still ${earlier.state}` };
+    if (earlier) return { kind: "overlap", text: `overlap=forbid: the run of ${when(earlier.scheduled_at).slice(11)} is still ${earlier.state}` };
   }
   return { kind: "worker", text: "waiting for a worker" };
 }
