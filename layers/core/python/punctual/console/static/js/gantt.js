@@ -56,7 +56,7 @@ export function gantt(runs, now) {
   const ends = bars.map((b) => b.value[2]);
   const lo = starts.length ? Math.min(...starts) : now - 60_000;
   const hi = Math.max(lo + 1_000, ...ends);
-  const pad = Math.max(500, (hi - lo) * 0.02);
+  const pad = Math.min(3_600_000, Math.max(500, (hi - lo) * 0.02)); // room at both ends, at most an hour
   const firstShown = ordered.length > ROWS ? ms(ordered[ordered.length - ROWS].scheduled_at) : lo;
   return {
     grid: { left: 118, right: 24, top: 10, bottom: 58 },
