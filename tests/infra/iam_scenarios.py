@@ -66,7 +66,6 @@ def api(stack: Stack, target: TargetServer) -> None:
         ("POST", f"/jobs/{up}/pause", None),
         ("POST", f"/jobs/{up}/resume", None),
         ("GET", "/alerts", None),
-        ("GET", "/stats", None),
         ("GET", "/limits", None),
         ("GET", "/signing-secret", None),
         ("DELETE", f"/jobs/{last}", None),
@@ -75,6 +74,9 @@ def api(stack: Stack, target: TargetServer) -> None:
         assert status < 300, (method, path, status, answer)
     status, run = stack.call_api("POST", f"/jobs/{up}/trigger")
     assert status == 202, run
+    # GET /stats: the owner's counters and its due open runs (the run just triggered), the queues for an operator
+    assert stack.call_api("GET", "/stats")[0] == 200
+    assert stack.call_api("GET", "/stats", caller=admin)[0] == 200
     assert stack.call_api("GET", f"/runs/{run['run_id']}")[0] == 200
     assert stack.call_api("GET", f"/jobs/{up}/runs")[0] == 200
     if stack.settings.long_run_queue_url:  # a job longer than a Lambda worker may run: the long-run queue
