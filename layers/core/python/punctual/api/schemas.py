@@ -27,6 +27,7 @@ from punctual.model import (
     DependsOn,
     HttpTarget,
     Job,
+    JobLimit,
     JobName,
     JobSpec,
     JobStatus,
@@ -38,6 +39,7 @@ from punctual.model import (
     Target,
     Trigger,
 )
+from punctual.model.limits import MAX_JOB_LIMITS, Priority
 
 IsoTime = Annotated[
     str,
@@ -74,6 +76,8 @@ class JobPatch(BaseModel):
     overlap: Overlap | None = None
     catchup: Catchup | None = None
     max_backfill: Annotated[int, Field(strict=True, ge=1, le=MAX_BACKFILL), WHOLE] | None = None
+    priority: Priority | None = None
+    limits: Annotated[list[JobLimit], Field(max_length=MAX_JOB_LIMITS)] | None = None
 
     def changes(self) -> dict[str, Any]:
         """The fields the client sent (explicit nulls included), as plain JSON-like values."""
@@ -131,6 +135,8 @@ class JobResponse(BaseModel):
     overlap: Overlap
     catchup: Catchup
     max_backfill: int
+    priority: int = Field(description="0-9, higher first among this owner's runs competing for a limit")
+    limits: list[JobLimit] = Field(description="keyed ceilings its runs share (docs/api.md, Keyed limits)")
     created_at: IsoTime
     updated_at: IsoTime
     version: int
@@ -157,6 +163,8 @@ class JobResponse(BaseModel):
             overlap=job.overlap,
             catchup=job.catchup,
             max_backfill=job.max_backfill,
+            priority=job.priority,
+            limits=job.limits,
             created_at=_iso(job.created_at),
             updated_at=_iso(job.updated_at),
             version=job.version,

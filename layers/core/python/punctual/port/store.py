@@ -353,12 +353,19 @@ class Store(ABC):
         no further than ``at_most`` (the caller only needs to know whether the limit is reached)."""
 
     @abstractmethod
-    def take_slot(self, owner: str, run_id: str, limit: int, now: int) -> SlotOutcome:
-        """Give ``run_id`` one of the owner's ``limit`` concurrency slots.
+    def take_slot(self, owner: str, run_id: str, limit: int, now: int, *, priority: int | None = None) -> SlotOutcome:
+        """Give ``run_id`` one of the owner's ``limit`` concurrency slots (``owner``: any slot scope).
 
         Qualifies if the run holds one already (ALREADY_HELD, nothing written) or fewer than
-        ``limit`` runs hold one (TAKEN). Otherwise FULL, nothing written.
+        ``limit`` runs hold one (TAKEN). Otherwise FULL, nothing written. With a ``priority``, a
+        free slot is not taken while a wait of a higher priority, marked by :meth:`mark_slot_wait`,
+        lasts past ``now`` (YIELDED, nothing written).
         """
+
+    @abstractmethod
+    def mark_slot_wait(self, owner: str, priority: int, until: int) -> None:
+        """Record that a run of ``priority`` waits for one of the owner's slots until ``until`` (the
+        later of this and the stored mark stays). Marks decide nothing once past."""
 
     @abstractmethod
     def release_slot(self, owner: str, run_id: str) -> bool:
