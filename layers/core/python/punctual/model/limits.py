@@ -60,10 +60,15 @@ Priority = Annotated[
         ge=MIN_PRIORITY,
         le=MAX_PRIORITY,
         description="0-9, higher first: orders this owner's runs where they compete for a limit",
+        examples=[9],
     ),
     _WHOLE,
 ]
 KeyedLimit = Annotated[int, Field(strict=True, ge=1, le=MAX_KEYED_LIMIT), _WHOLE]
+LIMITS_EXAMPLE = [
+    {"key": "customer:{payload.customer_id}", "max_concurrency": 2},
+    {"key": "upstream-api", "max_runs_per_minute": 600},
+]
 
 
 def _both_optional_never_null(schema: dict[str, Any]) -> None:
