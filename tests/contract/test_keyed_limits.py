@@ -125,7 +125,8 @@ def test_a_waiting_higher_priority_run_takes_the_next_free_slot(engine, engine_k
     yielded = the_gate.admit(OWNER, routine.run_id, clock.now_ms(), job=routine_job)
     # Then it yields the slot to the waiting urgent run, which takes it when it is back
     assert not yielded.admitted
-    assert yielded.reason == "max_concurrency 1 (a run of higher priority goes first)"
+    assert yielded.reason == "max_concurrency 1 reached"
+    assert engine.store.take_slot(OWNER, routine.run_id, 1, clock.now_ms(), priority=5) is SlotOutcome.YIELDED
     assert the_gate.admit(OWNER, urgent.run_id, refused.retry_at or 0, job=urgent_job).slot is SlotOutcome.TAKEN
 
 

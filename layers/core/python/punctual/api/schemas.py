@@ -84,6 +84,14 @@ class JobPatch(BaseModel):
         return self.model_dump(mode="json", include=self.model_fields_set)
 
 
+class LimitView(BaseModel):
+    """A keyed limit as a job shows it: a number not given is null."""
+
+    key: str
+    max_concurrency: int | None
+    max_runs_per_minute: int | None
+
+
 class UpstreamRun(BaseModel):
     """An upstream run already collected for a dependent's next release."""
 
@@ -136,7 +144,7 @@ class JobResponse(BaseModel):
     catchup: Catchup
     max_backfill: int
     priority: int = Field(description="0-9, higher first among this owner's runs competing for a limit")
-    limits: list[JobLimit] = Field(description="keyed ceilings its runs share (docs/api.md, Keyed limits)")
+    limits: list[LimitView] = Field(description="keyed ceilings its runs share (docs/api.md, Keyed limits)")
     created_at: IsoTime
     updated_at: IsoTime
     version: int
@@ -164,7 +172,7 @@ class JobResponse(BaseModel):
             catchup=job.catchup,
             max_backfill=job.max_backfill,
             priority=job.priority,
-            limits=job.limits,
+            limits=[LimitView(**limit.model_dump()) for limit in job.limits],
             created_at=_iso(job.created_at),
             updated_at=_iso(job.updated_at),
             version=job.version,

@@ -16,8 +16,10 @@ def register(kinds: Any) -> None:
     priority.add_argument("--high", type=int, default=100, help="priority 9 runs due at the same T (created last)")
     priority.add_argument("--limit", type=int, default=50, help="the owner's max_concurrency")
     priority.add_argument("--delay-ms", type=int, default=20, help="the no-op target's answer delay")
-    priority.add_argument("--processes", type=int, default=2, help="worker processes")
-    priority.add_argument("--max-in-flight", type=int, default=1_000, help="--max-in-flight of each worker")
+    priority.add_argument("--processes", type=int, default=1, help="worker processes")
+    priority.add_argument(
+        "--max-in-flight", type=int, default=12_000, help="--max-in-flight of each worker (default: the whole burst)"
+    )
     priority.add_argument("--compare", action="store_true", help="also measure with every run at priority 5")
     priority.add_argument("--json", action="store_true", help="print one JSON object")
     priority.set_defaults(func=run_priority)

@@ -51,7 +51,7 @@ from punctual.clock import Clock
 from punctual.config import Settings
 from punctual.errors import InvalidId, RunNotFound
 from punctual.model import Job, RunState
-from punctual.model.limits import DEFAULT_PRIORITY, MIN_PRIORITY
+from punctual.model.limits import DEFAULT_PRIORITY, MAX_PRIORITY, MIN_PRIORITY
 from punctual.port import LeaseOutcome, SlotOutcome, Store
 from punctual.tenancy import rates
 from punctual.tenancy.keyed import Ceiling, keyed_ceilings, keyed_slot_scopes
@@ -130,7 +130,10 @@ class Gate:
         slots: list[tuple[str, SlotOutcome]] = []
         for ceiling in capped:
             assert ceiling.max_concurrency is not None
-            slot = self.store.take_slot(ceiling.scope, run_id, ceiling.max_concurrency, now, priority=priority)
+            if priority is not None and self._yields(ceiling.scope, priority, now):
+                slot = SlotOutcome.YIELDED  # a mark this worker wrote says so: no need to ask the store
+            else:
+                slot = self.store.take_slot(ceiling.scope, run_id, ceiling.max_concurrency, now, priority=priority)
             if slot in _REFUSED:
                 self._give_back(run_id, slots, ())
                 return self._slot_refusal(owner, run_id, ceiling, slot, priority=priority, tries=tries, now=now)
@@ -162,8 +165,17 @@ class Gate:
         at = now + int(min(SLOT_BACKOFF_MS * growth, MAX_SLOT_BACKOFF_MS) * self._rng.uniform(0.5, 1.0))
         if priority is not None and priority > MIN_PRIORITY:
             self._mark(ceiling.scope, priority, at)
-        why = "reached" if slot is SlotOutcome.FULL else "(a run of higher priority goes first)"
-        return Admission(owner, run_id, False, (), at, f"{ceiling.name}max_concurrency {ceiling.max_concurrency} {why}")
+        # one note for both (a yielding run finds the slots left to it taken): a note that changed
+        # between knocks would be written again at every knock
+        reason = f"{ceiling.name}max_concurrency {ceiling.max_concurrency} reached"
+        return Admission(owner, run_id, False, (), at, reason)
+
+    def _yields(self, scope: str, priority: int, now: int) -> bool:
+        """Whether a mark this worker wrote says a run of higher priority than ``priority`` waits for
+        a slot of ``scope`` now (what the store would answer, without a write: the knocks of a
+        backlog yielding to a few urgent runs stay cheap, so the urgent ones come back sooner)."""
+        marks = self._marks
+        return bool(marks) and any(marks.get((scope, p), 0) >= now for p in range(priority + 1, MAX_PRIORITY + 1))
 
     def _mark(self, scope: str, priority: int, back_at: int) -> None:
         if self._marks.get((scope, priority), 0) >= back_at + MARK_RENEW_MS:
