@@ -29,7 +29,7 @@ from punctual.port.records import (
     SlotOutcome,
     Tenant,
 )
-from punctual.port.stats import RunStats
+from punctual.port.stats import OpenRuns, RunStats
 
 
 class Store(ABC):
@@ -249,6 +249,15 @@ class Store(ABC):
 
         None when the deployment keeps no run figures (the aws engine with
         ``Settings.stats_counters`` off: counting costs a write unit per run there).
+        """
+
+    @abstractmethod
+    def open_runs(self, owner: str, now: int, at_most: int) -> OpenRuns | None:
+        """How many of the owner's open runs are due (``scheduled_at <= now``), by waiting and
+        executing (:class:`~punctual.port.stats.OpenRuns`), reading at most about ``at_most`` runs
+        or index rows (beyond that the counts are lower bounds, ``complete=False``).
+
+        None when the engine cannot count them (the aws engine without its ``open`` index).
         """
 
     # -- shard leases -------------------------------------------------------------------------
