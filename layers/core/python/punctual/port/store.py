@@ -363,18 +363,15 @@ class Store(ABC):
 
     @abstractmethod
     def take_slot(self, owner: str, run_id: str, limit: int, now: int, *, priority: int | None = None) -> SlotOutcome:
-        """Give ``run_id`` one of the owner's ``limit`` concurrency slots (``owner``: any slot scope).
+        """Give ``run_id`` one of the owner's (any slot scope's) ``limit`` concurrency slots.
 
-        Qualifies if the run holds one already (ALREADY_HELD, nothing written) or fewer than
-        ``limit`` runs hold one (TAKEN). Otherwise FULL, nothing written. With a ``priority``, a
-        free slot is not taken while a wait of a higher priority, marked by :meth:`mark_slot_wait`,
-        lasts past ``now`` (YIELDED, nothing written).
-        """
+        Qualifies if the run holds one already (ALREADY_HELD, nothing written) or fewer than ``limit``
+        runs hold one (TAKEN). Otherwise FULL, nothing written. With a ``priority``: YIELDED, nothing
+        written, while a :meth:`mark_slot_wait` of a higher priority lasts past ``now``."""
 
     @abstractmethod
     def mark_slot_wait(self, owner: str, priority: int, until: int) -> None:
-        """Record that a run of ``priority`` waits for one of the owner's slots until ``until`` (the
-        later of this and the stored mark stays). Marks decide nothing once past."""
+        """A run of ``priority`` waits for one of the owner's slots until ``until`` (the later mark stays)."""
 
     @abstractmethod
     def release_slot(self, owner: str, run_id: str) -> bool:
