@@ -1,6 +1,6 @@
 """A keyed limit under real worker processes and a SIGKILL, on both engines (as test_tenant_limits.py
 does for an owner's max_concurrency): jobs of one owner sharing the literal key ``upstream-api``
-with max_concurrency 3, the owner itself unlimited, a burst against a 1 s target, a worker killed
+with max_concurrency 3, the owner itself unlimited, a burst against a 0.5 s target, a worker killed
 mid-run. The target never sees more than 3 of the key's calls at once, the killed runs are taken
 over in their slots, every run succeeds, no slot is left held, and the waits said which key.
 """
@@ -47,7 +47,8 @@ def keyed_burst(engine: Engine, target: Any, count: int) -> list[Run]:
 def test_a_keyed_cap_holds_through_a_killed_worker(backend: Backend, target: Any) -> None:
     # Given runs of jobs sharing a keyed max_concurrency 3, executed by worker A alone at first
     engine = backend.engine
-    count = 12 if backend.embedded else 8
+    count = 9 if backend.embedded else 6
+    target.delay_s = 0.5
     runs = keyed_burst(engine, target, count)
     scope = key_scope(OWNER, KEY)
     notes: set[str | None] = set()
