@@ -53,6 +53,16 @@ IsoTime = Annotated[
 JobCreate = JobSpec  # the body of POST /jobs is exactly the domain's spec
 
 
+def _required_never_null(schema: dict[str, Any]) -> None:
+    """A merge patch's null resets a field to its default; ``name`` and ``target`` have none (a null
+    is 422, field required), so the document does not offer null for them."""
+    for name in ("name", "target"):
+        prop = schema["properties"][name]
+        kept = [option for option in prop.pop("anyOf") if option != {"type": "null"}]
+        prop.pop("default", None)
+        prop.update(kept[0])
+
+
 class JobPatch(BaseModel):
     """A partial job spec (JSON merge patch): present fields replace, ``null`` resets to the default.
 
@@ -61,7 +71,7 @@ class JobPatch(BaseModel):
     The merged job is validated as a whole.
     """
 
-    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
+    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True, json_schema_extra=_required_never_null)
     name: JobName | None = None
     schedule: Annotated[str, Field(min_length=1, max_length=256)] | None = None
     timezone: Annotated[str, Field(min_length=1, max_length=64)] | None = None
