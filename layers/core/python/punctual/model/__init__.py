@@ -30,6 +30,7 @@ from punctual.model.bounds import (
     truncate,
 )
 from punctual.model.jobs import WHOLE, DependsOn, Job, JobId, JobName, JobSpec, RetryPolicy
+from punctual.model.limits import DEFAULT_PRIORITY, JobLimit, resolve_key
 from punctual.model.outcomes import (
     MAX_PAUSE_AFTER_FAILURES,
     AlertKind,
@@ -66,6 +67,7 @@ from punctual.model.targets import (
 from punctual.model.times import AwareRfc3339, Rfc3339
 
 __all__ = [
+    "DEFAULT_PRIORITY",
     "JOB_TRANSITIONS",
     "MAX_ATTEMPTS_KEPT",
     "MAX_BACKFILL",
@@ -97,6 +99,7 @@ __all__ = [
     "HttpTarget",
     "Job",
     "JobId",
+    "JobLimit",
     "JobName",
     "JobSpec",
     "JobStatus",
@@ -118,5 +121,6 @@ __all__ = [
     "Trigger",
     "Withdrawal",
     "copy_run",
+    "resolve_key",
     "truncate",
 ]

@@ -30,6 +30,7 @@ from punctual.model.bounds import (
     STRICT,
 )
 from punctual.model.cron_syntax import validate_cron
+from punctual.model.limits import DEFAULT_PRIORITY, LIMITS_EXAMPLE, MAX_JOB_LIMITS, JobLimit, Priority
 from punctual.model.outcomes import MAX_PAUSE_AFTER_FAILURES, Notify
 from punctual.model.states import Catchup, DependencyWhen, JobStatus, Overlap
 from punctual.model.stored import is_stored
@@ -109,6 +110,10 @@ class JobSpec(BaseModel):
         description="pause the job when this many of its runs in a row end failed or dead (a resume counts anew)",
     )
     notify: Notify | None = Field(default=None, exclude_if=lambda value: value is None)
+    priority: Priority = DEFAULT_PRIORITY  # punctual.model.limits
+    limits: Annotated[list[JobLimit], Field(max_length=MAX_JOB_LIMITS, examples=[LIMITS_EXAMPLE])] = Field(
+        default_factory=list
+    )
 
     # The cron and time-zone checks raise domain errors; as ValueErrors they become pydantic errors located
     # at their field, so one response names every bad field at once.

@@ -363,12 +363,16 @@ class Store(OutcomeStore, ABC):
         no further than ``at_most`` (the caller only needs to know whether the limit is reached)."""
 
     @abstractmethod
-    def take_slot(self, owner: str, run_id: str, limit: int, now: int) -> SlotOutcome:
-        """Give ``run_id`` one of the owner's ``limit`` concurrency slots.
+    def take_slot(self, owner: str, run_id: str, limit: int, now: int, *, priority: int | None = None) -> SlotOutcome:
+        """Give ``run_id`` one of the owner's (any slot scope's) ``limit`` concurrency slots.
 
-        Qualifies if the run holds one already (ALREADY_HELD, nothing written) or fewer than
-        ``limit`` runs hold one (TAKEN). Otherwise FULL, nothing written.
-        """
+        Qualifies if the run holds one already (ALREADY_HELD, nothing written) or fewer than ``limit``
+        runs hold one (TAKEN). Otherwise FULL, nothing written. With a ``priority``: YIELDED, nothing
+        written, while a :meth:`mark_slot_wait` of a higher priority lasts past ``now``."""
+
+    @abstractmethod
+    def mark_slot_wait(self, owner: str, priority: int, until: int) -> None:
+        """A run of ``priority`` waits for one of the owner's slots until ``until`` (the later mark stays)."""
 
     @abstractmethod
     def release_slot(self, owner: str, run_id: str) -> bool:
