@@ -87,6 +87,13 @@ def test_a_replay_beyond_its_bound_or_of_another_owners_job_is_refused_and_write
     foreign = new_job(engine, clock, owner="someone-else")
     with pytest.raises(JobNotFound):
         replay_runs(engine.store, engine.queue, OWNER, ReplayQuery(start, start + 1, DEAD_ONLY, (foreign.id,)), 0)
+    # an owner with more jobs than one call looks in names them
+    monkeypatch.setattr(replay, "_PAGE", 1)
+    monkeypatch.setattr(replay, "MAX_SCANNED_JOBS", 1)
+    new_job(engine, clock)
+    with pytest.raises(InvalidInput) as many:
+        replay_runs(engine.store, engine.queue, OWNER, ReplayQuery(start, start + 1, DEAD_ONLY), clock.now_ms())
+    assert many.value.field == "job_ids"
     assert engine.queue.receive(10, 60) == []
     assert [r.trigger for r in engine.store.list_runs(job.id, _all()).items] == [Trigger.SCHEDULE] * 4
 

@@ -2,9 +2,12 @@
 
 What qualifies: the owner's runs scheduled in ``[since, until)`` that ended in one of ``states``
 (succeeded, failed, dead, cancelled: an open run is still running), of the jobs named, or of every
-job of the owner that is not deleted. At most :data:`MAX_REPLAY` per call: beyond it the call is
-refused (:class:`TooManyRuns`) and nothing is written, so a caller narrows the range, the states or
-the jobs; a dry run answers the same (it lists what a replay would start, oldest first).
+job of the owner that is not deleted (at most :data:`MAX_SCANNED_JOBS`: an owner with more names
+them). Each job's runs in the range are read, filtered by state where the engine can (DynamoDB: a
+filter on a query of the job's partition, so a wide range of a busy job reads all of it). At most
+:data:`MAX_REPLAY` per call: beyond it the call is refused (:class:`TooManyRuns`) and nothing is
+written, so a caller narrows the range, the states or the jobs; a dry run answers the same (it
+lists what a replay would start, oldest first).
 
 What a replay writes: one new run per original, trigger ``replay``, ``replay_of`` naming it, due at
 once (runs of one job get distinct instants a millisecond apart: a run is keyed by its instant),
@@ -31,6 +34,9 @@ from punctual.scheduling.planning import PlanOptions, dispatch_for, is_long_run,
 
 MAX_REPLAY = 10_000  # runs one call may replay
 MAX_REPLAY_JOBS = 100  # jobs one call may name
+# jobs one call without job_ids may look in: each is one query (or more) of its runs in the range, and
+# an API call must answer within API Gateway's 29 s (an owner with more names the jobs)
+MAX_SCANNED_JOBS = 1_000
 REPLAYABLE = TERMINAL_STATES  # runs that ended; an open run is still on its way
 _PAGE = 1_000  # runs read per query
 _CHUNK = 500  # runs inserted (and sent) per step
@@ -116,6 +122,10 @@ def _jobs(store: Store, owner: str, job_ids: Sequence[str] | None) -> dict[str, 
         jobs.update((job.id, job) for job in page.items)
         if page.cursor is None:
             return jobs
+        if len(jobs) >= MAX_SCANNED_JOBS:
+            raise InvalidInput(
+                f"this owner has more than {MAX_SCANNED_JOBS} jobs: name the jobs to replay (job_ids)", field="job_ids"
+            )
         cursor = page.cursor
 
 
