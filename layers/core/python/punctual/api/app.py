@@ -39,7 +39,7 @@ from punctual.execution.targets.policy import TargetPolicy
 from punctual.jobs import checks, lifecycle
 from punctual.jobs import runs as job_runs
 from punctual.jobs import service as jobs
-from punctual.model import AwareRfc3339, JobStatus, RunState
+from punctual.model import AwareRfc3339, Job, JobStatus, RunState
 from punctual.port import RunQuery
 
 _DOCUMENT = threading.Lock()  # the OpenAPI document is generated once, by one request
@@ -125,8 +125,9 @@ def create_job(
     headers = {"Location": f"/jobs/{created.job.id}"}
     if created.replayed:
         headers["Idempotent-Replayed"] = "true"
-    status = 200 if created.replayed else 201
-    return _json(status, JobResponse.from_job(created.job), headers)
+    if created.replayed:
+        return _json(200, _job_response(services, created.job), headers)
+    return _json(201, JobResponse.from_job(created.job), headers)  # a new job: no run yet
 
 
 @app.get(
@@ -143,7 +144,9 @@ def list_jobs(
 ) -> JobPage:
     services, owner = _caller()
     page = jobs.list_jobs(services.store, owner, status=status, limit=limit, cursor=cursor)
-    return JobPage(items=[JobResponse.from_job(j) for j in page.items], next_cursor=page.cursor)
+    last = job_runs.last_run_times(services.store, page.items)
+    items = [JobResponse.from_job(j, last_run_at=last[j.id]) for j in page.items]
+    return JobPage(items=items, next_cursor=page.cursor)
 
 
 @app.get(
@@ -159,7 +162,7 @@ def list_jobs(
 def get_job(job_id: JobId) -> JobResponse:
     services, owner = _caller()
     job = jobs.get_job(services.store, owner, job_id)
-    return JobResponse.from_job(job, dependency_graph.waiting(services.store, job))
+    return _job_response(services, job, dependency_graph.waiting(services.store, job))
 
 
 @app.get(
@@ -194,7 +197,7 @@ def update_job(job_id: JobId, body: JobPatch) -> JobResponse:
         keys=services.keys,
         max_timeout_s=services.settings.max_timeout_s,
     )
-    return JobResponse.from_job(job)
+    return _job_response(services, job)
 
 
 @app.delete(
@@ -224,7 +227,7 @@ def delete_job(
 )
 def pause_job(job_id: JobId) -> JobResponse:
     services, owner = _caller()
-    return JobResponse.from_job(lifecycle.pause_job(services.store, owner, job_id, services.clock.now_ms()))
+    return _job_response(services, lifecycle.pause_job(services.store, owner, job_id, services.clock.now_ms()))
 
 
 @app.post(
@@ -236,7 +239,7 @@ def pause_job(job_id: JobId) -> JobResponse:
 )
 def resume_job(job_id: JobId) -> JobResponse:
     services, owner = _caller()
-    return JobResponse.from_job(lifecycle.resume_job(services.store, owner, job_id, services.clock.now_ms()))
+    return _job_response(services, lifecycle.resume_job(services.store, owner, job_id, services.clock.now_ms()))
 
 
 @app.post(
@@ -341,6 +344,11 @@ def _generated(server_url: str) -> str:
 
 
 # -- helpers --------------------------------------------------------------------------------------
+
+
+def _job_response(services: Services, job: Job, waiting: dependency_graph.Waiting | None = None) -> JobResponse:
+    """``job`` as the API shows it, with when it last ran (:func:`punctual.jobs.runs.last_run_times`)."""
+    return JobResponse.from_job(job, waiting, last_run_at=job_runs.last_run_times(services.store, [job])[job.id])
 
 
 def _caller() -> tuple[Services, str]:

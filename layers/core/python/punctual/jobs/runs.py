@@ -1,4 +1,4 @@
-"""Run actions of the job service: trigger a job now, list its runs, read one run.
+"""Run actions of the job service: trigger a job now, list its runs, read one run, when jobs last ran.
 
 Acts for one ``owner`` as :mod:`punctual.jobs.service` does (another owner's job or run is not
 found, never "forbidden"); ``now`` is epoch ms.
@@ -6,12 +6,14 @@ found, never "forbidden"); ``now`` is epoch ms.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from punctual import ids
 from punctual.config import DEFAULT_RETENTION_S
 from punctual.errors import InvalidInput, InvalidTransition, RunNotFound
 from punctual.jobs.checks import check_limit
 from punctual.jobs.service import get_job
-from punctual.model import JobStatus, Run
+from punctual.model import Job, JobStatus, Run
 from punctual.port import Page, Queue, RunQuery, Store
 from punctual.scheduling.planning import PlanOptions, dispatch_for, is_long_run, manual_run
 
@@ -68,3 +70,16 @@ def get_run(store: Store, owner: str, run_id: str) -> Run:
     if run is None or run.owner != owner:
         raise RunNotFound(f"no run {run_id}", field="run_id")  # same answer for absent and foreign
     return run
+
+
+def last_run_times(store: Store, jobs: Sequence[Job]) -> dict[str, int | None]:
+    """When each job last ran, as the API shows it (``last_run_at``): the ``scheduled_at`` of its
+    newest run, whatever created it (its schedule, a trigger, a dependency release); None before
+    its first run.
+
+    ``Job.last_run_at`` is the scheduler's own mark (the newest run *it* created: the catch-up
+    anchor and the overlap reference), so the newest run is read among the runs, one read per
+    job and no write on any run's path; the scheduler's mark answers once retention removed them.
+    """
+    newest = store.newest_run_times([job.id for job in jobs])
+    return {job.id: newest.get(job.id, job.last_run_at) for job in jobs}
