@@ -39,6 +39,7 @@ from punctual.execution.targets.policy import TargetPolicy
 from punctual.jobs import checks, lifecycle
 from punctual.jobs import runs as job_runs
 from punctual.jobs import service as jobs
+from punctual.metrics import RUNS_DISPATCHED
 from punctual.model import AwareRfc3339, Job, JobStatus, RunState
 from punctual.port import RunQuery
 
@@ -127,7 +128,7 @@ def create_job(
         headers["Idempotent-Replayed"] = "true"
     if created.replayed:
         return _json(200, _job_response(services, created.job), headers)
-    return _json(201, JobResponse.from_job(created.job), headers)  # a new job: no run yet
+    return _json(201, JobResponse.from_job(created.job, last_run_at=None), headers)  # a new job: no run yet
 
 
 @app.get(
@@ -144,7 +145,7 @@ def list_jobs(
 ) -> JobPage:
     services, owner = _caller()
     page = jobs.list_jobs(services.store, owner, status=status, limit=limit, cursor=cursor)
-    last = job_runs.last_run_times(services.store, page.items)
+    last = job_runs.last_run_times(services.store, page.items, services.clock.now_ms())
     items = [JobResponse.from_job(j, last_run_at=last[j.id]) for j in page.items]
     return JobPage(items=items, next_cursor=page.cursor)
 
@@ -262,6 +263,8 @@ def trigger_job(job_id: JobId) -> Response[RunResponse]:
         retention_s=services.settings.retention_s,
         long_run_after_s=services.settings.long_run_after_s,
     )
+    if services.metrics is not None and run.is_open:  # dispatched, as the scheduler's and a release's runs are
+        services.metrics.count(RUNS_DISPATCHED)
     return _json(202, RunResponse.from_run(run), {"Location": f"/runs/{run.run_id}"})
 
 
@@ -348,7 +351,8 @@ def _generated(server_url: str) -> str:
 
 def _job_response(services: Services, job: Job, waiting: dependency_graph.Waiting | None = None) -> JobResponse:
     """``job`` as the API shows it, with when it last ran (:func:`punctual.jobs.runs.last_run_times`)."""
-    return JobResponse.from_job(job, waiting, last_run_at=job_runs.last_run_times(services.store, [job])[job.id])
+    last = job_runs.last_run_times(services.store, [job], services.clock.now_ms())
+    return JobResponse.from_job(job, waiting, last_run_at=last[job.id])
 
 
 def _caller() -> tuple[Services, str]:

@@ -122,8 +122,8 @@ class JobResponse(BaseModel):
     )
     next_run_at: IsoTime | None = Field(description="when it is due next; null unless active")
     last_run_at: IsoTime | None = Field(
-        description="scheduled time of its newest run, from its schedule, a trigger or a dependency release"
-        " (a claimed run: up to the scheduler's lookahead ahead); null before its first run"
+        description="scheduled time of its newest run due by now, from its schedule, a trigger or a dependency"
+        " release (not whether it started: its runs say that); null before its first run"
     )
     payload: Any
     target: Target
@@ -139,8 +139,8 @@ class JobResponse(BaseModel):
     version: int
 
     @classmethod
-    def from_job(cls, job: Job, waiting: Waiting | None = None, *, last_run_at: int | None = None) -> JobResponse:
-        """``last_run_at``: :func:`punctual.jobs.runs.last_run_times` (None: the scheduler's mark)."""
+    def from_job(cls, job: Job, waiting: Waiting | None = None, *, last_run_at: int | None) -> JobResponse:
+        """``last_run_at``: when it last ran (:func:`punctual.jobs.runs.last_run_times`)."""
         return cls(
             id=job.id,
             name=job.name,
@@ -151,7 +151,7 @@ class JobResponse(BaseModel):
             depends_on=job.depends_on,
             dependencies=None if waiting is None else DependencyStatus.from_waiting(waiting),
             next_run_at=iso(job.next_run_at),
-            last_run_at=iso(job.last_run_at if last_run_at is None else last_run_at),
+            last_run_at=iso(last_run_at),
             payload=job.payload,
             target=job.target.redacted() if isinstance(job.target, HttpTarget) else job.target,
             timeout_s=job.timeout_s,

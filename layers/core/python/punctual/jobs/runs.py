@@ -72,14 +72,18 @@ def get_run(store: Store, owner: str, run_id: str) -> Run:
     return run
 
 
-def last_run_times(store: Store, jobs: Sequence[Job]) -> dict[str, int | None]:
+def last_run_times(store: Store, jobs: Sequence[Job], now: int) -> dict[str, int | None]:
     """When each job last ran, as the API shows it (``last_run_at``): the ``scheduled_at`` of its
-    newest run, whatever created it (its schedule, a trigger, a dependency release); None before
-    its first run.
+    newest run due by ``now``, whatever created it (its schedule, a trigger, a dependency release);
+    None before the first. A run claimed ahead of its instant counts from its instant.
 
     ``Job.last_run_at`` is the scheduler's own mark (the newest run *it* created: the catch-up
     anchor and the overlap reference), so the newest run is read among the runs, one read per
     job and no write on any run's path; the scheduler's mark answers once retention removed them.
     """
-    newest = store.newest_run_times([job.id for job in jobs])
-    return {job.id: newest.get(job.id, job.last_run_at) for job in jobs}
+    newest = store.newest_run_times([job.id for job in jobs], now)
+    return {job.id: newest.get(job.id, _due_by(job.last_run_at, now)) for job in jobs}
+
+
+def _due_by(at: int | None, now: int) -> int | None:
+    return at if at is not None and at <= now else None

@@ -137,10 +137,10 @@ class Store(ABC):
     def list_runs(self, job_id: str, query: RunQuery) -> Page[Run]:
         """The job's runs matching ``query``, newest scheduled_at first. Raises :class:`InvalidCursor`."""
 
-    def newest_run_times(self, job_ids: Collection[str]) -> dict[str, int]:
-        """The ``scheduled_at`` of each job's newest stored run, whatever created it (schedule,
-        trigger, dependency release), read strongly consistent; jobs without runs are left out."""
-        newest = {job_id: self.list_runs(job_id, RunQuery(limit=1)).items for job_id in dict.fromkeys(job_ids)}
+    def newest_run_times(self, job_ids: Collection[str], until: int) -> dict[str, int]:
+        """The ``scheduled_at`` of each job's newest stored run due by ``until``, whatever created it
+        (schedule, trigger, dependency release), read strongly consistent; jobs without one are left out."""
+        newest = {job_id: self.list_runs(job_id, RunQuery(until=until, limit=1)).items for job_id in set(job_ids)}
         return {job_id: runs[0].scheduled_at for job_id, runs in newest.items() if runs}
 
     def lease_run(

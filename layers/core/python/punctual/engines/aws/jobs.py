@@ -92,15 +92,15 @@ class DynamoJobs:
         heads = self._tables.batch_get(self.jobs_table, [it.job_key(job_id) for job_id in wanted], complete=True)
         return self._with_specs({item["job_id"]["S"]: item for item in heads})
 
-    def newest_run_times(self, job_ids: Collection[str]) -> dict[str, int]:
+    def newest_run_times(self, job_ids: Collection[str], until: int) -> dict[str, int]:
         """One Query per job (newest first, one key attribute, strongly consistent: a run triggered
         just before shows), concurrently: 1 read unit per job."""
 
         def newest(job_id: str) -> int | None:
             request = {
                 "TableName": self.runs_table,
-                "KeyConditionExpression": "job_id = :job",
-                "ExpressionAttributeValues": {":job": s(job_id)},
+                "KeyConditionExpression": "job_id = :job AND scheduled_at <= :until",
+                "ExpressionAttributeValues": {":job": s(job_id), ":until": n(until)},
                 "ProjectionExpression": "scheduled_at",
                 "ScanIndexForward": False,
                 "ConsistentRead": True,
