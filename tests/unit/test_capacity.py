@@ -165,7 +165,7 @@ def test_mission_cost_lines_follow_the_counts_and_prices() -> None:
         wcu * 730 * 0.00065, 2
     )
     assert by_item["scheduler fleet"] == round(4 * 1_216 / 1024 * 730 * 3600 * 0.0000133334, 2)
-    assert by_item["9 worker task(s) (1 vCPU, 2 GB, Arm)"] == round(9 * 730 * (0.03238 + 2 * 0.00356), 2)
+    assert by_item["9 worker tasks (1 vCPU, 2 GB, Arm)"] == round(9 * 730 * (0.03238 + 2 * 0.00356), 2)
     # every line is in the total: no price left unverified
     assert cost.monthly_usd == round(sum(line.monthly_usd for line in cost.lines), 2)
     assert cost.per_million_runs_usd == round(cost.monthly_usd / (runs / 1e6), 3)
