@@ -66,7 +66,6 @@ def api(stack: Stack, target: TargetServer) -> None:
         ("POST", f"/jobs/{up}/pause", None),
         ("POST", f"/jobs/{up}/resume", None),
         ("GET", "/alerts", None),
-        ("GET", "/stats", None),
         ("GET", "/limits", None),
         ("GET", "/signing-secret", None),
         ("DELETE", f"/jobs/{last}", None),
@@ -75,6 +74,9 @@ def api(stack: Stack, target: TargetServer) -> None:
         assert status < 300, (method, path, status, answer)
     status, run = stack.call_api("POST", f"/jobs/{up}/trigger")
     assert status == 202, run
+    # GET /stats: the owner's counters and its due open runs (the run just triggered), the queues for an operator
+    assert stack.call_api("GET", "/stats")[0] == 200
+    assert stack.call_api("GET", "/stats", caller=admin)[0] == 200
     assert stack.call_api("GET", f"/runs/{run['run_id']}")[0] == 200
     assert stack.call_api("GET", f"/jobs/{up}/runs")[0] == 200
     if stack.settings.long_run_queue_url:  # a job longer than a Lambda worker may run: the long-run queue
@@ -203,9 +205,15 @@ def _run_due_ahead(stack: Stack, target: TargetServer, *, prefix: str, long_run:
 
 
 def _settled(stack: Stack, runs: dict[str, str]) -> bool:
-    """Every run finished, except bob's waiting one, which must have been told to wait (its note)."""
-    waiting = _run(stack, runs["waiting"])
-    return waiting.note is not None and _all_terminal(stack, [r for name, r in runs.items() if name != "waiting"])
+    """Every run finished, except bob's waiting one, which must have been told to wait: its note while
+    it waits, or, once his next minute let it start (a slow run of the scenario), its attempt's ``waited``."""
+    return _waited(_run(stack, runs["waiting"])) and _all_terminal(
+        stack, [r for name, r in runs.items() if name != "waiting"]
+    )
+
+
+def _waited(run: Run) -> bool:
+    return run.note is not None or any(attempt.waited for attempt in run.attempts)
 
 
 def _unsettled(stack: Stack, runs: dict[str, str]) -> str:
@@ -213,8 +221,9 @@ def _unsettled(stack: Stack, runs: dict[str, str]) -> str:
     left = []
     for name, run_id in runs.items():
         run = _run(stack, run_id)
-        if _open(stack, run_id) and not (name == "waiting" and run.note):
-            left.append(f"{name} {run_id} {run.state.value} attempt={run.attempt} note={run.note!r}")
+        if (name == "waiting" and not _waited(run)) or (name != "waiting" and _open(stack, run_id)):
+            waited = [attempt.waited for attempt in run.attempts]
+            left.append(f"{name} {run_id} {run.state.value} attempt={run.attempt} note={run.note!r} waited={waited}")
     return "; ".join(left) or "none"
 
 

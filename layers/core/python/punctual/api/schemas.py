@@ -27,6 +27,7 @@ from punctual.model import (
     DependsOn,
     HttpTarget,
     Job,
+    JobLimit,
     JobName,
     JobSpec,
     JobStatus,
@@ -38,6 +39,7 @@ from punctual.model import (
     Target,
     Trigger,
 )
+from punctual.model.limits import MAX_JOB_LIMITS, Priority
 
 IsoTime = Annotated[
     str,
@@ -51,6 +53,16 @@ IsoTime = Annotated[
 JobCreate = JobSpec  # the body of POST /jobs is exactly the domain's spec
 
 
+def _required_never_null(schema: dict[str, Any]) -> None:
+    """A merge patch's null resets a field to its default; ``name`` and ``target`` have none (a null
+    is 422, field required), so the document does not offer null for them."""
+    for name in ("name", "target"):
+        prop = schema["properties"][name]
+        kept = [option for option in prop.pop("anyOf") if option != {"type": "null"}]
+        prop.pop("default", None)
+        prop.update(kept[0])
+
+
 class JobPatch(BaseModel):
     """A partial job spec (JSON merge patch): present fields replace, ``null`` resets to the default.
 
@@ -59,7 +71,7 @@ class JobPatch(BaseModel):
     The merged job is validated as a whole.
     """
 
-    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
+    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True, json_schema_extra=_required_never_null)
     name: JobName | None = None
     schedule: Annotated[str, Field(min_length=1, max_length=256)] | None = None
     timezone: Annotated[str, Field(min_length=1, max_length=64)] | None = None
@@ -74,10 +86,20 @@ class JobPatch(BaseModel):
     overlap: Overlap | None = None
     catchup: Catchup | None = None
     max_backfill: Annotated[int, Field(strict=True, ge=1, le=MAX_BACKFILL), WHOLE] | None = None
+    priority: Priority | None = None
+    limits: Annotated[list[JobLimit], Field(max_length=MAX_JOB_LIMITS)] | None = None
 
     def changes(self) -> dict[str, Any]:
         """The fields the client sent (explicit nulls included), as plain JSON-like values."""
         return self.model_dump(mode="json", include=self.model_fields_set)
+
+
+class LimitView(BaseModel):
+    """A keyed limit as a job shows it: a number not given is null."""
+
+    key: str
+    max_concurrency: int | None
+    max_runs_per_minute: int | None
 
 
 class UpstreamRun(BaseModel):
@@ -134,6 +156,8 @@ class JobResponse(BaseModel):
     overlap: Overlap
     catchup: Catchup
     max_backfill: int
+    priority: int = Field(description="0-9, higher first among this owner's runs competing for a limit")
+    limits: list[LimitView] = Field(description="keyed ceilings its runs share (docs/api.md, Keyed limits)")
     created_at: IsoTime
     updated_at: IsoTime
     version: int
@@ -161,6 +185,8 @@ class JobResponse(BaseModel):
             overlap=job.overlap,
             catchup=job.catchup,
             max_backfill=job.max_backfill,
+            priority=job.priority,
+            limits=[LimitView(**limit.model_dump()) for limit in job.limits],
             created_at=_iso(job.created_at),
             updated_at=_iso(job.updated_at),
             version=job.version,

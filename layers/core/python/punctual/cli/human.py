@@ -93,6 +93,15 @@ def _add_create(actions: Any, common: argparse.ArgumentParser) -> None:
     create.add_argument("--payload", help="JSON payload sent to the target")
     create.add_argument("--timeout", type=int, help="seconds a run may take (timeout_s)")
     create.add_argument("--max-retries", type=int, help="retries after a failed attempt")
+    create.add_argument("--priority", type=int, help="0-9 (default 5): higher first among your runs at a limit")
+    create.add_argument(
+        "--limit",
+        action="append",
+        dest="limits",
+        metavar="key=KEY,max_concurrency=N|max_runs_per_minute=M",
+        help="a keyed limit (repeatable); KEY may hold {job_id} and {payload.<field>}, e.g."
+        " --limit 'key=customer:{payload.customer_id},max_concurrency=2'",
+    )
     create.add_argument("--idempotency-key", help="retry-safe create: the same key never creates two jobs")
     create.set_defaults(func=_command(cmd_jobs_create))
 
@@ -222,6 +231,7 @@ def build_spec(args: argparse.Namespace) -> dict[str, Any]:
         "timezone": args.timezone,
         "timeout_s": args.timeout,
         "max_retries": args.max_retries,
+        "priority": args.priority,
     }
     spec.update({k: v for k, v in flags.items() if v is not None})
     if args.when is not None and not args.after:  # --when says which upstream runs release the job
@@ -237,6 +247,8 @@ def build_spec(args: argparse.Namespace) -> dict[str, Any]:
     if args.after:
         spec.pop("schedule", None)
         spec.pop("run_at", None)
+    if args.limits:
+        spec["limits"] = [parse_limit(text) for text in args.limits]
     if args.url is not None:
         spec["target"] = {"type": "http", "url": args.url, "method": args.method or "POST"}
     if args.payload is not None:
@@ -245,3 +257,27 @@ def build_spec(args: argparse.Namespace) -> dict[str, Any]:
         except ValueError as exc:
             raise CliError(f"--payload is not valid JSON: {exc}") from None
     return spec
+
+
+LIMIT_NUMBERS = ("max_concurrency", "max_runs_per_minute")
+
+
+def parse_limit(text: str) -> dict[str, Any]:
+    """One ``--limit``: ``key=KEY`` and ``max_concurrency=N`` and/or ``max_runs_per_minute=M``, joined
+    by commas (a key never holds a comma). The API checks the key and the numbers' ranges. Raises
+    :class:`CliError` for a part that is not ``name=value`` of those names, or a number that is not one."""
+    limit: dict[str, Any] = {}
+    for part in text.split(","):
+        name, sep, value = part.strip().partition("=")
+        if not sep or name not in ("key", *LIMIT_NUMBERS) or name in limit:
+            raise CliError(f"--limit {text!r}: expected key=KEY,max_concurrency=N and/or max_runs_per_minute=M")
+        if name == "key":
+            limit[name] = value
+            continue
+        try:
+            limit[name] = int(value)
+        except ValueError:
+            raise CliError(f"--limit {text!r}: {name} must be a whole number, not {value!r}") from None
+    if "key" not in limit:
+        raise CliError(f"--limit {text!r}: give key=KEY")
+    return limit

@@ -73,11 +73,19 @@ def print_job(job: dict[str, Any]) -> None:
         ("target", target.get("url") or target.get("type")),
         ("timeout", f"{job['timeout_s']} s"),
         ("retries", job["max_retries"]),
+        ("priority", job.get("priority", 5)),
+        ("limits", ", ".join(limit_text(limit) for limit in job.get("limits") or []) or "-"),
         ("payload", json.dumps(job.get("payload"))),
         ("created", job["created_at"]),
         ("updated", job["updated_at"]),
     ]
     _print_fields(fields)
+
+
+def limit_text(limit: dict[str, Any]) -> str:
+    """A keyed limit as ``--limit`` takes it: ``key=customer:{payload.id},max_concurrency=2``."""
+    numbers = [f"{name}={limit[name]}" for name in ("max_concurrency", "max_runs_per_minute") if limit.get(name)]
+    return ",".join([f"key={limit['key']}", *numbers])
 
 
 def print_run(run: dict[str, Any]) -> None:

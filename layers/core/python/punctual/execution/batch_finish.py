@@ -77,13 +77,13 @@ def settle(port: Port, done: Sequence[Done]) -> list[Outcome]:
         records.append(record)
 
     runs = port.complete(finishes)
-    if port.gate is not None:  # a finished attempt (retrying included) no longer runs: its slot goes
+    if port.gate is not None:  # a finished attempt (retrying included) no longer runs: its slots go
         gate = port.gate
         owners = {run.owner for run in runs if run is not None}
         holding = {owner for owner in owners if gate.holds_slots(owner)}
         for item, run in zip(done, runs, strict=True):
-            if run is not None and run.owner in holding:
-                gate.release(run.owner, item.leased.run.run_id)
+            if run is not None and (run.owner in holding or item.leased.job.limits):
+                gate.release(run.owner, item.leased.run.run_id, item.leased.job)
     outcomes: list[Outcome] = []
     waits = Waits(now, port.options)
     drops: list[str] = []

@@ -124,7 +124,7 @@ def process_delivery(
     now = clock.now_ms()
     admission = None
     if gate is not None:
-        admission = gate.admit(job.owner, delivery.run_id, now, tries=delivery.receive_count)
+        admission = gate.admit(job.owner, delivery.run_id, now, tries=delivery.receive_count, job=job)
         if not admission.admitted:
             return wait_for_limits(store, queue, clock, delivery, admission, options=ctx.options)
     waited = waited_before(store, delivery, scheduled_at) if admission is not None and admission.limited else None
@@ -279,7 +279,7 @@ class _LeasedAttempt:
         """After a finish: the run no longer runs, so its concurrency slot goes (a crash before this
         leaves the slot to the reaper's repair)."""
         if self.ctx.gate is not None:
-            self.ctx.gate.release(self.job.owner, self.run.run_id)
+            self.ctx.gate.release(self.job.owner, self.run.run_id, self.job)
 
     def _finish_held(self, change: RunChange) -> Run:
         """Apply ``change`` under this attempt's lease; raises :class:`LeaseLost` if it was lost."""

@@ -29,6 +29,7 @@ from punctual.model.bounds import (
     truncate,
 )
 from punctual.model.jobs import WHOLE, DependsOn, Job, JobId, JobName, JobSpec, RetryPolicy
+from punctual.model.limits import DEFAULT_PRIORITY, JobLimit, resolve_key
 from punctual.model.runs import Attempt, Run, copy_run
 from punctual.model.states import (
     JOB_TRANSITIONS,
@@ -56,6 +57,7 @@ from punctual.model.targets import (
 from punctual.model.times import AwareRfc3339, Rfc3339
 
 __all__ = [
+    "DEFAULT_PRIORITY",
     "JOB_TRANSITIONS",
     "MAX_ATTEMPTS_KEPT",
     "MAX_BACKFILL",
@@ -85,6 +87,7 @@ __all__ = [
     "HttpTarget",
     "Job",
     "JobId",
+    "JobLimit",
     "JobName",
     "JobSpec",
     "JobStatus",
@@ -101,5 +104,6 @@ __all__ = [
     "Trigger",
     "Withdrawal",
     "copy_run",
+    "resolve_key",
     "truncate",
 ]

@@ -30,6 +30,7 @@ from punctual.model.bounds import (
     STRICT,
 )
 from punctual.model.cron_syntax import validate_cron
+from punctual.model.limits import DEFAULT_PRIORITY, LIMITS_EXAMPLE, MAX_JOB_LIMITS, JobLimit, Priority
 from punctual.model.states import Catchup, DependencyWhen, JobStatus, Overlap
 from punctual.model.stored import is_stored
 from punctual.model.targets import Target
@@ -101,6 +102,10 @@ class JobSpec(BaseModel):
     overlap: Overlap = Overlap.ALLOW
     catchup: Catchup = Catchup.LATEST
     max_backfill: Annotated[int, Field(strict=True, ge=1, le=MAX_BACKFILL), WHOLE] = 10
+    priority: Priority = DEFAULT_PRIORITY  # punctual.model.limits
+    limits: Annotated[list[JobLimit], Field(max_length=MAX_JOB_LIMITS, examples=[LIMITS_EXAMPLE])] = Field(
+        default_factory=list
+    )
 
     # The cron and time-zone checks raise domain errors; as ValueErrors they become pydantic errors located
     # at their field, so one response names every bad field at once.

@@ -221,6 +221,7 @@ class SlotOutcome(StrEnum):
     TAKEN = "taken"  # the run now holds one of its owner's concurrency slots
     ALREADY_HELD = "already_held"  # the run held a slot already (a takeover or a redelivery): no change
     FULL = "full"  # every slot is held by other runs: the run must wait
+    YIELDED = "yielded"  # a slot is free, but a run of higher priority waits for one: the run must wait
 
 
 @dataclass(frozen=True, slots=True)

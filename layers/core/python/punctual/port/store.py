@@ -29,10 +29,11 @@ from punctual.port.records import (
     SlotOutcome,
     Tenant,
 )
-from punctual.port.stats import RunStats
+from punctual.port.run_reads import RunReads
+from punctual.port.stats import OpenRuns, RunStats
 
 
-class Store(ABC):
+class Store(RunReads, ABC):
     """Jobs, runs, shard leases and alerts. Every conditional write of the system lives below this."""
 
     shards: int  # number of due-index shards this store was created with
@@ -136,12 +137,6 @@ class Store(ABC):
     @abstractmethod
     def list_runs(self, job_id: str, query: RunQuery) -> Page[Run]:
         """The job's runs matching ``query``, newest scheduled_at first. Raises :class:`InvalidCursor`."""
-
-    def newest_run_times(self, job_ids: Collection[str], until: int) -> dict[str, int]:
-        """The ``scheduled_at`` of each job's newest stored run due by ``until``, whatever created it
-        (schedule, trigger, dependency release), read strongly consistent; jobs without one are left out."""
-        newest = {job_id: self.list_runs(job_id, RunQuery(until=until, limit=1)).items for job_id in set(job_ids)}
-        return {job_id: runs[0].scheduled_at for job_id, runs in newest.items() if runs}
 
     def lease_run(
         self,
@@ -257,6 +252,15 @@ class Store(ABC):
         ``Settings.stats_counters`` off: counting costs a write unit per run there).
         """
 
+    @abstractmethod
+    def open_runs(self, owner: str, now: int, at_most: int) -> OpenRuns | None:
+        """How many of the owner's open runs are due (``scheduled_at <= now``), by waiting and
+        executing (:class:`~punctual.port.stats.OpenRuns`), reading at most about ``at_most`` runs
+        or index rows (beyond that the counts are lower bounds, ``complete=False``).
+
+        None when the engine cannot count them (the aws engine without its ``open`` index).
+        """
+
     # -- shard leases -------------------------------------------------------------------------
 
     @abstractmethod
@@ -359,12 +363,16 @@ class Store(ABC):
         no further than ``at_most`` (the caller only needs to know whether the limit is reached)."""
 
     @abstractmethod
-    def take_slot(self, owner: str, run_id: str, limit: int, now: int) -> SlotOutcome:
-        """Give ``run_id`` one of the owner's ``limit`` concurrency slots.
+    def take_slot(self, owner: str, run_id: str, limit: int, now: int, *, priority: int | None = None) -> SlotOutcome:
+        """Give ``run_id`` one of the owner's (any slot scope's) ``limit`` concurrency slots.
 
-        Qualifies if the run holds one already (ALREADY_HELD, nothing written) or fewer than
-        ``limit`` runs hold one (TAKEN). Otherwise FULL, nothing written.
-        """
+        Qualifies if the run holds one already (ALREADY_HELD, nothing written) or fewer than ``limit``
+        runs hold one (TAKEN). Otherwise FULL, nothing written. With a ``priority``: YIELDED, nothing
+        written, while a :meth:`mark_slot_wait` of a higher priority lasts past ``now``."""
+
+    @abstractmethod
+    def mark_slot_wait(self, owner: str, priority: int, until: int) -> None:
+        """A run of ``priority`` waits for one of the owner's slots until ``until`` (the later mark stays)."""
 
     @abstractmethod
     def release_slot(self, owner: str, run_id: str) -> bool:

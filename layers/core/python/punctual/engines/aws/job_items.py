@@ -33,7 +33,7 @@ from datetime import datetime
 from typing import Any
 
 from punctual.engines.aws.items import Item, Key, get_n, get_s, js, n, s, ttl_seconds
-from punctual.model import Job, JobStatus
+from punctual.model import DEFAULT_PRIORITY, Job, JobStatus
 from punctual.model.stored import StoredReader
 
 SPEC_SUFFIX = "#spec"  # job ids are job_ + 32 hex digits: a spec key never names a head
@@ -90,6 +90,9 @@ def job_to_items(job: Job, *, retention_days: int) -> tuple[Item, Item]:
         "retry": {"S": job.retry.model_dump_json()},
     }
     _put(spec, "payload", None if job.payload is None else js(job.payload))
+    # priority and keyed limits: written only when set, so a job without them is stored as before
+    _put(spec, "priority", None if job.priority == DEFAULT_PRIORITY else n(job.priority))
+    _put(spec, "limits", None if not job.limits else js([limit.model_dump(exclude_none=True) for limit in job.limits]))
     if job.status is JobStatus.DELETED:
         # kept for history until retention, then DynamoDB TTL removes both items
         expires = n(ttl_seconds(job.updated_at) + retention_days * _DAY_S)
@@ -127,6 +130,8 @@ def items_to_job(head: Item, spec: Item | None = None) -> Job:
         "timeout_s": get_n(head, "timeout_s"),
         "max_retries": get_n(whole, "max_retries"),
         "retry": json.loads(whole["retry"]["S"]),
+        "priority": DEFAULT_PRIORITY if (priority := get_n(whole, "priority")) is None else priority,
+        "limits": json.loads(get_s(whole, "limits") or "[]"),
         "jitter_s": get_n(head, "jitter_s"),
         "overlap": get_s(head, "overlap"),
         "catchup": get_s(head, "catchup"),

@@ -353,7 +353,7 @@ class DynamoStore(DynamoEdges, DynamoReservations, DeadlineReads, DynamoShards, 
     def run_stats(self, owner: str, since: int, until: int) -> RunStats | None:
         if not self.stats_counters:
             return None  # nothing was counted: "unavailable", not "zero runs"
-        return stats.run_stats(lambda keys: self._tables.batch_get(self.leases_table, keys), owner, since, until)
+        return stats.run_stats(self._tables, self.leases_table, owner, since, until)
 
     def _tally(self, run: Run) -> None:
         """Count a run that just turned terminal in the owner's GET /stats counters (1 write unit)."""

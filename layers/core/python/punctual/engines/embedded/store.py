@@ -13,7 +13,7 @@ advance binds five small values and never parses or re-serializes JSON; a read m
 
 The run steps taken inside a transaction (lease, heartbeat, finish, the run row codec) are in
 :mod:`.runs`; shard leases (:mod:`.shards`), batched reads, dependencies (and their decisions,
-:mod:`.edges`) and tenants are mixins.
+:mod:`.edges`), tenants and stats are mixins.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from typing import Any
 
 from punctual import ids, rules
 from punctual.clock import Clock
-from punctual.engines.embedded import bulk, stats
+from punctual.engines.embedded import bulk
 from punctual.engines.embedded.db import Database
 from punctual.engines.embedded.edges import EdgeDecisions
 from punctual.engines.embedded.reads import SELECT_JOB, job_from_row
@@ -42,6 +42,7 @@ from punctual.engines.embedded.runs import (
 from punctual.engines.embedded.schema import DUE_COLUMNS, OPEN_RUN_SQL, RUN_EXPIRY_SQL, TERMINAL_RUN_SQL
 from punctual.engines.embedded.set_writes import reserve_scheduled
 from punctual.engines.embedded.shards import EmbeddedShards
+from punctual.engines.embedded.stats import EmbeddedStats
 from punctual.engines.embedded.tenants import EmbeddedTenants
 from punctual.errors import ConcurrentModification, InvalidCursor, JobAlreadyExists, JobNotFound, RunNotFound
 from punctual.model import Catchup, Job, JobStatus, Overlap, Run
@@ -60,7 +61,6 @@ from punctual.port import (
     RunQuery,
     Store,
 )
-from punctual.port.stats import RunStats
 
 MAX_PAGE = 1_000  # largest page a listing returns, whatever limit asks for
 
@@ -120,7 +120,7 @@ _OVERLAP = {o.value: o for o in Overlap}
 _CATCHUP = {c.value: c for c in Catchup}
 
 
-class EmbeddedStore(EmbeddedShards, EdgeDecisions, EmbeddedTenants, Store):
+class EmbeddedStore(EmbeddedShards, EdgeDecisions, EmbeddedTenants, EmbeddedStats, Store):
     """The Store port on one SQLite file (see the module docstring for the row layout)."""
 
     def __init__(self, db: Database, *, shards: int, clock: Clock) -> None:
@@ -304,11 +304,6 @@ class EmbeddedStore(EmbeddedShards, EdgeDecisions, EmbeddedTenants, Store):
             runs = conn.execute(_PURGE_RUNS, (now // 1000, max(0, limit))).rowcount
             jobs = conn.execute(_PURGE_JOBS, (deleted_before, max(0, limit - runs))).rowcount
         return runs + jobs
-
-    # -- stats --------------------------------------------------------------------------------
-
-    def run_stats(self, owner: str, since: int, until: int) -> RunStats:
-        return stats.run_stats(self._db.connection(), owner, since, until)
 
     # -- alerts -------------------------------------------------------------------------------
 
