@@ -404,8 +404,8 @@ def test_cli_takes_the_owner_figures(capsys: pytest.CaptureFixture[str]) -> None
 
 @pytest.mark.parametrize(
     "load",
-    [Load(jobs=1_000, peak_runs_per_second=10), MISSION, variant(MISSION, worker="fargate")],
-    ids=["one-instance", "mission", "fargate"],
+    [Load(jobs=1_000, peak_runs_per_second=10), variant(MISSION, worker="fargate")],
+    ids=["one-lambda-instance", "mission-on-fargate"],
 )
 def test_the_readable_report_keeps_its_columns_and_counts_in_english(load: Load) -> None:
     # issue 31: "1 scheduler instances", and a table whose titles sat two columns left of their numbers
