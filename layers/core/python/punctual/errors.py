@@ -120,6 +120,7 @@ class HasDependents(Conflict):
     """Deleting a job that other jobs depend on (delete with force to leave them waiting)."""
 
     code = "has_dependents"
+    FORCE = "force=true"  # how the message names forcing: the API's parameter (the CLI says --force)
 
 
 class IdempotencyKeyReused(Conflict):

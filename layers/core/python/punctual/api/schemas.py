@@ -150,7 +150,10 @@ class JobResponse(BaseModel):
         default=None, description="GET /jobs/{id} of a job with depends_on: what it is still waiting for"
     )
     next_run_at: IsoTime | None = Field(description="when it is due next; null unless active")
-    last_run_at: IsoTime | None = Field(description="scheduled time of the newest run the scheduler created")
+    last_run_at: IsoTime | None = Field(
+        description="scheduled time of its newest run due by now, from its schedule, a trigger or a dependency"
+        " release (not whether it started: its runs say that); null before its first run"
+    )
     payload: Any
     target: Target
     timeout_s: int
@@ -172,7 +175,8 @@ class JobResponse(BaseModel):
     version: int
 
     @classmethod
-    def from_job(cls, job: Job, waiting: Waiting | None = None) -> JobResponse:
+    def from_job(cls, job: Job, waiting: Waiting | None = None, *, last_run_at: int | None) -> JobResponse:
+        """``last_run_at``: when it last ran (:func:`punctual.jobs.runs.last_run_times`)."""
         return cls(
             id=job.id,
             name=job.name,
@@ -183,7 +187,7 @@ class JobResponse(BaseModel):
             depends_on=job.depends_on,
             dependencies=None if waiting is None else DependencyStatus.from_waiting(waiting),
             next_run_at=iso(job.next_run_at),
-            last_run_at=iso(job.last_run_at),
+            last_run_at=iso(last_run_at),
             payload=job.payload,
             target=job.target.redacted() if isinstance(job.target, HttpTarget) else job.target,
             timeout_s=job.timeout_s,

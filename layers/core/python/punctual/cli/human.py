@@ -20,8 +20,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from punctual.cli import dependency_tree, output, replay
+from punctual.cli import dependency_tree, follow, output, replay
 from punctual.cli.client import DEFAULT_URL, ApiError, Client, CliError, api_key, api_url
+from punctual.errors import HasDependents
 
 # -- registration ---------------------------------------------------------------------------------
 
@@ -55,12 +56,21 @@ def register(subparsers: Any) -> None:
         action.set_defaults(func=_command(func))
 
     runs: argparse.ArgumentParser = subparsers.add_parser(
-        "runs", parents=[common], help="list a job's runs; or replay runs: punctual runs replay --from 6h --dry-run"
+        "runs",
+        parents=[common],
+        help="list a job's runs, newest first (--follow: as they happen); or: punctual runs replay --from 6h",
     )
     runs.add_argument("job_id", metavar="JOB_ID", help="the job; or replay, to start runs again (--from, --to, ...)")
     runs.add_argument("--state", action="append", help="only runs in this state (repeatable)")
     runs.add_argument("--limit", type=int, default=50, help="page size (1-100)")
     runs.add_argument("--cursor", help="next page (printed under the table)")
+    runs.add_argument(
+        "--follow", action="store_true", help="keep printing new and changed runs, oldest first, until Ctrl-C"
+    )
+    runs.add_argument(
+        "--interval", type=float, default=follow.DEFAULT_INTERVAL_S, help="with --follow: seconds between polls"
+    )
+    runs.add_argument("--for", dest="for_s", type=float, metavar="SECONDS", help="with --follow: stop after this long")
     replay.add_arguments(runs)
     runs.set_defaults(func=_command(cmd_runs))
 
@@ -166,7 +176,12 @@ def cmd_jobs_trigger(client: Client, args: argparse.Namespace) -> None:
 
 
 def cmd_jobs_delete(client: Client, args: argparse.Namespace) -> None:
-    client.call("DELETE", f"/jobs/{args.job_id}", params={"force": "true"} if args.force else None)
+    try:
+        client.call("DELETE", f"/jobs/{args.job_id}", params={"force": "true"} if args.force else None)
+    except ApiError as exc:
+        if exc.code == HasDependents.code:  # the API names its query parameter; here the flag is --force
+            exc.message = exc.message.replace(HasDependents.FORCE, "--force")
+        raise
     output.emit(args, {"id": args.job_id, "deleted": True}, lambda: print(f"Deleted {args.job_id}."))
 
 
@@ -183,6 +198,12 @@ def cmd_runs(client: Client, args: argparse.Namespace) -> None:
     params: dict[str, Any] = {"limit": args.limit}
     if args.state:
         params["state"] = args.state
+    if args.follow and (args.cursor or args.interval <= 0 or (args.for_s is not None and args.for_s <= 0)):
+        raise CliError("--follow follows the newest runs: no --cursor, and --interval and --for above 0")
+    if args.follow:
+        session = follow.Follow(client, args.job_id, params, as_json=args.json)
+        follow.follow(session, interval_s=args.interval, for_s=args.for_s)
+        return
     if args.cursor:
         params["cursor"] = args.cursor
     page = client.call("GET", f"/jobs/{args.job_id}/runs", params=params)
@@ -221,6 +242,10 @@ def build_spec(args: argparse.Namespace) -> dict[str, Any]:
         "priority": args.priority,
     }
     spec.update({k: v for k, v in flags.items() if v is not None})
+    if args.when is not None and not args.after:  # --when says which upstream runs release the job
+        if args.schedule is not None or run_at is not None or not isinstance(spec.get("depends_on"), dict):
+            raise CliError("--when applies only to a dependent job: give --after JOB_ID (or a --file with depends_on)")
+        spec["depends_on"] = {**spec["depends_on"], "when": args.when}
     if args.after:
         spec["depends_on"] = {"jobs": args.after, "when": args.when or "succeeded"}
     for given, others in ((args.schedule, ("run_at", "depends_on")), (run_at, ("schedule", "depends_on"))):

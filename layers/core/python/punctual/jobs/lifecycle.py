@@ -156,7 +156,8 @@ def _refuse_if_depended_on(reads: EdgeReads, job_id: str) -> None:
     if dependents:
         names = ", ".join(d.id for d in dependents[:5]) + (" ..." if len(dependents) > 5 else "")
         raise HasDependents(
-            f"{len(dependents)} job(s) depend on {job_id} ({names}); delete them first, or delete with force=true",
+            f"{len(dependents)} job(s) depend on {job_id} ({names}); delete them first,"
+            f" or delete with {HasDependents.FORCE} (they stay valid and wait)",
             field="job_id",
             details=[{"field": "depends_on", "message": d.id} for d in dependents],
         )

@@ -30,10 +30,11 @@ from punctual.port.records import (
     SlotOutcome,
     Tenant,
 )
+from punctual.port.run_reads import RunReads
 from punctual.port.stats import OpenRuns, RunStats
 
 
-class Store(OutcomeStore, ABC):
+class Store(RunReads, OutcomeStore, ABC):
     """Jobs, runs, shard leases and alerts. Every conditional write of the system lives below this."""
 
     shards: int  # number of due-index shards this store was created with
@@ -269,8 +270,7 @@ class Store(OutcomeStore, ABC):
 
         Qualifies if the shard has no lease, its lease expired (``expires_at < now``), ``owner``
         already holds it, or an earlier generation of ``owner`` holds it (``rules.succeeds``: the
-        scheduler Lambda's hand-over). The epoch increases when the owner changes. None if held by
-        another owner.
+        scheduler Lambda's hand-over). The epoch increases when the owner changes. None if held by another owner.
         """
 
     @abstractmethod
