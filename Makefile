@@ -22,7 +22,7 @@ run: $(STAMP)
 	$(BIN)/punctual dev
 
 test: lint $(STAMP) $(NPM_STAMP) $(CHROMIUM) $(NGINX) $(CHECKOV_STAMP)
-	$(BIN)/python -m pytest -q -p no:cacheprovider
+	$(BIN)/python tests/parallel.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

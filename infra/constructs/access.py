@@ -69,7 +69,7 @@ TABLE_ACCESS: Mapping[str, Mapping[str, TableAccess]] = {
         "runs": TableAccess((GET, QUERY, PUT)),
         # GET /alerts reads the owner's alerts; tenant limits (GET /limits, /admin/tenants); job
         # dependencies: reverse edges written (put) and retired (update + TTL), the owner's graph
-        # sequence (update), release records read; GET /stats' run counters: API_STATS_COUNTERS;
+        # sequence (update), release records read; GET /stats' run counters (one query per shard);
         # calendars: put (compare-and-set), read, listed (query), deleted (marked, then TTL)
         "leases": TableAccess((GET, QUERY, PUT, UPDATE)),
     },
@@ -83,23 +83,27 @@ TABLE_ACCESS: Mapping[str, Mapping[str, TableAccess]] = {
         "leases": TableAccess((GET, QUERY, UPDATE)),
     },
     WORKER: {
-        # the job's target, payload and retry policy (one, or a batch's jobs at once)
-        "jobs": TableAccess((GET, BATCH_GET)),
+        # the job's target, payload and retry policy (one, or a batch's jobs at once); a failure streak
+        # pauses its job (pause_after_failures: one conditional update of the job's head)
+        "jobs": TableAccess((GET, BATCH_GET, UPDATE)),
         # lease, heartbeat and finish are conditional updates of an existing run; overlap forbid/replace
         # reads the job's earlier runs (query); a finish inserts the runs it releases for dependent jobs
         # (punctual.dependencies.release)
         "runs": TableAccess((GET, QUERY, PUT, UPDATE)),
         # owner alerts for dead runs, per-owner running counters, dependency release records, tenant
-        # limits, concurrency slots and rate windows (punctual.tenancy)
+        # limits, concurrency slots and rate windows (punctual.tenancy), the notifications runs owe (put)
         "leases": TableAccess((GET, QUERY, PUT, UPDATE)),
     },
     REAPER: {
-        "jobs": TableAccess((GET,)),
+        # a burial's failure streak pauses its job (pause_after_failures), as a worker's does
+        "jobs": TableAccess((GET, UPDATE)),
         # past-deadline runs from the open-runs index, read in batches; requeue or dead-letter them
-        # (compare-and-set); a burial inserts the runs it releases for dependent jobs (put)
-        "runs": TableAccess((GET, BATCH_GET, PUT, UPDATE), indexes=(resources.OPEN_INDEX.name,)),
-        # owner alerts; run counters of the runs it closes; frees leaked tenant concurrency slots
-        "leases": TableAccess((GET, QUERY, PUT, UPDATE)),
+        # (compare-and-set); a burial inserts the runs it releases for dependent jobs (put) and reads
+        # the job's ended runs for its failure streak and notify's recovery (query)
+        "runs": TableAccess((GET, BATCH_GET, QUERY, PUT, UPDATE), indexes=(resources.OPEN_INDEX.name,)),
+        # owner alerts; run counters of the runs it closes; frees leaked tenant concurrency slots; the
+        # notification outbox: due ones from the outbox index, each read, tried and updated
+        "leases": TableAccess((GET, QUERY, PUT, UPDATE), indexes=(resources.OUTBOX_INDEX.name,)),
     },
 }
 
@@ -107,22 +111,21 @@ TABLE_ACCESS: Mapping[str, Mapping[str, TableAccess]] = {
 # The reaper of a stack without the open index: the same runs row, sweeping the table with Scan
 # instead of querying the index (derived, so the two cannot drift apart: issue 27, item 4).
 REAPER_WITHOUT_OPEN_INDEX = TableAccess((*TABLE_ACCESS[REAPER]["runs"].actions, SCAN))
-# GET /stats' run counters (``stats_counters``): the owner's minute counters, read in one batch.
-API_STATS_COUNTERS = TableAccess((*TABLE_ACCESS[API]["leases"].actions, BATCH_GET))
+# GET /stats' backlog with the open index: the due rows of the open index, then the caller's open
+# runs among them in one batch (engines/aws/deadlines.py, open_runs); without the index it is not counted.
+API_OPEN_RUNS = TableAccess((*TABLE_ACCESS[API]["runs"].actions, BATCH_GET), indexes=(resources.OPEN_INDEX.name,))
 # A worker that pre-leases (the Fargate tier: PUNCTUAL_PRELEASE_S > 0) reads the runs it holds before
 # their instant in one batch (punctual.execution.batch.hold); Lambda workers never pre-lease.
 WORKER_PRELEASING = TableAccess((*TABLE_ACCESS[WORKER]["runs"].actions, BATCH_GET))
 
 
-def table_access(
-    component: str, *, open_index: bool = True, stats_counters: bool = True, prelease: bool = False
-) -> dict[str, TableAccess]:
+def table_access(component: str, *, open_index: bool = True, prelease: bool = False) -> dict[str, TableAccess]:
     """``component``'s rows of ``TABLE_ACCESS`` for a stack deployed with these options."""
     rows = dict(TABLE_ACCESS[component])
     if component == REAPER and not open_index:
         rows["runs"] = REAPER_WITHOUT_OPEN_INDEX
-    if component == API and stats_counters:
-        rows["leases"] = API_STATS_COUNTERS
+    if component == API and open_index:
+        rows["runs"] = API_OPEN_RUNS
     if component == WORKER and prelease:
         rows["runs"] = WORKER_PRELEASING
     return rows
@@ -134,11 +137,10 @@ def grant_tables(
     tables: Mapping[str, dynamodb.ITable],
     *,
     open_index: bool = True,
-    stats_counters: bool = True,
     prelease: bool = False,
 ) -> None:
     """Grant ``role`` the rows of ``component`` (:func:`table_access`) on ``tables`` (logical name -> table)."""
-    rows = table_access(component, open_index=open_index, stats_counters=stats_counters, prelease=prelease)
+    rows = table_access(component, open_index=open_index, prelease=prelease)
     for logical_name, access in rows.items():
         table = tables[logical_name]
         role.add_to_principal_policy(iam.PolicyStatement(actions=list(access.actions), resources=[table.table_arn]))

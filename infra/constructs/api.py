@@ -88,7 +88,7 @@ class Api(Construct):
             # Workers cannot take the API's executions under overload (infra.config, concurrency isolation).
             reserved_concurrency=shared.config.api_reserved_concurrency,
         )
-        access.grant_tables(self.handler.role, access.API, shared.tables, stats_counters=shared.config.stats_counters)
+        access.grant_tables(self.handler.role, access.API, shared.tables, open_index=shared.config.open_index)
         dispatch_queue.grant(self.handler.role, *access.SEND)  # POST /jobs/{id}/trigger
         for queue in (dispatch_queue, dead_letter_queue):  # GET /stats: queue depth and dead letters
             queue.grant(self.handler.role, *access.QUEUE_DEPTH)

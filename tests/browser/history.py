@@ -9,6 +9,7 @@ from punctual.api.auth import DEFAULT_DEV_OWNER
 from punctual.cli.common import engine_from_settings
 from punctual.config import Settings
 from punctual.model import Attempt, AttemptOutcome, Run, RunState, Trigger
+from punctual.port import RunChange
 
 DAY_MS = 86_400_000
 MINUTE_MS = 60_000
@@ -91,5 +92,66 @@ def write(data_dir: Path, runs: list[Run]) -> None:
     try:
         inserted = engine.store.insert_runs(runs)
         assert all(inserted), "history runs must be new"
+    finally:
+        engine.close()
+
+
+def waiting_run(job_id: str, scheduled_at: int, reason: str, now: int) -> Run:
+    """A due run that waits for ``reason`` (its note, as a worker writes it), left alone by the
+    reaper for an hour (its deadline) and never queued: it waits until the test starts it."""
+    return Run(
+        job_id=job_id,
+        scheduled_at=scheduled_at,
+        owner=DEFAULT_DEV_OWNER,
+        state=RunState.SCHEDULED,
+        trigger=Trigger.SCHEDULE,
+        deadline_at=now + 3_600_000,
+        created_at=scheduled_at - 2_000,
+        expires_at=(now + 30 * DAY_MS) // 1000,
+        note=f"waiting: {reason}",
+    )
+
+
+def retried_history(job_id: str, now: int) -> list[Run]:
+    """Four runs a minute apart: fine; a timeout then a success (a retry); failed twice (dead); fine."""
+    runs = []
+    ok = {"status_code": 200}
+    failed = {"status_code": 500, "error": "HTTP 500"}
+    for back, shape in ((4, "ok"), (3, "retried"), (2, "dead"), (1, "ok")):
+        at = now - now % MINUTE_MS - back * MINUTE_MS
+        start = at + 40
+        if shape == "retried":
+            attempts = [
+                _attempt(1, start, 8_000, AttemptOutcome.TIMEOUT, error="timed out after 8 s"),
+                _attempt(2, start + 10_000, 2_000, AttemptOutcome.SUCCEEDED, **ok),
+            ]
+            runs.append(_run(job_id, at, 40, attempts, RunState.SUCCEEDED))
+        elif shape == "dead":
+            attempts = [
+                _attempt(1, start, 500, AttemptOutcome.FAILED, **failed),
+                _attempt(2, start + 5_500, 700, AttemptOutcome.FAILED, **failed),
+            ]
+            runs.append(_run(job_id, at, 40, attempts, RunState.DEAD))
+        else:
+            runs.append(
+                _run(job_id, at, 40, [_attempt(1, start, 1_500, AttemptOutcome.SUCCEEDED, **ok)], RunState.SUCCEEDED)
+            )
+    return runs
+
+
+def start_and_finish(data_dir: Path, run: Run, now: int) -> None:
+    """What a worker does once ``run``'s limit lets it start: lease (the note goes), then succeed
+    (the attempt's log keeps what it waited for)."""
+    _, engine = engine_from_settings(Settings(data_dir=str(data_dir)))
+    try:
+        store = engine.store
+        leased = store.lease_run(run.job_id, run.scheduled_at, "worker-1", now, 60_000)
+        assert leased.run is not None and leased.run.note is None
+        waited = (run.note or "").removeprefix("waiting: ")
+        record = _attempt(1, now, 300, AttemptOutcome.SUCCEEDED, status_code=200, waited=waited)
+        change = RunChange(
+            state=RunState.SUCCEEDED, now=now + 300, deadline_at=now + 300, finished_at=now + 300, append=record
+        )
+        store.finish_run(run.job_id, run.scheduled_at, "worker-1", 1, change)
     finally:
         engine.close()

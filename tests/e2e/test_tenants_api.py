@@ -5,6 +5,7 @@ against the OpenAPI document (see conftest)."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 
 import pytest
@@ -172,3 +173,61 @@ def test_a_waiting_run_says_why_wherever_it_is_listed(stack: Stack, capsys: pyte
     assert shown["attempts"][0]["waited"] == "max_runs_per_minute 1"
     assert main(["run", waiting.run_id, *cli]) == 0
     assert "max_runs_per_minute 1" in capsys.readouterr().out
+
+
+# -- a job's priority and keyed limits (docs/api.md, Priority and Keyed limits) --------------------
+
+
+def test_priority_and_keyed_limits_round_trip_through_the_cli_and_the_api(
+    stack: Stack, capsys: pytest.CaptureFixture[str]
+) -> None:
+    owner = stack.client()
+    cli = ["--api-url", stack.url, "--api-key", owner.key or ""]
+    create = ["jobs", "create", "--name", "keyed", "--schedule", "0 * * * *", "--url", "https://example.com/hook"]
+    limit = "key=customer:{payload.customer_id},max_concurrency=2"
+    more = ["--payload", '{"customer_id": 42}', "--priority", "9", "--limit", limit, "--json"]
+    assert main([*create, *more, *cli]) == 0
+    job_id = json.loads(capsys.readouterr().out)["id"]
+    job = owner.get(f"/jobs/{job_id}").json()
+    assert job["priority"] == 9
+    assert job["limits"] == [
+        {"key": "customer:{payload.customer_id}", "max_concurrency": 2, "max_runs_per_minute": None}
+    ]
+    assert main(["jobs", "get", job_id, *cli]) == 0
+    assert "key=customer:{payload.customer_id},max_concurrency=2" in capsys.readouterr().out
+    # a bad key is a 422 naming it, and changes nothing; null puts priority back to 5
+    bad = owner.request("PATCH", f"/jobs/{job_id}", json={"limits": [{"key": "{customer}", "max_concurrency": 1}]})
+    assert bad.status_code == 422 and error_of(bad)["details"][0]["field"] == "limits.0.key"
+    assert owner.get(f"/jobs/{job_id}").json()["limits"] == job["limits"]
+    patched = owner.request("PATCH", f"/jobs/{job_id}", json={"priority": None, "limits": None}).json()
+    assert patched["priority"] == 5 and patched["limits"] == []
+
+
+def test_a_run_waiting_for_a_keyed_limit_says_which(stack: Stack) -> None:
+    owner = stack.client()
+    limits = [{"key": "upstream-api", "max_runs_per_minute": 1}]
+    job_ids = [owner.create(schedule="0 0 1 1 *", limits=limits)["id"] for _ in range(2)]
+    store, now = stack.engine.store, stack.clock.now_ms()
+    runs = [Run(job_id=j, scheduled_at=now, owner=owner.owner, deadline_at=now + 600_000, created_at=now)
+            for j in job_ids]  # fmt: skip
+    store.insert_runs(runs)
+    stack.engine.queue.send([Dispatch(r.run_id, r.scheduled_at) for r in runs])
+    gate = Gate(store, LimitCache(store, UNLIMITED, stack.clock, ttl_ms=0), stack.clock)
+    deliveries: list[Delivery] = []
+    for _ in range(20):  # bounded: moto's queue may take a moment
+        deliveries += stack.engine.queue.receive(10, 60, 0.2)
+        if len(deliveries) >= 2:
+            break
+
+    def deliver(delivery: Delivery) -> Outcome:
+        return process_delivery(
+            delivery, store=store, queue=stack.engine.queue, targets=_Ok(), clock=stack.clock,  # type: ignore[arg-type]
+            worker_id="w", gate=gate,
+        )  # fmt: skip
+
+    outcomes = [deliver(d) for d in deliveries]
+    # the two jobs share the key's one start a minute: the second run waits, and says for which key
+    assert sorted(outcomes) == [Outcome.SUCCEEDED, Outcome.THROTTLED]
+    waiting = next(r for r in runs if store.get_run(r.job_id, now).state is RunState.SCHEDULED)
+    shown = owner.get(f"/runs/{waiting.run_id}").json()
+    assert shown["note"] == "waiting: limit upstream-api max_runs_per_minute 1"

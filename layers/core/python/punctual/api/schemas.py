@@ -13,23 +13,28 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from punctual.clock import from_datetime, iso
-from punctual.dependencies.graph import Graph, Node, Waiting
+from punctual.dependencies.graph import Waiting
 from punctual.model import (
     MAX_BACKFILL,
     MAX_JITTER_S,
+    MAX_PAUSE_AFTER_FAILURES,
     MAX_RETRIES,
     MAX_TIMEOUT_S,
     WHOLE,
     Attempt,
     AttemptOutcome,
     Catchup,
-    DependencyWhen,
     DependsOn,
     HttpTarget,
     Job,
+    JobLimit,
     JobName,
     JobSpec,
     JobStatus,
+    Notification,
+    NotificationState,
+    Notify,
+    NotifyEvent,
     Overlap,
     RetryPolicy,
     Rfc3339,
@@ -38,6 +43,7 @@ from punctual.model import (
     Target,
     Trigger,
 )
+from punctual.model.limits import MAX_JOB_LIMITS, Priority
 from punctual.model.timing import DstRepeated, DstSkipped, JobCalendar
 
 IsoTime = Annotated[
@@ -52,6 +58,16 @@ IsoTime = Annotated[
 JobCreate = JobSpec  # the body of POST /jobs is exactly the domain's spec
 
 
+def _required_never_null(schema: dict[str, Any]) -> None:
+    """A merge patch's null resets a field to its default; ``name`` and ``target`` have none (a null
+    is 422, field required), so the document does not offer null for them."""
+    for name in ("name", "target"):
+        prop = schema["properties"][name]
+        kept = [option for option in prop.pop("anyOf") if option != {"type": "null"}]
+        prop.pop("default", None)
+        prop.update(kept[0])
+
+
 class JobPatch(BaseModel):
     """A partial job spec (JSON merge patch): present fields replace, ``null`` resets to the default.
 
@@ -60,7 +76,7 @@ class JobPatch(BaseModel):
     The merged job is validated as a whole.
     """
 
-    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
+    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True, json_schema_extra=_required_never_null)
     name: JobName | None = None
     schedule: Annotated[str, Field(min_length=1, max_length=256)] | None = None
     timezone: Annotated[str, Field(min_length=1, max_length=64)] | None = None
@@ -78,10 +94,22 @@ class JobPatch(BaseModel):
     overlap: Overlap | None = None
     catchup: Catchup | None = None
     max_backfill: Annotated[int, Field(strict=True, ge=1, le=MAX_BACKFILL), WHOLE] | None = None
+    pause_after_failures: Annotated[int, Field(strict=True, ge=1, le=MAX_PAUSE_AFTER_FAILURES), WHOLE] | None = None
+    notify: Notify | None = None
+    priority: Priority | None = None
+    limits: Annotated[list[JobLimit], Field(max_length=MAX_JOB_LIMITS)] | None = None
 
     def changes(self) -> dict[str, Any]:
         """The fields the client sent (explicit nulls included), as plain JSON-like values."""
         return self.model_dump(mode="json", include=self.model_fields_set)
+
+
+class LimitView(BaseModel):
+    """A keyed limit as a job shows it: a number not given is null."""
+
+    key: str
+    max_concurrency: int | None
+    max_runs_per_minute: int | None
 
 
 class UpstreamRun(BaseModel):
@@ -128,7 +156,10 @@ class JobResponse(BaseModel):
         default=None, description="GET /jobs/{id} of a job with depends_on: what it is still waiting for"
     )
     next_run_at: IsoTime | None = Field(description="when it is due next; null unless active")
-    last_run_at: IsoTime | None = Field(description="scheduled time of the newest run the scheduler created")
+    last_run_at: IsoTime | None = Field(
+        description="scheduled time of its newest run due by now, from its schedule, a trigger or a dependency"
+        " release (not whether it started: its runs say that); null before its first run"
+    )
     payload: Any
     target: Target
     timeout_s: int
@@ -138,12 +169,20 @@ class JobResponse(BaseModel):
     overlap: Overlap
     catchup: Catchup
     max_backfill: int
+    pause_after_failures: int | None = Field(default=None, description="runs in a row that end failed or dead pause it")
+    notify: Notify | None = Field(default=None, description="the webhook told of its run outcomes")
+    paused_after: str | None = Field(
+        default=None, description="the run whose failure streak paused it (pause_after_failures); cleared by a resume"
+    )
+    priority: int = Field(description="0-9, higher first among this owner's runs competing for a limit")
+    limits: list[LimitView] = Field(description="keyed ceilings its runs share (docs/api.md, Keyed limits)")
     created_at: IsoTime
     updated_at: IsoTime
     version: int
 
     @classmethod
-    def from_job(cls, job: Job, waiting: Waiting | None = None) -> JobResponse:
+    def from_job(cls, job: Job, waiting: Waiting | None = None, *, last_run_at: int | None) -> JobResponse:
+        """``last_run_at``: when it last ran (:func:`punctual.jobs.runs.last_run_times`)."""
         return cls(
             id=job.id,
             name=job.name,
@@ -157,7 +196,7 @@ class JobResponse(BaseModel):
             depends_on=job.depends_on,
             dependencies=None if waiting is None else DependencyStatus.from_waiting(waiting),
             next_run_at=iso(job.next_run_at),
-            last_run_at=iso(job.last_run_at),
+            last_run_at=iso(last_run_at),
             payload=job.payload,
             target=job.target.redacted() if isinstance(job.target, HttpTarget) else job.target,
             timeout_s=job.timeout_s,
@@ -167,58 +206,14 @@ class JobResponse(BaseModel):
             overlap=job.overlap,
             catchup=job.catchup,
             max_backfill=job.max_backfill,
+            pause_after_failures=job.pause_after_failures,
+            notify=job.notify,
+            paused_after=job.paused_after,
+            priority=job.priority,
+            limits=[LimitView(**limit.model_dump()) for limit in job.limits],
             created_at=_iso(job.created_at),
             updated_at=_iso(job.updated_at),
             version=job.version,
-        )
-
-
-class GraphJob(BaseModel):
-    """A job in a dependency graph, with its newest run."""
-
-    id: str
-    name: str
-    status: JobStatus
-    last_run_id: str | None
-    last_run_state: RunState | None
-    last_run_at: IsoTime | None = Field(description="scheduled time of its newest run")
-
-    @classmethod
-    def from_node(cls, node: Node) -> GraphJob:
-        run = node.last_run
-        return cls(
-            id=node.job.id,
-            name=node.job.name,
-            status=node.job.status,
-            last_run_id=None if run is None else run.run_id,
-            last_run_state=None if run is None else run.state,
-            last_run_at=None if run is None else _iso(run.scheduled_at),
-        )
-
-
-class GraphEdge(BaseModel):
-    upstream: str = Field(description="the job that runs first")
-    dependent: str = Field(description="the job its runs release")
-    when: DependencyWhen
-
-
-class JobGraph(BaseModel):
-    """A job with every job it depends on (upstream) and every job that depends on it (downstream)."""
-
-    job: GraphJob
-    upstream: list[GraphJob]
-    downstream: list[GraphJob]
-    edges: list[GraphEdge]
-    truncated: bool = Field(description="the graph has more jobs than one response shows")
-
-    @classmethod
-    def from_graph(cls, graph: Graph) -> JobGraph:
-        return cls(
-            job=GraphJob.from_node(graph.job),
-            upstream=[GraphJob.from_node(n) for n in graph.upstream],
-            downstream=[GraphJob.from_node(n) for n in graph.downstream],
-            edges=[GraphEdge(upstream=e.upstream_id, dependent=e.dependent_id, when=e.when) for e in graph.edges],
-            truncated=graph.truncated,
         )
 
 
@@ -250,6 +245,39 @@ class AttemptResponse(BaseModel):
         )
 
 
+class NotificationTryResponse(BaseModel):
+    """One try to deliver a run's notification."""
+
+    number: int
+    at: IsoTime
+    status_code: int | None
+    error: str | None
+
+
+class NotificationResponse(BaseModel):
+    """What a run's outcome told its job's ``notify`` webhook (one signed POST, at least once)."""
+
+    events: list[NotifyEvent]
+    url: str
+    state: NotificationState
+    next_try_at: IsoTime | None = Field(description="when a pending notification is tried again")
+    tries: list[NotificationTryResponse]
+
+    @classmethod
+    def from_notification(cls, notification: Notification) -> NotificationResponse:
+        pending = notification.state is NotificationState.PENDING
+        return cls(
+            events=notification.events,
+            url=notification.url,
+            state=notification.state,
+            next_try_at=iso(notification.next_at) if pending else None,
+            tries=[
+                NotificationTryResponse(number=t.number, at=_iso(t.at), status_code=t.status_code, error=t.error)
+                for t in notification.tries
+            ],
+        )
+
+
 class RunResponse(BaseModel):
     """One run of a job, with its attempts (the run's logs)."""
 
@@ -271,10 +299,14 @@ class RunResponse(BaseModel):
     released_by: list[str] | None = Field(
         default=None, description="trigger dependency: the upstream runs that released it"
     )
+    replay_of: str | None = Field(default=None, description="trigger replay: the run it replays")
     attempts: list[AttemptResponse]
+    notification: NotificationResponse | None = Field(
+        default=None, description="GET /runs/{id}: what its job's notify webhook was told of it, with every try"
+    )
 
     @classmethod
-    def from_run(cls, run: Run) -> RunResponse:
+    def from_run(cls, run: Run, notification: Notification | None = None) -> RunResponse:
         return cls(
             run_id=run.run_id,
             job_id=run.job_id,
@@ -289,7 +321,9 @@ class RunResponse(BaseModel):
             next_attempt_at=iso(run.next_attempt_at),
             note=run.note,
             released_by=run.released_by,
+            replay_of=run.replay_of,
             attempts=[AttemptResponse.from_attempt(a) for a in run.attempts],
+            notification=None if notification is None else NotificationResponse.from_notification(notification),
         )
 
 

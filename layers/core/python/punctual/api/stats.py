@@ -1,10 +1,16 @@
 """``GET /stats``: the caller's operational figures, aggregated by the engine (read-only).
 
-Runs per minute by outcome and the start-lateness histogram (p50/p99) come from
-``Store.run_stats`` (the engine counts; nothing here reads runs one by one). The queue figures
-and the clock skew are the deployment's, the same for every owner: the depth of the dispatch
-queue and of its dead-letter queue, and this API host's clock against the storage service's
-(AWS ``Date`` headers; null on the embedded engine, where one clock serves everything).
+Runs by outcome per bucket (a minute up to a 6 h window; 5 min, 15 min or an hour for windows up
+to 24 h, 3 days and 7 days: ``port.stats.bucket_minutes``) and the start-lateness histogram
+(p50/p99) come from ``Store.run_stats`` (the engine counts; nothing here reads runs one by one).
+The caller's backlog (its due runs waiting and executing now) comes from ``Store.open_runs``.
+
+The queue figures are the deployment's, shared by every owner, so they are answered to operators
+only (``Settings.admin_principals``) and are null for everyone else (a queue's depth tells one
+owner how busy the others are): the depth of the dispatch queue and of its dead-letter queue. The
+clock skew is this API host's clock against the storage service's (AWS ``Date`` headers; null on
+the embedded engine, where one clock serves everything): a fact about the hosts, not about any
+owner's runs, answered to all.
 
 A deployment may keep no run figures (``-c stats_counters=false`` on AWS: counting costs a write
 unit per run there). Then ``runs_counted`` is false and ``totals``, ``per_minute`` and
@@ -15,6 +21,7 @@ A Powertools :class:`Router` that ``punctual.api.app`` includes (it shares the a
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Annotated, Any
 
 from aws_lambda_powertools.event_handler.api_gateway import Router
@@ -27,15 +34,16 @@ from punctual.api.schemas import IsoTime
 from punctual.clock import iso
 from punctual.port import stats as rs
 
-MAX_MINUTES = 360  # the aws engine reads minutes x 8 counter items: 6 h is ~29 BatchGetItem requests
+MAX_MINUTES = rs.MAX_WINDOW_MINUTES  # 7 days: the aws engine reads it in 8 Queries (engines/aws/stats.py)
+OPEN_RUNS_READ = 1_000  # the caller's open runs counted at most (beyond: lower bounds, complete=false)
 
 router = Router()  # type: ignore[no-untyped-call]  # Powertools leaves __init__ unannotated
 
 
 class MinuteCounts(BaseModel):
-    """Runs that turned terminal in one minute, by outcome."""
+    """Runs that turned terminal in one bucket (``bucket_minutes`` long, from ``minute``), by outcome."""
 
-    minute: IsoTime
+    minute: IsoTime = Field(description="the start of the bucket")
     succeeded: int = 0
     failed: int = 0
     dead: int = 0
@@ -61,21 +69,40 @@ class QueueFigures(BaseModel):
     dead_letters: int | None = Field(description="approximate messages in the dead-letter queue")
 
 
+class OpenRunCounts(BaseModel):
+    """The caller's due runs now: waiting to start (or between attempts) and executing."""
+
+    waiting: int = Field(description="scheduled or retrying, due (scheduled_at <= now), not executing")
+    executing: int = Field(description="running: an attempt is under way")
+    complete: bool = Field(description="false when the engine stopped counting at its bound: lower bounds")
+
+
 class Stats(BaseModel):
-    """The caller's runs that turned terminal in ``[since, until)``, and the deployment's queues."""
+    """The caller's runs that turned terminal in ``[since, until)``, its backlog, and (operators
+    only) the deployment's queues."""
 
     since: IsoTime
     until: IsoTime
+    bucket_minutes: int = Field(
+        description="minutes in each per_minute entry: 1 up to a 360-minute window, then 5 (24 h), 15 (3 days), 60"
+    )
     runs_counted: bool = Field(
         description="false when the deployment keeps no run figures (stats_counters=false):"
         " totals, per_minute and lateness are then null"
     )
     totals: dict[str, int] | None = Field(description="runs per terminal state over the window (null: not counted)")
     per_minute: list[MinuteCounts] | None = Field(
-        description="every minute of the window, oldest first (null: not counted)"
+        description="every bucket of the window (bucket_minutes each), oldest first (null: not counted)"
     )
     lateness: Lateness | None = Field(description="start lateness of the runs counted (null: not counted)")
-    queue: QueueFigures
+    open_runs: OpenRunCounts | None = Field(
+        description="the caller's due runs waiting and executing now (null: the engine cannot count them,"
+        " the aws engine without its open index)"
+    )
+    queue: QueueFigures | None = Field(
+        description="the deployment's queues, shared by every owner: answered to operators"
+        " (PUNCTUAL_ADMIN_PRINCIPALS) only, null for owners"
+    )
     clock_skew_ms: int | None = Field(description="storage service clock minus this host's; null on embedded")
 
 
@@ -87,54 +114,56 @@ class Stats(BaseModel):
     responses=openapi.responses({200: ("The figures", Stats)}, openapi.LIST_ERRORS),
 )
 def get_stats(
-    minutes: Annotated[int, Query(ge=1, le=MAX_MINUTES, description="window: the last N minutes")] = 60,
+    minutes: Annotated[
+        int, Query(ge=1, le=MAX_MINUTES, description="window: the last N minutes (up to 10080, 7 days)")
+    ] = 60,
 ) -> Stats:
     services, owner = _caller()
-    since, until = rs.window(services.clock.now_ms(), minutes)
+    now = services.clock.now_ms()
+    bucket = rs.bucket_minutes(minutes)
+    since, until = rs.window(now, minutes, bucket)
     figures = services.store.run_stats(owner, since, until)
-    queue = QueueFigures(depth=_depth(services.queue), dead_letters=_depth(services.dead_letters))
-    if figures is None:
-        return not_counted(since, until, queue=queue, skew=_skew(services))
-    return to_stats(figures, depth=queue.depth, dead_letters=queue.dead_letters, skew=_skew(services))
-
-
-def not_counted(since: int, until: int, *, queue: QueueFigures, skew: int | None) -> Stats:
-    """The answer of a deployment that keeps no run figures: the run fields unavailable (null)."""
-    return Stats(
+    backlog = services.store.open_runs(owner, now, OPEN_RUNS_READ)
+    queue = None
+    if owner in services.settings.admins:
+        queue = QueueFigures(depth=_depth(services.queue), dead_letters=_depth(services.dead_letters))
+    answer = Stats(
         since=iso(since) or "",
         until=iso(until) or "",
-        runs_counted=False,
+        bucket_minutes=bucket,
+        runs_counted=figures is not None,
         totals=None,
         per_minute=None,
         lateness=None,
+        open_runs=None if backlog is None else OpenRunCounts(**asdict(backlog)),
         queue=queue,
-        clock_skew_ms=skew,
+        clock_skew_ms=_skew(services),
     )
+    return answer if figures is None else counted(answer, figures, bucket)
 
 
-def to_stats(figures: rs.RunStats, *, depth: int | None, dead_letters: int | None, skew: int | None) -> Stats:
-    per_minute = [
-        MinuteCounts(
-            minute=iso(minute) or "",
-            **{state.value: count for state, count in figures.per_minute.get(minute, {}).items()},
-        )
-        for minute in range(figures.since, figures.until, rs.MINUTE_MS)
-    ]
+def counted(answer: Stats, figures: rs.RunStats, bucket: int) -> Stats:
+    """``answer`` with the run figures of ``figures``, added up per ``bucket`` minutes."""
+    step = bucket * rs.MINUTE_MS
+    per_bucket: list[MinuteCounts] = []
+    for start in range(figures.since, figures.until, step):
+        counts = dict.fromkeys(rs.STATES, 0)
+        for minute in range(start, min(start + step, figures.until), rs.MINUTE_MS):
+            for state, count in figures.per_minute.get(minute, {}).items():
+                counts[state] += count
+        per_bucket.append(MinuteCounts(minute=iso(start) or "", **{s.value: c for s, c in counts.items()}))
     bounds: list[int | None] = [*rs.LATENESS_BOUNDS_MS, None]
-    return Stats(
-        since=iso(figures.since) or "",
-        until=iso(figures.until) or "",
-        runs_counted=True,
-        totals={state.value: count for state, count in figures.totals().items()},
-        per_minute=per_minute,
-        lateness=Lateness(
-            count=figures.started,
-            p50_ms=figures.percentile(50),
-            p99_ms=figures.percentile(99),
-            buckets=[LatenessBucket(le_ms=b, count=c) for b, c in zip(bounds, figures.lateness, strict=True)],
-        ),
-        queue=QueueFigures(depth=depth, dead_letters=dead_letters),
-        clock_skew_ms=skew,
+    return answer.model_copy(
+        update={
+            "totals": {state.value: count for state, count in figures.totals().items()},
+            "per_minute": per_bucket,
+            "lateness": Lateness(
+                count=figures.started,
+                p50_ms=figures.percentile(50),
+                p99_ms=figures.percentile(99),
+                buckets=[LatenessBucket(le_ms=b, count=c) for b, c in zip(bounds, figures.lateness, strict=True)],
+            ),
+        }
     )
 
 

@@ -1,4 +1,4 @@
-"""``punctual bench core|burst|tenants|minute``: measured figures, printed readably or as one JSON object (--json)."""
+"""``punctual bench core|burst|tenants|priority|minute``: measured figures, readably or as one JSON object."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import sys
 import time
 from typing import Any
 
+from punctual.cli import bench_priority
 from punctual.runtime.process import collect_rarely
 
 
@@ -73,6 +74,7 @@ def register(subparsers: Any) -> None:
     tenants.add_argument("--unfair", action="store_true", help="also measure without owner groups (comparison)")
     tenants.add_argument("--json", action="store_true", help="print one JSON object")
     tenants.set_defaults(func=run_tenants)
+    bench_priority.register(kinds)
     aws = kinds.add_parser(
         "aws", help="CPU per run of the async worker and per claim of the scheduler on the aws engine (moto)"
     )

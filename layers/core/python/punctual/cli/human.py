@@ -1,4 +1,5 @@
-"""Job and run commands for humans: ``punctual jobs ...``, ``punctual runs JOB_ID``, ``punctual run RUN_ID``.
+"""Job and run commands for humans: ``punctual jobs ...``, ``punctual runs JOB_ID``, ``punctual run RUN_ID``,
+``punctual runs replay ...`` (``punctual.cli.replay``).
 
 They talk to the HTTP API (``punctual dev`` locally, API Gateway on AWS) like any other client:
 readable tables by default, the API's JSON with ``--json``. An API error prints its message
@@ -19,8 +20,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from punctual.cli import dependency_tree, output
+from punctual.cli import dependency_tree, follow, output, replay
 from punctual.cli.client import DEFAULT_URL, ApiError, Client, CliError, api_key, api_url
+from punctual.errors import HasDependents
 
 # -- registration ---------------------------------------------------------------------------------
 
@@ -64,11 +66,23 @@ def register(subparsers: Any) -> None:
     preview.add_argument("--count", type=int, default=20, help="items to list (1-100)")
     preview.set_defaults(func=_command(cmd_jobs_preview))
 
-    runs: argparse.ArgumentParser = subparsers.add_parser("runs", parents=[common], help="list a job's runs")
-    runs.add_argument("job_id", metavar="JOB_ID")
+    runs: argparse.ArgumentParser = subparsers.add_parser(
+        "runs",
+        parents=[common],
+        help="list a job's runs, newest first (--follow: as they happen); or: punctual runs replay --from 6h",
+    )
+    runs.add_argument("job_id", metavar="JOB_ID", help="the job; or replay, to start runs again (--from, --to, ...)")
     runs.add_argument("--state", action="append", help="only runs in this state (repeatable)")
     runs.add_argument("--limit", type=int, default=50, help="page size (1-100)")
     runs.add_argument("--cursor", help="next page (printed under the table)")
+    runs.add_argument(
+        "--follow", action="store_true", help="keep printing new and changed runs, oldest first, until Ctrl-C"
+    )
+    runs.add_argument(
+        "--interval", type=float, default=follow.DEFAULT_INTERVAL_S, help="with --follow: seconds between polls"
+    )
+    runs.add_argument("--for", dest="for_s", type=float, metavar="SECONDS", help="with --follow: stop after this long")
+    replay.add_arguments(runs)
     runs.set_defaults(func=_command(cmd_runs))
 
     run: argparse.ArgumentParser = subparsers.add_parser("run", parents=[common], help="show a run and its attempts")
@@ -100,6 +114,15 @@ def _add_create(actions: Any, common: argparse.ArgumentParser) -> None:
     create.add_argument("--payload", help="JSON payload sent to the target")
     create.add_argument("--timeout", type=int, help="seconds a run may take (timeout_s)")
     create.add_argument("--max-retries", type=int, help="retries after a failed attempt")
+    create.add_argument("--priority", type=int, help="0-9 (default 5): higher first among your runs at a limit")
+    create.add_argument(
+        "--limit",
+        action="append",
+        dest="limits",
+        metavar="key=KEY,max_concurrency=N|max_runs_per_minute=M",
+        help="a keyed limit (repeatable); KEY may hold {job_id} and {payload.<field>}, e.g."
+        " --limit 'key=customer:{payload.customer_id},max_concurrency=2'",
+    )
     create.add_argument("--idempotency-key", help="retry-safe create: the same key never creates two jobs")
     create.set_defaults(func=_command(cmd_jobs_create))
 
@@ -173,7 +196,12 @@ def cmd_jobs_trigger(client: Client, args: argparse.Namespace) -> None:
 
 
 def cmd_jobs_delete(client: Client, args: argparse.Namespace) -> None:
-    client.call("DELETE", f"/jobs/{args.job_id}", params={"force": "true"} if args.force else None)
+    try:
+        client.call("DELETE", f"/jobs/{args.job_id}", params={"force": "true"} if args.force else None)
+    except ApiError as exc:
+        if exc.code == HasDependents.code:  # the API names its query parameter; here the flag is --force
+            exc.message = exc.message.replace(HasDependents.FORCE, "--force")
+        raise
     output.emit(args, {"id": args.job_id, "deleted": True}, lambda: print(f"Deleted {args.job_id}."))
 
 
@@ -188,9 +216,19 @@ def cmd_jobs_preview(client: Client, args: argparse.Namespace) -> None:
 
 
 def cmd_runs(client: Client, args: argparse.Namespace) -> None:
+    if args.job_id == replay.REPLAY:
+        replay.cmd_replay(client, args)
+        return
+    replay.refuse_replay_flags(args)
     params: dict[str, Any] = {"limit": args.limit}
     if args.state:
         params["state"] = args.state
+    if args.follow and (args.cursor or args.interval <= 0 or (args.for_s is not None and args.for_s <= 0)):
+        raise CliError("--follow follows the newest runs: no --cursor, and --interval and --for above 0")
+    if args.follow:
+        session = follow.Follow(client, args.job_id, params, as_json=args.json)
+        follow.follow(session, interval_s=args.interval, for_s=args.for_s)
+        return
     if args.cursor:
         params["cursor"] = args.cursor
     page = client.call("GET", f"/jobs/{args.job_id}/runs", params=params)
@@ -228,8 +266,13 @@ def build_spec(args: argparse.Namespace) -> dict[str, Any]:
         "dst_skipped": args.dst_skipped,
         "timeout_s": args.timeout,
         "max_retries": args.max_retries,
+        "priority": args.priority,
     }
     spec.update({k: v for k, v in flags.items() if v is not None})
+    if args.when is not None and not args.after:  # --when says which upstream runs release the job
+        if args.schedule is not None or run_at is not None or not isinstance(spec.get("depends_on"), dict):
+            raise CliError("--when applies only to a dependent job: give --after JOB_ID (or a --file with depends_on)")
+        spec["depends_on"] = {**spec["depends_on"], "when": args.when}
     if args.after:
         spec["depends_on"] = {"jobs": args.after, "when": args.when or "succeeded"}
     for given, others in ((args.schedule, ("run_at", "depends_on")), (run_at, ("schedule", "depends_on"))):
@@ -241,6 +284,8 @@ def build_spec(args: argparse.Namespace) -> dict[str, Any]:
         spec.pop("run_at", None)
     if args.calendar is not None:
         spec["calendar"] = {"name": args.calendar, "mode": args.calendar_mode or "skip"}
+    if args.limits:
+        spec["limits"] = [parse_limit(text) for text in args.limits]
     if args.url is not None:
         spec["target"] = {"type": "http", "url": args.url, "method": args.method or "POST"}
     if args.payload is not None:
@@ -249,3 +294,27 @@ def build_spec(args: argparse.Namespace) -> dict[str, Any]:
         except ValueError as exc:
             raise CliError(f"--payload is not valid JSON: {exc}") from None
     return spec
+
+
+LIMIT_NUMBERS = ("max_concurrency", "max_runs_per_minute")
+
+
+def parse_limit(text: str) -> dict[str, Any]:
+    """One ``--limit``: ``key=KEY`` and ``max_concurrency=N`` and/or ``max_runs_per_minute=M``, joined
+    by commas (a key never holds a comma). The API checks the key and the numbers' ranges. Raises
+    :class:`CliError` for a part that is not ``name=value`` of those names, or a number that is not one."""
+    limit: dict[str, Any] = {}
+    for part in text.split(","):
+        name, sep, value = part.strip().partition("=")
+        if not sep or name not in ("key", *LIMIT_NUMBERS) or name in limit:
+            raise CliError(f"--limit {text!r}: expected key=KEY,max_concurrency=N and/or max_runs_per_minute=M")
+        if name == "key":
+            limit[name] = value
+            continue
+        try:
+            limit[name] = int(value)
+        except ValueError:
+            raise CliError(f"--limit {text!r}: {name} must be a whole number, not {value!r}") from None
+    if "key" not in limit:
+        raise CliError(f"--limit {text!r}: give key=KEY")
+    return limit

@@ -81,6 +81,9 @@ def print_job(job: dict[str, Any]) -> None:
         ("target", target.get("url") or target.get("type")),
         ("timeout", f"{job['timeout_s']} s"),
         ("retries", job["max_retries"]),
+        *([("paused after", job["paused_after"])] if job.get("paused_after") else []),
+        ("priority", job.get("priority", 5)),
+        ("limits", ", ".join(limit_text(limit) for limit in job.get("limits") or []) or "-"),
         ("payload", json.dumps(job.get("payload"))),
         ("created", job["created_at"]),
         ("updated", job["updated_at"]),
@@ -92,6 +95,12 @@ def print_preview(listed: dict[str, Any]) -> None:
     items = listed.get("items") or []
     print(f"Next times of {listed['job_id']} ({listed['timezone']}):")
     print(table(items, PREVIEW_COLUMNS) if items else "None: it has no times of its own (or none are left).")
+
+
+def limit_text(limit: dict[str, Any]) -> str:
+    """A keyed limit as ``--limit`` takes it: ``key=customer:{payload.id},max_concurrency=2``."""
+    numbers = [f"{name}={limit[name]}" for name in ("max_concurrency", "max_runs_per_minute") if limit.get(name)]
+    return ",".join([f"key={limit['key']}", *numbers])
 
 
 def print_run(run: dict[str, Any]) -> None:
@@ -106,9 +115,16 @@ def print_run(run: dict[str, Any]) -> None:
         ("finished", run.get("finished_at") or "-"),
         ("note", run.get("note") or "-"),
     ]
+    if run.get("replay_of"):
+        fields.append(("replay of", run["replay_of"]))
     _print_fields(fields)
     attempts = run.get("attempts") or []
     print("\nAttempts:\n" + table(attempts, _ATTEMPT_COLUMNS) if attempts else "\nNo attempts yet.")
+    notified = run.get("notification")
+    if notified:
+        tries = ", ".join(f"{t['at']} {t.get('status_code') or t.get('error') or '-'}" for t in notified["tries"])
+        events = ", ".join(notified["events"])
+        print(f"\nNotified ({events}) {notified['url']}: {notified['state']}; tries: {tries or '-'}")
 
 
 def _print_fields(fields: Sequence[tuple[str, Any]]) -> None:

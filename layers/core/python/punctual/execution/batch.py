@@ -45,7 +45,8 @@ from punctual.execution.leasing import (
 )
 from punctual.execution.options import ExecutionOptions, Outcome
 from punctual.execution.waits import Waits, parked
-from punctual.model import Job, JobStatus, Run, copy_run
+from punctual.metrics import Metrics
+from punctual.model import DEFAULT_PRIORITY, Job, JobStatus, Run, copy_run
 from punctual.port import Delivery, Finish, Hold, LeaseOutcome, LeaseRequest, Queue, Store
 from punctual.runs import retry
 from punctual.runs.alerts import Alerter
@@ -109,10 +110,11 @@ class Port:
     options: ExecutionOptions
     alerter: Alerter
     gate: Gate | None = None  # the owners' tenant limits (None: none applied)
+    metrics: Metrics | None = None  # counts the dependent runs finished runs release (None: not counted)
 
     def owed(self, job: Job, run: Run, now: int) -> None:
         """What a terminal run owes before its message may go (``changes.settle_owed``)."""
-        settle_owed(self.store, self.queue, self.alerter, job, run, now, options=self.options)
+        settle_owed(self.store, self.queue, self.alerter, job, run, now, options=self.options, metrics=self.metrics)
 
 
 def hold(port: Port, deliveries: Sequence[Delivery]) -> Holding:
@@ -178,7 +180,7 @@ def prepare(
     admissions: list[Admission | None] = []  # one per request: the gate's, for owners it limits
     drops: list[str] = []
     limited = _limited_owners(port, jobs.values())
-    for delivery, (job_id, scheduled_at) in zip(deliveries, parsed, strict=True):
+    for delivery, (job_id, scheduled_at) in by_priority(deliveries, parsed, jobs):
         job = jobs.get(job_id)
         if job is None:
             outcome = cancel_orphan(port.store, job_id, scheduled_at, now)
@@ -190,10 +192,10 @@ def prepare(
         admission = None
         # A withdrawn run passes the gate too: the lease withdraws only a run's first lease, so a
         # retry of a paused job's run still starts (its slot and start go back if it does not).
-        if port.gate is not None and job.owner in limited:
+        if port.gate is not None and (job.owner in limited or job.limits):
             returning = may_have_waited(delivery, scheduled_at)
             admission = port.gate.admit(
-                job.owner, delivery.run_id, now, tries=delivery.receive_count, returning=returning
+                job.owner, delivery.run_id, now, tries=delivery.receive_count, returning=returning, job=job
             )
             if not admission.admitted:
                 outcome = wait_for_limits(port.store, port.queue, port.clock, delivery, admission, options=port.options)
@@ -295,6 +297,21 @@ def provisional_run(delivery: Delivery, job: Job) -> Run:
     job_id, scheduled_at = ids.parse_run_id(delivery.run_id)
     # a copy of a template (~1 us); Run.model_construct inspects every default factory (~500 us)
     return copy_run(_PROVISIONAL, {"job_id": job_id, "scheduled_at": scheduled_at, "owner": job.owner})
+
+
+def by_priority(
+    deliveries: Sequence[Delivery], parsed: Sequence[tuple[str, int]], jobs: Mapping[str, Job | None]
+) -> list[tuple[Delivery, tuple[str, int]]]:
+    """The batch in the order its runs pass the gate: higher job priority first, the queue's order
+    among equals (so within one batch the higher priority takes the free slots and starts first)."""
+    pairs = list(zip(deliveries, parsed, strict=True))
+    if any(job is not None and job.priority != DEFAULT_PRIORITY for job in jobs.values()):
+        pairs.sort(key=lambda pair: -_priority(jobs.get(pair[1][0])))  # stable
+    return pairs
+
+
+def _priority(job: Job | None) -> int:
+    return DEFAULT_PRIORITY if job is None else job.priority
 
 
 def _limited_owners(port: Port, jobs: Iterable[Job | None]) -> frozenset[str]:

@@ -62,7 +62,7 @@ def hold_and_reserve(port: Port, deliveries: Sequence[Delivery], *, instant: int
 
 
 def _may_reserve(port: Port, job: Job, run: Run) -> bool:
-    limited = port.gate is not None and port.gate.limits_starts(job.owner)
+    limited = port.gate is not None and port.gate.limits_starts(job.owner, job)
     return (
         run.state is RunState.SCHEDULED
         and job.overlap is Overlap.ALLOW

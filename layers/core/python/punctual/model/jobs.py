@@ -31,6 +31,8 @@ from punctual.model.bounds import (
     STRICT,
 )
 from punctual.model.cron_syntax import validate_cron
+from punctual.model.limits import DEFAULT_PRIORITY, LIMITS_EXAMPLE, MAX_JOB_LIMITS, JobLimit, Priority
+from punctual.model.outcomes import MAX_PAUSE_AFTER_FAILURES, Notify
 from punctual.model.states import Catchup, DependencyWhen, JobStatus, Overlap
 from punctual.model.stored import is_stored
 from punctual.model.targets import Target
@@ -108,6 +110,17 @@ class JobSpec(BaseModel):
     overlap: Overlap = Overlap.ALLOW
     catchup: Catchup = Catchup.LATEST
     max_backfill: Annotated[int, Field(strict=True, ge=1, le=MAX_BACKFILL), WHOLE] = 10
+    # Run outcomes (punctual.runs.outcomes), left out of the stored and shown job while unset
+    pause_after_failures: Annotated[int, Field(strict=True, ge=1, le=MAX_PAUSE_AFTER_FAILURES), WHOLE] | None = Field(
+        default=None,
+        exclude_if=lambda value: value is None,
+        description="pause the job when this many of its runs in a row end failed or dead (a resume counts anew)",
+    )
+    notify: Notify | None = Field(default=None, exclude_if=lambda value: value is None)
+    priority: Priority = DEFAULT_PRIORITY  # punctual.model.limits
+    limits: Annotated[list[JobLimit], Field(max_length=MAX_JOB_LIMITS, examples=[LIMITS_EXAMPLE])] = Field(
+        default_factory=list
+    )
 
     # The cron and time-zone checks raise domain errors; as ValueErrors they become pydantic errors located
     # at their field, so one response names every bad field at once.
@@ -234,6 +247,10 @@ class Job(JobSpec):
     # A run the scheduler claimed before such a change is checked at its instant against the job as
     # it is then (punctual.scheduling.instants): an instant the new schedule lacks is not called.
     rescheduled_at: int | None = None
+    # pause_after_failures: the run whose failure streak paused the job (cleared by a resume), and
+    # the last resume (runs that ended before it do not count towards a streak)
+    paused_after: str | None = Field(default=None, exclude_if=lambda value: value is None)
+    resumed_at: int | None = Field(default=None, exclude_if=lambda value: value is None)
     created_at: int
     updated_at: int
     version: int = 1

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Generic, TypeVar
 
-from punctual.model import Attempt, Catchup, JobStatus, Overlap, Run, RunState, Withdrawal
+from punctual.model import AlertKind, Attempt, Catchup, JobStatus, Overlap, Run, RunState, Withdrawal
 from punctual.model.timing import CRON_RULE, DstPolicy, JobCalendar
 
 T = TypeVar("T")
@@ -226,15 +226,31 @@ class SlotOutcome(StrEnum):
     TAKEN = "taken"  # the run now holds one of its owner's concurrency slots
     ALREADY_HELD = "already_held"  # the run held a slot already (a takeover or a redelivery): no change
     FULL = "full"  # every slot is held by other runs: the run must wait
+    YIELDED = "yielded"  # a slot is free, but a run of higher priority waits for one: the run must wait
 
 
 @dataclass(frozen=True, slots=True)
 class Alert:
+    """An owner alert, recorded once per (run, kind): the run that needs attention, or that paused its job."""
+
     owner: str
     run_id: str
     job_id: str
     created_at: int
     reason: str
+    kind: AlertKind = AlertKind.RUN
+
+    @property
+    def key(self) -> str:
+        """What the engines store it under, per owner (once per key): the run id, and for another
+        kind than RUN the run id and the kind (``run_...#job_paused``)."""
+        return self.run_id if self.kind is AlertKind.RUN else f"{self.run_id}#{self.kind.value}"
+
+    @classmethod
+    def stored(cls, owner: str, key: str, job_id: str, created_at: int, reason: str) -> Alert:
+        """The alert an engine stored under ``key`` (:attr:`key`)."""
+        run_id, _, kind = key.partition("#")
+        return cls(owner, run_id, job_id, created_at, reason, AlertKind(kind) if kind else AlertKind.RUN)
 
 
 @dataclass(frozen=True, slots=True)

@@ -101,7 +101,37 @@ class RunStats:
         return LATENESS_BOUNDS_MS[-1]  # unreachable: the counts add up to total
 
 
-def window(now: int, minutes: int) -> tuple[int, int]:
-    """``[since, until)``: ``minutes`` whole minutes, the current one (up to its end) and those before it."""
+# A window's bucket width by its length: per minute up to 6 h, coarser beyond, so that a chart
+# of any window has at most 360 bars (24 h: 288 of 5 min; 3 days: 288 of 15 min; 7 days: 168 of 1 h).
+BUCKET_STEPS: tuple[tuple[int, int], ...] = ((360, 1), (1_440, 5), (4_320, 15), (10_080, 60))
+MAX_WINDOW_MINUTES = BUCKET_STEPS[-1][0]
+
+
+def bucket_minutes(minutes: int) -> int:
+    """The bucket width (minutes) of a window of ``minutes`` (at most :data:`MAX_WINDOW_MINUTES`)."""
+    return next((width for longest, width in BUCKET_STEPS if minutes <= longest), BUCKET_STEPS[-1][1])
+
+
+def window(now: int, minutes: int, bucket: int = 1) -> tuple[int, int]:
+    """``[since, until)``: ``minutes`` whole minutes, the current one (up to its end) and those before it.
+
+    With ``bucket`` > 1 the start moves back to a multiple of ``bucket`` minutes (UTC), so every
+    bucket but the current one is whole and starts on a round time.
+    """
     until = minute_of(now) + MINUTE_MS
-    return until - minutes * MINUTE_MS, until
+    since = until - minutes * MINUTE_MS
+    return since - since % (bucket * MINUTE_MS), until
+
+
+@dataclass(frozen=True, slots=True)
+class OpenRuns:
+    """An owner's open runs that are due now (``Store.open_runs``).
+
+    ``waiting``: scheduled or retrying (not started yet, or between attempts); ``executing``:
+    running. ``complete`` is False when the engine stopped reading at its bound: the counts are
+    then lower bounds.
+    """
+
+    waiting: int
+    executing: int
+    complete: bool = True

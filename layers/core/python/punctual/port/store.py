@@ -1,5 +1,6 @@
-"""The :class:`Store`: jobs, runs, shard leases, dependencies, alerts and tenants, as every engine
-stores them. See ``punctual.port`` for the rules every engine keeps."""
+"""The :class:`Store`: jobs, runs, shard leases, dependencies and tenants, as every engine stores them,
+with its parts (``port.run_reads``, ``port.outcomes``, ``port.alerts``, ``port.calendars``). See
+``punctual.port`` for the rules every engine keeps."""
 
 from __future__ import annotations
 
@@ -8,11 +9,12 @@ from collections.abc import Callable, Collection, Sequence
 
 from punctual.errors import JobNotFound, RunNotFound
 from punctual.model import Job, JobStatus, Overlap, Run, Withdrawal
+from punctual.port.alerts import AlertStore
 from punctual.port.calendars import CalendarStore
 from punctual.port.edges import EdgeChange, EdgeReads
+from punctual.port.outcomes import OutcomeStore
 from punctual.port.records import (
     Advance,
-    Alert,
     Beat,
     DueJob,
     Finish,
@@ -30,12 +32,13 @@ from punctual.port.records import (
     SlotOutcome,
     Tenant,
 )
-from punctual.port.stats import RunStats
+from punctual.port.run_reads import RunReads
+from punctual.port.stats import OpenRuns, RunStats
 
 
-class Store(CalendarStore, ABC):
-    """Jobs, runs, shard leases and alerts (and calendars: ``port.calendars``). Every conditional
-    write of the system lives below this."""
+class Store(RunReads, OutcomeStore, AlertStore, CalendarStore, ABC):
+    """Jobs, runs, shard leases and more (the parts it inherits). Every conditional write of the
+    system lives below this."""
 
     shards: int  # number of due-index shards this store was created with
 
@@ -253,6 +256,15 @@ class Store(CalendarStore, ABC):
         ``Settings.stats_counters`` off: counting costs a write unit per run there).
         """
 
+    @abstractmethod
+    def open_runs(self, owner: str, now: int, at_most: int) -> OpenRuns | None:
+        """How many of the owner's open runs are due (``scheduled_at <= now``), by waiting and
+        executing (:class:`~punctual.port.stats.OpenRuns`), reading at most about ``at_most`` runs
+        or index rows (beyond that the counts are lower bounds, ``complete=False``).
+
+        None when the engine cannot count them (the aws engine without its ``open`` index).
+        """
+
     # -- shard leases -------------------------------------------------------------------------
 
     @abstractmethod
@@ -261,8 +273,7 @@ class Store(CalendarStore, ABC):
 
         Qualifies if the shard has no lease, its lease expired (``expires_at < now``), ``owner``
         already holds it, or an earlier generation of ``owner`` holds it (``rules.succeeds``: the
-        scheduler Lambda's hand-over). The epoch increases when the owner changes. None if held by
-        another owner.
+        scheduler Lambda's hand-over). The epoch increases when the owner changes. None if held by another owner.
         """
 
     @abstractmethod
@@ -325,16 +336,6 @@ class Store(CalendarStore, ABC):
         """Clear the slots of ``state``, set ``released_at`` and increase the generation, iff the
         stored generation is still ``state.generation``. False if another caller released first."""
 
-    # -- alerts -------------------------------------------------------------------------------
-
-    @abstractmethod
-    def record_alert(self, alert: Alert) -> bool:
-        """Record an owner alert once per run (True if new, False if this run already alerted)."""
-
-    @abstractmethod
-    def list_alerts(self, owner: str, limit: int = 50) -> list[Alert]:
-        """The owner's alerts, newest first."""
-
     # -- tenants (punctual.tenancy) -------------------------------------------------------------
 
     @abstractmethod
@@ -355,12 +356,16 @@ class Store(CalendarStore, ABC):
         no further than ``at_most`` (the caller only needs to know whether the limit is reached)."""
 
     @abstractmethod
-    def take_slot(self, owner: str, run_id: str, limit: int, now: int) -> SlotOutcome:
-        """Give ``run_id`` one of the owner's ``limit`` concurrency slots.
+    def take_slot(self, owner: str, run_id: str, limit: int, now: int, *, priority: int | None = None) -> SlotOutcome:
+        """Give ``run_id`` one of the owner's (any slot scope's) ``limit`` concurrency slots.
 
-        Qualifies if the run holds one already (ALREADY_HELD, nothing written) or fewer than
-        ``limit`` runs hold one (TAKEN). Otherwise FULL, nothing written.
-        """
+        Qualifies if the run holds one already (ALREADY_HELD, nothing written) or fewer than ``limit``
+        runs hold one (TAKEN). Otherwise FULL, nothing written. With a ``priority``: YIELDED, nothing
+        written, while a :meth:`mark_slot_wait` of a higher priority lasts past ``now``."""
+
+    @abstractmethod
+    def mark_slot_wait(self, owner: str, priority: int, until: int) -> None:
+        """A run of ``priority`` waits for one of the owner's slots until ``until`` (the later mark stays)."""
 
     @abstractmethod
     def release_slot(self, owner: str, run_id: str) -> bool:

@@ -12,6 +12,8 @@ What this package owns:
   for a slot; its note says why); it is never failed and never costs an attempt. Slots are taken
   before the lease and released with the finish; the reaper repairs slots whose runs no longer
   run (:func:`admission.repair_slots`).
+- ``keyed``: a job's keyed ``limits`` as more ceilings of the gate, each in its own scope of the
+  same records (``customer:{payload.customer_id}``, a literal shared by several jobs, ``{job_id}``).
 - ``rates``: ``max_runs_per_minute`` as a ceiling in every sliding 60 s window that a backlog
   fills (evenly spaced starts, turns for waiting runs).
 - ``fairness``: the weighted round-robin hand-out across owners of the embedded queue (on AWS,

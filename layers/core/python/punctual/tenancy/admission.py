@@ -1,56 +1,73 @@
-"""The gate in the lease path: a run over its owner's limits waits; it never fails, never costs an attempt.
+"""The gate in the lease path: a run over a limit waits; it never fails, never costs an attempt.
 
 Every worker (the thread worker, a batched worker, the Lambda adapter) calls, per run::
 
-    admission = gate.admit(owner, run_id, now)        before the lease
+    admission = gate.admit(owner, run_id, now, job=job)   before the lease
     ├─ not admitted: hide the message until admission.retry_at; the run is untouched
     │  (except its note and deadline, so the wait is visible and the reaper leaves it alone)
     └─ admitted ──> store.lease_run(...) ──> gate.settle(admission, lease outcome)
-                                              ├─ not leased: the slot and the counted start go back
-                                              └─ leased: the run keeps its slot until
-                                                 gate.release(owner, run_id) after its finish
+                                              ├─ not leased: the slots and the counted starts go back
+                                              └─ leased: the run keeps its slots until
+                                                 gate.release(owner, run_id, job) after its finish
 
-Order of the checks: whether the rate allows a start now (``rates.turn``: if not, the run gets
-its turn), then the concurrency slot (it can be given back), then the start is counted
-(``rates.take``). A run the rate
-refuses never takes a slot, and a run refused a slot never uses a start. A slot the run already
-held (a takeover after its worker died, or a redelivery) is reused, never counted twice.
+A run starts under a list of *ceilings* (``punctual.tenancy.keyed``): its owner's own limits and
+each keyed limit of its job, each kept in its own scope of the store's tenant records. Order of
+the checks: whether every rate allows a start now (``rates.turn``: if not, the run gets its turn
+there), then a slot of every ``max_concurrency`` (each can be given back), then the start is counted
+under every rate (``rates.take``). A run a rate refuses never takes a slot, and a run refused a
+slot never uses a start. A slot the run already held (a takeover after its worker died, or a
+redelivery) is reused, never counted twice.
 
-When to come back: a rate-refused run gets its turn from the owner's rate record (at most a
+Priority (``Job.priority``, 0-9): a run refused a slot marks its priority as waiting in that scope
+until it is back (``Store.mark_slot_wait``), and a run of lower priority does not take a free slot
+of that scope while such a mark lasts (``SlotOutcome.YIELDED``): within one owner's runs, the
+higher priority starts first. It never crosses owners (fairness between them is the queue's), and
+a run of the highest waiting priority never yields.
+
+When to come back: a rate-refused run gets its turn from the scope's rate record (at most a
 minute ahead; see ``rates``), and its message is resent for that instant (``Admission.turn``). A
 slot-refused run's message is hidden for a short jittered backoff (``SLOT_BACKOFF_MS``, growing
-slowly with the receive count), since nothing says when a slot frees.
+slowly with the receive count, except above the default priority), since nothing says when a slot frees.
 
 Leaks: a crash between taking a slot and leasing, or between finishing and releasing, leaves a
 slot held by a run that does not run. :func:`repair_slots` (run by the reaper) frees every slot
-whose run is not running under a live lease; a worker killed mid-run keeps its slot only until its
-run is taken over (the new attempt reuses that slot) or reaped. A crash between counting a start
-and leasing leaves the start counted (the safe side of the ceiling).
+whose run is not running under a live lease, in every scope; a worker killed mid-run keeps its slot
+only until its run is taken over (the new attempt reuses that slot) or reaped. A crash between
+counting a start and leasing leaves the start counted (the safe side of the ceiling).
 
-Owners without ``max_concurrency`` and ``max_runs_per_minute`` pass with no store access beyond
-the cached read of their limits.
+Runs of owners without ``max_concurrency`` and ``max_runs_per_minute``, of jobs without ``limits``,
+pass with no store access beyond the cached read of their owner's limits.
 """
 
 from __future__ import annotations
 
 import logging
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from punctual import ids
 from punctual.clock import Clock
 from punctual.config import Settings
 from punctual.errors import InvalidId, RunNotFound
-from punctual.model import RunState
+from punctual.model import Job, RunState
+from punctual.model.limits import DEFAULT_PRIORITY, MAX_PRIORITY, MIN_PRIORITY
 from punctual.port import LeaseOutcome, SlotOutcome, Store
 from punctual.tenancy import rates
+from punctual.tenancy.keyed import Ceiling, keyed_ceilings, keyed_slot_scopes
 from punctual.tenancy.limits import LimitCache, defaults_from
 
 logger = logging.getLogger(__name__)
 
 SLOT_BACKOFF_MS = 1_000  # first wait of a run refused a slot; grows by half per receive, up to the max
 MAX_SLOT_BACKOFF_MS = 5_000
+# A run refused a slot marks its priority as waiting until it is back: its wait, plus a second for
+# whole-second message visibility, plus slack. A worker renews its mark once it covers less than
+# MARK_RENEW_MS past a new wait (about one write per priority, scope and worker per second).
+MARK_GRACE_MS = 2_000
+MARK_RENEW_MS = 1_500
 _RUN_OVER = frozenset({LeaseOutcome.FINISHED, LeaseOutcome.NOT_FOUND, LeaseOutcome.SKIPPED})  # it never runs again
+_REFUSED = frozenset({SlotOutcome.FULL, SlotOutcome.YIELDED})
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,95 +75,169 @@ class Admission:
     owner: str
     run_id: str
     admitted: bool
-    slot: SlotOutcome | None = None  # the slot taken (None: the owner has no max_concurrency)
+    slots: tuple[tuple[str, SlotOutcome], ...] = ()  # (scope, outcome) of each slot taken or already held
     retry_at: int | None = None  # not admitted: when to try again (epoch ms)
     reason: str = ""  # not admitted: which limit, for the run's note and the logs
-    counted: int | None = None  # admitted under max_runs_per_minute: the limit the start was counted under
+    counted: tuple[tuple[str, int], ...] = ()  # (scope, limit) of each rate the start was counted under
     at: int = 0  # when it was decided (epoch ms)
     turn: bool = False  # not admitted: retry_at is the run's turn of the rate, to come back at that very instant
 
     @property
+    def slot(self) -> SlotOutcome | None:
+        """The slot of the owner's own ``max_concurrency`` (None: not limited by it)."""
+        return next((outcome for scope, outcome in self.slots if scope == self.owner), None)
+
+    @property
     def limited(self) -> bool:
-        """The run passed a limit of its owner (a slot, or a counted start): it may have waited."""
-        return self.slot is not None or self.counted is not None
+        """The run passed a limit (a slot, or a counted start): it may have waited."""
+        return bool(self.slots or self.counted)
 
 
 class Gate:
-    """Applies each owner's ``max_concurrency`` and ``max_runs_per_minute`` (see the module docstring)."""
+    """Applies each run's ceilings: its owner's ``max_concurrency`` and ``max_runs_per_minute``, and
+    its job's keyed ``limits`` (``punctual.tenancy.keyed``), in its job's priority (module docstring)."""
 
     def __init__(self, store: Store, limits: LimitCache, clock: Clock, *, rng: random.Random | None = None) -> None:
         self.store, self.limits, self.clock = store, limits, clock
         self._rng = rng or random.Random()
+        self._marks: dict[tuple[str, int], int] = {}  # (scope, priority) -> the mark this worker last wrote
 
-    def admit(self, owner: str, run_id: str, now: int, *, tries: int = 1, returning: bool = False) -> Admission:
+    def ceilings(self, owner: str, job: Job | None = None) -> list[Ceiling]:
+        """The ceilings a run of ``owner`` (and of ``job``, if given) starts under; empty: none."""
+        limits = self.limits.get(owner)
+        found = [Ceiling(owner, "", limits.max_concurrency, limits.max_runs_per_minute)] if limits.limits_starts else []
+        return found + keyed_ceilings(job) if job is not None and job.limits else found
+
+    def admit(
+        self, owner: str, run_id: str, now: int, *, tries: int = 1, returning: bool = False, job: Job | None = None
+    ) -> Admission:
         """May ``run_id`` of ``owner`` be leased now? ``tries`` is how often its message was received
         (it lengthens the wait after a refused slot a little); ``returning``: the run waited before
-        (back for its turn: a near miss keeps its place, ``rates.decide``)."""
-        limits = self.limits.get(owner)
-        if not limits.limits_starts:
+        (back for its turn: a near miss keeps its place, ``rates.decide``). ``job``: the run's job,
+        whose keyed limits apply too and whose priority orders the owner's runs for slots."""
+        ceilings = self.ceilings(owner, job)
+        if not ceilings:
             return Admission(owner, run_id, admitted=True)
-        rate = limits.max_runs_per_minute
-        if rate is not None and limits.max_concurrency is not None:  # no slot taken for a run that must wait
-            turn = rates.turn(self.store, owner, rate, now, returning=returning)
-            if turn is not None:
-                return _rate_refusal(owner, run_id, rate, turn)
-        slot = None
-        if limits.max_concurrency is not None:
-            slot = self.store.take_slot(owner, run_id, limits.max_concurrency, now)
-            if slot is SlotOutcome.FULL:
-                wait = min(SLOT_BACKOFF_MS * 1.5 ** max(0, tries - 1), MAX_SLOT_BACKOFF_MS)
-                at = now + int(wait * self._rng.uniform(0.5, 1.0))
-                return Admission(owner, run_id, False, slot, at, f"max_concurrency {limits.max_concurrency} reached")
-        if rate is not None:
-            refused = self._count_start(owner, run_id, rate, now, returning)
-            if not refused.admitted:
-                if slot is SlotOutcome.TAKEN:
-                    self.store.release_slot(owner, run_id)
-                return refused
-        return Admission(owner, run_id, True, slot, counted=rate, at=now)
+        priority = None if job is None else job.priority
+        rated = [c for c in ceilings if c.max_runs_per_minute is not None]
+        capped = [c for c in ceilings if c.max_concurrency is not None]
+        if rated and capped:  # no slot taken for a run that must wait for its turn
+            for ceiling in rated:
+                assert ceiling.max_runs_per_minute is not None
+                turn = rates.turn(self.store, ceiling.scope, ceiling.max_runs_per_minute, now, returning=returning)
+                if turn is not None:
+                    return _rate_refusal(owner, run_id, ceiling, turn)
+        slots: list[tuple[str, SlotOutcome]] = []
+        for ceiling in capped:
+            assert ceiling.max_concurrency is not None
+            if priority is not None and self._yields(ceiling.scope, priority, now):
+                slot = SlotOutcome.YIELDED  # a mark this worker wrote says so: no need to ask the store
+            else:
+                slot = self.store.take_slot(ceiling.scope, run_id, ceiling.max_concurrency, now, priority=priority)
+            if slot in _REFUSED:
+                self._give_back(run_id, slots, ())
+                return self._slot_refusal(owner, run_id, ceiling, slot, priority=priority, tries=tries, now=now)
+            slots.append((ceiling.scope, slot))
+        counted: list[tuple[str, int]] = []
+        for ceiling in rated:
+            assert ceiling.max_runs_per_minute is not None
+            retry_at = rates.take(self.store, ceiling.scope, ceiling.max_runs_per_minute, now, returning=returning)
+            if retry_at is not None:
+                self._give_back(run_id, slots, counted, now)
+                return _rate_refusal(owner, run_id, ceiling, retry_at)
+            counted.append((ceiling.scope, ceiling.max_runs_per_minute))
+        return Admission(owner, run_id, True, tuple(slots), counted=tuple(counted), at=now)
 
-    def _count_start(self, owner: str, run_id: str, rate: int, now: int, returning: bool) -> Admission:
-        """Count a start if the rate allows one now (admitted), else the run's turn (refused)."""
-        retry_at = rates.take(self.store, owner, rate, now, returning=returning)
-        if retry_at is None:
-            return Admission(owner, run_id, True, counted=rate, at=now)
-        return _rate_refusal(owner, run_id, rate, retry_at)
+    def _slot_refusal(
+        self,
+        owner: str,
+        run_id: str,
+        ceiling: Ceiling,
+        slot: SlotOutcome,
+        *,
+        priority: int | None,
+        tries: int,
+        now: int,
+    ) -> Admission:
+        """A run refused a slot waits a short jittered backoff (growing with its receives, except above
+        the default priority), and marks its priority as waiting so that lower ones yield to it."""
+        growth = 1.0 if priority is not None and priority > DEFAULT_PRIORITY else 1.5 ** max(0, tries - 1)
+        at = now + int(min(SLOT_BACKOFF_MS * growth, MAX_SLOT_BACKOFF_MS) * self._rng.uniform(0.5, 1.0))
+        if priority is not None and priority > MIN_PRIORITY:
+            self._mark(ceiling.scope, priority, at)
+        # one note for both (a yielding run finds the slots left to it taken): a note that changed
+        # between knocks would be written again at every knock
+        reason = f"{ceiling.name}max_concurrency {ceiling.max_concurrency} reached"
+        return Admission(owner, run_id, False, (), at, reason)
 
-    def limits_starts(self, owner: str) -> bool:
-        """Whether ``owner``'s runs wait for a slot or their turn when they start (cached limits)."""
-        return self.limits.get(owner).limits_starts
+    def _yields(self, scope: str, priority: int, now: int) -> bool:
+        """Whether a mark this worker wrote says a run of higher priority than ``priority`` waits for
+        a slot of ``scope`` now (what the store would answer, without a write: the knocks of a
+        backlog yielding to a few urgent runs stay cheap, so the urgent ones come back sooner)."""
+        marks = self._marks
+        return bool(marks) and any(marks.get((scope, p), 0) >= now for p in range(priority + 1, MAX_PRIORITY + 1))
+
+    def _mark(self, scope: str, priority: int, back_at: int) -> None:
+        if self._marks.get((scope, priority), 0) >= back_at + MARK_RENEW_MS:
+            return
+        until = back_at + MARK_GRACE_MS
+        self.store.mark_slot_wait(scope, priority, until)
+        if len(self._marks) > 100_000:  # bounded: scopes come and go
+            self._marks.clear()
+        self._marks[(scope, priority)] = until
+
+    def _give_back(
+        self, run_id: str, slots: list[tuple[str, SlotOutcome]], counted: Sequence[tuple[str, int]], at: int = 0
+    ) -> None:
+        """Undo what an admission refused further on took: the starts it counted, the slots it took."""
+        for scope, limit in counted:
+            rates.give_back(self.store, scope, limit, at)
+        for scope, slot in slots:
+            if slot is SlotOutcome.TAKEN:
+                self.store.release_slot(scope, run_id)
+
+    def limits_starts(self, owner: str, job: Job | None = None) -> bool:
+        """Whether runs of ``owner`` (of ``job``, if given) wait for a slot or their turn when they start."""
+        return bool(job is not None and job.limits) or self.limits.get(owner).limits_starts
 
     def settle(self, admission: Admission, outcome: LeaseOutcome) -> None:
         """After the lease: give back what a run that does not start now took.
 
-        Leased: the run keeps its slot and its counted start. Otherwise the start goes back
-        (``rates.give_back``), and so does the slot if the run is over (finished, skipped by its
+        Leased: the run keeps its slots and its counted starts. Otherwise the starts go back
+        (``rates.give_back``), and so does each slot if the run is over (finished, skipped by its
         overlap policy, or gone: also one left by a worker that died after its finish) or if this
         admission took it (a slot the run already held belongs to the worker holding the run).
         """
         if outcome is LeaseOutcome.LEASED:
             return
-        if admission.counted is not None:
-            rates.give_back(self.store, admission.owner, admission.counted, admission.at)
-        if admission.slot is not None and (outcome in _RUN_OVER or admission.slot is SlotOutcome.TAKEN):
-            self.store.release_slot(admission.owner, admission.run_id)
+        for scope, limit in admission.counted:
+            rates.give_back(self.store, scope, limit, admission.at)
+        for scope, slot in admission.slots:
+            if outcome in _RUN_OVER or slot is SlotOutcome.TAKEN:
+                self.store.release_slot(scope, admission.run_id)
 
     def holds_slots(self, owner: str) -> bool:
-        """Whether ``owner``'s runs hold concurrency slots (:meth:`release` writes only for them)."""
+        """Whether ``owner``'s runs hold slots of its own ``max_concurrency``."""
         return self.limits.get(owner).max_concurrency is not None
 
-    def release(self, owner: str, run_id: str) -> None:
-        """After a finish (any state, retrying included): free the run's slot, if its owner is limited.
+    def slot_scopes(self, owner: str, job: Job | None = None) -> list[str]:
+        """The scopes whose slots a run of ``owner`` (and ``job``) holds while it runs; empty: none."""
+        keyed = [] if job is None else keyed_slot_scopes(job)
+        return [owner, *keyed] if self.holds_slots(owner) else keyed
 
-        Safe to call for any owner (a run without a slot changes nothing), but for owners without
-        ``max_concurrency`` it writes nothing at all.
+    def release(self, owner: str, run_id: str, job: Job | None = None) -> None:
+        """After a finish (any state, retrying included): free the run's slots, if it holds any.
+
+        Safe to call for any run (a run without a slot changes nothing), but for owners without
+        ``max_concurrency`` and jobs without a keyed one it writes nothing at all.
         """
-        if self.holds_slots(owner):
-            self.store.release_slot(owner, run_id)
+        for scope in self.slot_scopes(owner, job):
+            self.store.release_slot(scope, run_id)
 
 
-def _rate_refusal(owner: str, run_id: str, rate: int, retry_at: int) -> Admission:
-    return Admission(owner, run_id, False, None, retry_at, f"max_runs_per_minute {rate}", turn=True)
+def _rate_refusal(owner: str, run_id: str, ceiling: Ceiling, retry_at: int) -> Admission:
+    reason = f"{ceiling.name}max_runs_per_minute {ceiling.max_runs_per_minute}"
+    return Admission(owner, run_id, False, (), retry_at, reason, turn=True)
 
 
 WAITING = "waiting: "  # a waiting run's note: "waiting: max_runs_per_minute 6"

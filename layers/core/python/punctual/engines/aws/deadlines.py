@@ -1,8 +1,9 @@
-"""The ``aws`` engine's reaper reads: open runs past their deadline, from the sparse ``open``
-index, or by sweeping the runs table when a deployment goes without that index.
+"""The ``aws`` engine's reads of open runs: the reaper's (open runs past their deadline, from the
+sparse ``open`` index, or by sweeping the runs table when a deployment goes without that index),
+and an owner's due open runs counted for ``GET /stats``.
 
-A mixin of :class:`~punctual.engines.aws.store.DynamoStore` (``past_deadline_runs`` and
-``purge_expired`` of the port).
+A mixin of :class:`~punctual.engines.aws.store.DynamoStore` (``past_deadline_runs``,
+``purge_expired`` and ``open_runs`` of the port).
 """
 
 from __future__ import annotations
@@ -11,14 +12,17 @@ from collections.abc import Iterator
 from typing import Any
 
 from punctual.engines.aws import items as it
-from punctual.engines.aws.items import Key, n, s
+from punctual.engines.aws.items import Item, Key, n, s
 from punctual.engines.aws.tables import Tables
 from punctual.model import Run, RunState
+from punctual.port.stats import OpenRuns
 
 _OPEN_PAGE = 500  # keys per Query of the open index (KEYS_ONLY rows are tiny)
 # Scan pages (<= 1 MB each) per reaper pass without the open index: 8 MB a minute sweeps ~11 GB
 # a day; punctual capacity --no-open-index sizes it for a table (Settings.sweep_pages).
 SWEEP_PAGES = 8
+OWNER_JOBS_READ = 10_000  # an owner's job ids read for open_runs at most (index rows of ~100 bytes)
+INDEX_ROWS_PER_RUN = 10  # open_runs reads at most this many open-index rows per run it may count
 
 
 class DeadlineReads:
@@ -26,6 +30,7 @@ class DeadlineReads:
 
     _tables: Tables
     runs_table: str
+    jobs_table: str
     open_shards: int
     open_index: bool
     sweep_pages: int
@@ -109,6 +114,69 @@ class DeadlineReads:
 
     def _get_runs(self, keys: list[Key]) -> list[Run]:
         return [it.item_to_run(item) for item in self._tables.batch_get(self.runs_table, keys)]
+
+    def open_runs(self, owner: str, now: int, at_most: int) -> OpenRuns | None:
+        """The runs table has no owner index (it would cost write units on every run), so: the
+        owner's job ids from the jobs ``by_owner`` index, then the due rows of the ``open`` index
+        (keys only: the job id and time), of every owner, shard by shard at once; the owner's are
+        then read (eventually consistent: a figure for a page) for their state.
+
+        Reads at most ``INDEX_ROWS_PER_RUN * at_most`` index rows, ``at_most`` runs and
+        :data:`OWNER_JOBS_READ` job ids; past any bound the counts are lower bounds
+        (``complete=False``). None without the open index: sweeping the runs table is the reaper's.
+        """
+        if not self.open_index:
+            return None
+        jobs, complete = self._owner_job_ids(owner)
+        if not jobs:
+            return OpenRuns(waiting=0, executing=0, complete=complete)
+        per_shard = max(1, INDEX_ROWS_PER_RUN * at_most // self.open_shards)
+        keys: list[Key] = []
+        for rows, whole in self._tables.each(
+            lambda shard: self._due_open_rows(shard, now, per_shard), range(self.open_shards)
+        ):
+            keys += [key for key in rows if key["job_id"]["S"] in jobs]
+            complete = complete and whole
+        if len(keys) > at_most:
+            keys, complete = keys[:at_most], False
+        states = [r.get("state", {}).get("S") for r in self._tables.batch_get(self.runs_table, keys, consistent=False)]
+        running = states.count(RunState.RUNNING.value)
+        waiting = sum(1 for state in states if state in (RunState.SCHEDULED.value, RunState.RETRYING.value))
+        return OpenRuns(waiting=waiting, executing=running, complete=complete)
+
+    def _owner_job_ids(self, owner: str) -> tuple[set[str], bool]:
+        request: dict[str, Any] = {
+            "TableName": self.jobs_table,
+            "IndexName": "by_owner",
+            "KeyConditionExpression": "#owner = :owner",
+            "ExpressionAttributeNames": {"#owner": "owner"},
+            "ExpressionAttributeValues": {":owner": s(owner)},
+            "ProjectionExpression": "job_id",
+        }
+        ids, whole = self._read_rows(request, OWNER_JOBS_READ)
+        return {row["job_id"]["S"] for row in ids}, whole
+
+    def _due_open_rows(self, shard: int, now: int, at_most: int) -> tuple[list[Key], bool]:
+        request: dict[str, Any] = {
+            "TableName": self.runs_table,
+            "IndexName": "open",
+            "KeyConditionExpression": "open_shard = :shard AND scheduled_at <= :now",
+            "ExpressionAttributeValues": {":shard": n(shard), ":now": n(now)},
+        }
+        rows, whole = self._read_rows(request, at_most)
+        return [it.run_position(row) for row in rows], whole
+
+    def _read_rows(self, request: dict[str, Any], at_most: int) -> tuple[list[Item], bool]:
+        """Query pages until ``at_most`` rows; whether that was every row."""
+        rows: list[Item] = []
+        while True:
+            page = self._tables.client.query(**request, Limit=min(1_000, at_most - len(rows) + 1))
+            rows += page.get("Items", [])
+            if len(rows) > at_most:
+                return rows[:at_most], False
+            if "LastEvaluatedKey" not in page:
+                return rows, True
+            request = {**request, "ExclusiveStartKey": page["LastEvaluatedKey"]}
 
     def purge_expired(self, now: int, deleted_before: int, limit: int) -> int:
         # DynamoDB TTL deletes expired runs (expires_at) and deleted jobs (expires_at set on delete)

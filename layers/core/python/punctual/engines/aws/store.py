@@ -6,7 +6,8 @@ update requests from them, :mod:`.items` owns the item layout and cursors, :mod:
 paging, batches and conditional-write plumbing, and this module maps each port method to those
 requests: the claim, runs, stats and alerts here; jobs (:mod:`.jobs`), the reaper's reads
 (:mod:`.deadlines`), shard leases (:mod:`.shards`), dependencies (:mod:`.dependencies`, and
-their decisions in :mod:`.edges`), tenants and calendars (:mod:`.calendars`) in mixins. Every
+their decisions in :mod:`.edges`), tenants, run outcomes (:mod:`.outcomes`) and calendars
+(:mod:`.calendars`) in mixins. Every
 ``ConditionalCheckFailedException`` becomes the outcome the port documents (False, None, a
 :class:`LeaseOutcome`, or the named exception); every other ``ClientError`` propagates unchanged.
 Conditional writes that fail ask DynamoDB for the item as it was
@@ -36,6 +37,7 @@ from punctual.engines.aws.calendars import DynamoCalendars
 from punctual.engines.aws.deadlines import SWEEP_PAGES, DeadlineReads
 from punctual.engines.aws.edges import DynamoEdges
 from punctual.engines.aws.items import n, s
+from punctual.engines.aws.outcomes import DynamoOutcomes
 from punctual.engines.aws.reservations import DynamoReservations
 from punctual.engines.aws.shards import DynamoShards
 from punctual.engines.aws.tables import Tables, Written
@@ -69,7 +71,9 @@ _LEASE_ROUNDS = 4  # fresh lease / takeover attempts before conceding that other
 _MAX_QUERY_LIMIT = 1000
 
 
-class DynamoStore(DynamoEdges, DynamoReservations, DeadlineReads, DynamoShards, DynamoTenants, DynamoCalendars, Store):
+class DynamoStore(
+    DynamoEdges, DynamoReservations, DeadlineReads, DynamoShards, DynamoTenants, DynamoOutcomes, DynamoCalendars, Store
+):
     """Jobs, runs, shard leases and alerts in three DynamoDB tables (see ``punctual.resources``)."""
 
     def __init__(
@@ -354,7 +358,7 @@ class DynamoStore(DynamoEdges, DynamoReservations, DeadlineReads, DynamoShards, 
     def run_stats(self, owner: str, since: int, until: int) -> RunStats | None:
         if not self.stats_counters:
             return None  # nothing was counted: "unavailable", not "zero runs"
-        return stats.run_stats(lambda keys: self._tables.batch_get(self.leases_table, keys), owner, since, until)
+        return stats.run_stats(self._tables, self.leases_table, owner, since, until)
 
     def _tally(self, run: Run) -> None:
         """Count a run that just turned terminal in the owner's GET /stats counters (1 write unit)."""

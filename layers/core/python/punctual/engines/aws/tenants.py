@@ -9,6 +9,8 @@ Items (all in the ``leases`` table, partition ``pk`` / sort ``sk``):
   (``size(holders) < :limit``), releasing one another: the count can never exceed the limit, and a
   run id can hold at most one slot. ``bucket`` = crc32(owner) mod ``SLOT_BUCKETS`` spreads owners
   over partitions yet lets the reaper list them with a few Queries.
+  Attributes ``wait_<p>`` mark until when a run of priority ``p`` waits for a slot: a run of
+  lower priority yields a free slot while one lasts (``NO_WAIT_ABOVE``, one term per higher priority).
 - ``rate#<owner>`` / ``starts``: the owner's ``max_runs_per_minute`` record (``punctual.tenancy.rates``:
   ``limit``, ``next_at``, ``queue_end``, ``recent`` starts per second, ``guard_until``, ``version``), replaced by a
   PutItem conditioned on the version read (``RATE_UNCHANGED``, or ``RATE_ABSENT`` for the first),
@@ -43,6 +45,14 @@ SLOT_HELD = "attribute_exists(holders.#run)"
 RATE_ABSENT = "attribute_not_exists(pk)"
 RATE_UNCHANGED = "version = :read"
 LIVE_JOB = "#status IN (:active, :paused)"
+NO_WAIT_ABOVE = "(attribute_not_exists({w}) OR {w} < :now)"  # no run of that higher priority waits now
+WAIT_EARLIER = "attribute_not_exists(#w) OR #w < :until"
+MAX_PRIORITY = 9
+
+
+def wait_attr(priority: int) -> str:
+    """The slot item's attribute marking a wait of ``priority`` (``Store.mark_slot_wait``)."""
+    return f"wait_{priority}"
 
 
 def slot_key(owner: str) -> dict[str, Any]:
@@ -111,12 +121,13 @@ class DynamoTenants:
             request = {**request, "ExclusiveStartKey": page["LastEvaluatedKey"]}
         return min(count, max(0, at_most))
 
-    def take_slot(self, owner: str, run_id: str, limit: int, now: int) -> SlotOutcome:
-        request = {
+    def take_slot(self, owner: str, run_id: str, limit: int, now: int, *, priority: int | None = None) -> SlotOutcome:
+        above = [] if priority is None else [wait_attr(p) for p in range(priority + 1, MAX_PRIORITY + 1)]
+        request: dict[str, Any] = {
             "TableName": self.leases_table,
             "Key": slot_key(owner),
             "UpdateExpression": "SET holders.#run = :now",
-            "ConditionExpression": SLOT_FREE,
+            "ConditionExpression": " AND ".join([SLOT_FREE, *(NO_WAIT_ABOVE.format(w=w) for w in above)]),
             "ExpressionAttributeNames": {"#run": run_id},
             "ExpressionAttributeValues": {":now": n(now), ":limit": n(limit)},
             "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
@@ -132,9 +143,25 @@ class DynamoTenants:
                 return SlotOutcome.TAKEN
             if old is not None and "holders" in old:
                 holders = old["holders"].get("M", {})
-                return SlotOutcome.ALREADY_HELD if run_id in holders else SlotOutcome.FULL
+                if run_id in holders:
+                    return SlotOutcome.ALREADY_HELD
+                return SlotOutcome.FULL if len(holders) >= limit else SlotOutcome.YIELDED
             self._create_slot_item(owner)
         return SlotOutcome.FULL  # the item kept vanishing under us: wait rather than exceed the limit
+
+    def mark_slot_wait(self, owner: str, priority: int, until: int) -> None:
+        try:
+            self._client.update_item(
+                TableName=self.leases_table,
+                Key=slot_key(owner),
+                UpdateExpression="SET #w = :until, holders = if_not_exists(holders, :none)",
+                ConditionExpression=WAIT_EARLIER,
+                ExpressionAttributeNames={"#w": wait_attr(priority)},
+                ExpressionAttributeValues={":until": n(until), ":none": {"M": {}}},
+            )
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") != _CONDITION_FAILED:
+                raise  # a later mark stands: nothing to do
 
     def release_slot(self, owner: str, run_id: str) -> bool:
         try:

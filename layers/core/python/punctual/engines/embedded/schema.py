@@ -16,7 +16,9 @@ Tables mirror DESIGN.md §2:
 - ``dependents``, ``releases``: job dependencies (reverse edges and release records; v5).
 - ``tenants``, ``tenant_slots``, ``tenant_starts``: per-owner limits, the concurrency slots held by
   running runs of limited owners, and each rate-limited owner's record of starts (``punctual.tenancy``).
-- ``calendars``: owners' calendars (``punctual.calendars``; v11).
+- ``notifications``: what runs owe their jobs' ``notify`` webhooks, pending ones indexed by when
+  they are tried next (v11).
+- ``calendars``: owners' calendars (``punctual.calendars``; v12).
 - ``meta``: facts fixed when the file was created (the number of due shards).
 
 Migrations: ``PRAGMA user_version`` is the schema version; :func:`migrate` applies the steps a
@@ -49,7 +51,7 @@ DUE_COLUMNS = (
     "job_id",
     *(a for a in DUE_INDEX.non_key_attributes if a not in ROUTING_ATTRIBUTES),
 )
-# The due index as v1 made it (v11 adds ``timing``): the index of a step is the one of its time.
+# The due index as v1 made it (v12 adds ``timing``): the index of a step is the one of its time.
 _V1_DUE_COLUMNS = tuple(c for c in DUE_COLUMNS if c != "timing")
 
 _V1 = (
@@ -260,29 +262,41 @@ _V10 = (
     "DROP TABLE tenant_rates",
 )
 
-# v11: calendars (punctual.calendars). A job's timing rules (its DST policy and calendar:
-# punctual.model.timing) in a column the due index covers, NULL for a job that keeps the defaults
-# (every job stored before v11); the name of the calendar it uses in a column of its own, indexed for
-# the users of a calendar (a delete is refused while there are some); the owners' calendars.
+# v11: the notifications a job's notify webhook is owed (punctual.runs.outcomes), one per run, and
+# the outbox of the pending ones by when they are tried next (the reaper drains it).
 _V11 = (
+    """
+    CREATE TABLE notifications (
+        job_id       TEXT NOT NULL,
+        scheduled_at INTEGER NOT NULL,
+        state        TEXT NOT NULL,
+        next_at      INTEGER NOT NULL,
+        tries        INTEGER NOT NULL,
+        expires_at   INTEGER,
+        doc          TEXT NOT NULL,
+        PRIMARY KEY (job_id, scheduled_at)
+    ) WITHOUT ROWID
+    """,
+    "CREATE INDEX notifications_due ON notifications(next_at) WHERE state = 'pending'",
+    "CREATE INDEX notifications_expired ON notifications(expires_at) WHERE state <> 'pending'",
+)
+
+# v12: calendars (punctual.calendars). A job's timing rules (its DST policy and calendar:
+# punctual.model.timing) in a column the due index covers, NULL for a job that keeps the defaults
+# (every job stored before v12); the name of the calendar it uses in a column of its own, indexed for
+# the users of a calendar (a delete is refused while there are some); the owners' calendars.
+_V12 = (
     "ALTER TABLE jobs ADD COLUMN timing TEXT",
     "ALTER TABLE jobs ADD COLUMN calendar TEXT",
     "DROP INDEX jobs_due",
     f"CREATE INDEX jobs_due ON jobs({', '.join(DUE_COLUMNS)}, status) WHERE status = 'active'",
     "CREATE INDEX jobs_by_calendar ON jobs(owner, calendar) WHERE calendar IS NOT NULL AND status != 'deleted'",
-    """
-    CREATE TABLE calendars (
-        owner      TEXT NOT NULL,
-        name       TEXT NOT NULL,
-        version    INTEGER NOT NULL,
-        doc        TEXT NOT NULL,
-        PRIMARY KEY (owner, name)
-    ) WITHOUT ROWID
-    """,
+    "CREATE TABLE calendars (owner TEXT NOT NULL, name TEXT NOT NULL, version INTEGER NOT NULL, doc TEXT NOT NULL,"
+    " PRIMARY KEY (owner, name)) WITHOUT ROWID",
 )
 
 # MIGRATIONS[n] takes a file from version n to n + 1
-MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9, _V10, _V11)
+MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9, _V10, _V11, _V12)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 SYNCHRONOUS_MODES = frozenset({"NORMAL", "FULL", "EXTRA"})

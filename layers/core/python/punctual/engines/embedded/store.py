@@ -13,7 +13,7 @@ advance binds five small values and never parses or re-serializes JSON; a read m
 
 The run steps taken inside a transaction (lease, heartbeat, finish, the run row codec) are in
 :mod:`.runs`; shard leases (:mod:`.shards`), batched reads, dependencies (and their decisions,
-:mod:`.edges`) and tenants are mixins.
+:mod:`.edges`), tenants, stats and run outcomes (:mod:`.outcomes`) are mixins.
 """
 
 from __future__ import annotations
@@ -24,10 +24,11 @@ from typing import Any
 
 from punctual import ids, rules
 from punctual.clock import Clock
-from punctual.engines.embedded import bulk, stats
+from punctual.engines.embedded import bulk
 from punctual.engines.embedded.calendars import EmbeddedCalendars
 from punctual.engines.embedded.db import Database
 from punctual.engines.embedded.edges import EdgeDecisions
+from punctual.engines.embedded.outcomes import EmbeddedOutcomes, purge_notifications
 from punctual.engines.embedded.reads import SELECT_JOB, due_job_from_row, job_from_row
 from punctual.engines.embedded.runs import (
     extend_in,
@@ -43,6 +44,7 @@ from punctual.engines.embedded.runs import (
 from punctual.engines.embedded.schema import DUE_COLUMNS, OPEN_RUN_SQL, RUN_EXPIRY_SQL, TERMINAL_RUN_SQL
 from punctual.engines.embedded.set_writes import reserve_scheduled
 from punctual.engines.embedded.shards import EmbeddedShards
+from punctual.engines.embedded.stats import EmbeddedStats
 from punctual.engines.embedded.tenants import EmbeddedTenants
 from punctual.errors import ConcurrentModification, InvalidCursor, JobAlreadyExists, JobNotFound, RunNotFound
 from punctual.model import Job, JobStatus, Run
@@ -61,7 +63,6 @@ from punctual.port import (
     RunQuery,
     Store,
 )
-from punctual.port.stats import RunStats
 
 MAX_PAGE = 1_000  # largest page a listing returns, whatever limit asks for
 
@@ -119,7 +120,9 @@ _PAST_DEADLINE = (
 )
 
 
-class EmbeddedStore(EmbeddedShards, EdgeDecisions, EmbeddedTenants, EmbeddedCalendars, Store):
+class EmbeddedStore(
+    EmbeddedShards, EdgeDecisions, EmbeddedTenants, EmbeddedStats, EmbeddedOutcomes, EmbeddedCalendars, Store
+):
     """The Store port on one SQLite file (see the module docstring for the row layout)."""
 
     def __init__(self, db: Database, *, shards: int, clock: Clock) -> None:
@@ -301,13 +304,9 @@ class EmbeddedStore(EmbeddedShards, EdgeDecisions, EmbeddedTenants, EmbeddedCale
     def purge_expired(self, now: int, deleted_before: int, limit: int) -> int:
         with self._db.write() as conn:
             runs = conn.execute(_PURGE_RUNS, (now // 1000, max(0, limit))).rowcount
+            runs += purge_notifications(conn, now // 1000, max(0, limit - runs))
             jobs = conn.execute(_PURGE_JOBS, (deleted_before, max(0, limit - runs))).rowcount
         return runs + jobs
-
-    # -- stats --------------------------------------------------------------------------------
-
-    def run_stats(self, owner: str, since: int, until: int) -> RunStats:
-        return stats.run_stats(self._db.connection(), owner, since, until)
 
     # -- alerts -------------------------------------------------------------------------------
 
@@ -317,7 +316,7 @@ class EmbeddedStore(EmbeddedShards, EdgeDecisions, EmbeddedTenants, EmbeddedCale
                 conn.execute(
                     "INSERT INTO alerts (owner, run_id, job_id, created_at, reason) VALUES (?, ?, ?, ?, ?)"
                     " ON CONFLICT DO NOTHING",
-                    (alert.owner, alert.run_id, alert.job_id, alert.created_at, alert.reason),
+                    (alert.owner, alert.key, alert.job_id, alert.created_at, alert.reason),
                 ).rowcount
             )
 
@@ -327,7 +326,7 @@ class EmbeddedStore(EmbeddedShards, EdgeDecisions, EmbeddedTenants, EmbeddedCale
             " ORDER BY created_at DESC, run_id DESC LIMIT ?",
             (owner, max(1, min(limit, MAX_PAGE))),
         )
-        return [Alert(*row) for row in rows]
+        return [Alert.stored(*row) for row in rows]
 
     # -- helpers ------------------------------------------------------------------------------
 

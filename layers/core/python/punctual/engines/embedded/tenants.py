@@ -2,7 +2,9 @@
 
 A mixin of :class:`~punctual.engines.embedded.store.EmbeddedStore` (the ``tenants`` part of the
 port). Each conditional method is one ``BEGIN IMMEDIATE`` transaction, so a slot is counted and
-taken, or a rate record compared and set, with no other writer in between.
+taken, or a rate record compared and set, with no other writer in between. The marks of runs
+waiting for a slot by priority (``Store.mark_slot_wait``) are a small document per slot scope in
+``tenant_starts``, under :data:`WAITS_PREFIX`: one PK read in the transaction that takes a slot.
 """
 
 from __future__ import annotations
@@ -14,6 +16,9 @@ from punctual.engines.embedded.db import Database
 from punctual.port import RateState, SlotOutcome, Tenant
 
 _TENANT_FIELDS = ("max_jobs", "max_runs_per_minute", "max_concurrency", "api_requests_per_second")
+# The slot-wait marks of a slot scope live beside the rate records, under this prefix and the scope:
+# "~" never starts an owner that is not a digest ("~sha256:..."), nor a keyed scope ("~limit:...").
+WAITS_PREFIX = "~waits:"
 _COUNT_LIVE = (
     "SELECT count(*) FROM (SELECT 1 FROM jobs INDEXED BY jobs_by_owner"
     " WHERE owner = ? AND status IN ('active', 'paused') LIMIT ?)"
@@ -50,7 +55,7 @@ class EmbeddedTenants:
         row = self._db.connection().execute(_COUNT_LIVE, (owner, max(0, at_most))).fetchone()
         return int(row[0])
 
-    def take_slot(self, owner: str, run_id: str, limit: int, now: int) -> SlotOutcome:
+    def take_slot(self, owner: str, run_id: str, limit: int, now: int, *, priority: int | None = None) -> SlotOutcome:
         with self._db.write() as conn:
             held = conn.execute("SELECT 1 FROM tenant_slots WHERE owner = ? AND run_id = ?", (owner, run_id))
             if held.fetchone() is not None:
@@ -58,8 +63,23 @@ class EmbeddedTenants:
             used = conn.execute("SELECT count(*) FROM tenant_slots WHERE owner = ?", (owner,)).fetchone()[0]
             if used >= limit:
                 return SlotOutcome.FULL
+            if priority is not None and any(p > priority and until >= now for p, until in _waits(conn, owner).items()):
+                return SlotOutcome.YIELDED
             conn.execute("INSERT INTO tenant_slots (owner, run_id, taken_at) VALUES (?, ?, ?)", (owner, run_id, now))
         return SlotOutcome.TAKEN
+
+    def mark_slot_wait(self, owner: str, priority: int, until: int) -> None:
+        with self._db.write() as conn:
+            waits = _waits(conn, owner)
+            if waits.get(priority, until - 1) >= until:
+                return
+            waits[priority] = until
+            doc = json.dumps({str(p): at for p, at in waits.items()}, separators=(",", ":"))
+            conn.execute(
+                "INSERT INTO tenant_starts (owner, version, doc) VALUES (?, 0, ?)"
+                " ON CONFLICT (owner) DO UPDATE SET doc = excluded.doc",
+                (WAITS_PREFIX + owner, doc),
+            )
 
     def release_slot(self, owner: str, run_id: str) -> bool:
         with self._db.write() as conn:
@@ -102,6 +122,12 @@ class EmbeddedTenants:
                     (state.version, doc, state.owner, state.version - 1),
                 )
             return written.rowcount == 1
+
+
+def _waits(conn: Any, owner: str) -> dict[int, int]:
+    """The owner's slot-wait marks, by priority (``Store.mark_slot_wait``)."""
+    row = conn.execute("SELECT doc FROM tenant_starts WHERE owner = ?", (WAITS_PREFIX + owner,)).fetchone()
+    return {} if row is None else {int(p): int(at) for p, at in json.loads(row[0]).items()}
 
 
 def _tenant(row: Any) -> Tenant:

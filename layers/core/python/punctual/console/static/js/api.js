@@ -8,6 +8,18 @@ const key = fragment.get("key");
 
 export const signedIn = Boolean(key);
 
+// What the API made of the credential: "unknown" until an answer, then "accepted" or "refused"
+// (a 401: a key from an earlier `punctual dev`, a mistyped link). Announced as a "punctual:auth"
+// event on window so the header can say it.
+let credential = "unknown";
+export const credentialState = () => credential;
+
+function judged(state) {
+  if (state === credential) return;
+  credential = state;
+  window.dispatchEvent(new CustomEvent("punctual:auth", { detail: state }));
+}
+
 export class ApiError extends Error {
   constructor(status, message) {
     super(message);
@@ -24,6 +36,8 @@ export async function api(method, path, body) {
     init.body = JSON.stringify(body);
   }
   const response = await fetch(path, init);
+  if (response.status === 401) judged("refused");
+  else if (response.status < 500 && !path.startsWith("/openapi.json")) judged("accepted");
   if (response.status === 204) return null;
   const data = await response.json().catch(() => null);
   if (!response.ok) {

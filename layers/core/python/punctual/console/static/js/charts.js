@@ -1,22 +1,26 @@
 // Chart options for Apache ECharts (vendor/echarts.min.js): every chart is drawn by ECharts from a
 // declarative option. Tooltips use ECharts' richText mode (drawn on the canvas, never HTML), so
 // nothing a user typed can become markup through a chart either.
-import { duration, lateness, ms, percentile, when } from "./format.js";
+import { lateness, percentile } from "./format.js";
 
 export const COLORS = {
   succeeded: "#2e9d5b", failed: "#d64541", timeout: "#d64541", dead: "#7a1f1f", dead_lettered: "#7a1f1f",
   cancelled: "#9aa0a6", lease_expired: "#f0a030", running: "#3b82f6", scheduled: "#93b4f5", retrying: "#f0a030",
 };
 const WAIT = "#dfe3ea";
-const ROWS = 25; // timeline rows in view at once
 const live = new Set();
 
-// Render `option` into `el`; the instance is disposed when the view changes (disposeAll).
+// Render `option` into `el` (again: a live refresh replaces the option and the click handler);
+// the instance is disposed when the view changes (disposeAll).
 export function chart(el, option, onClick) {
-  const instance = window.echarts.init(el, null, { renderer: "canvas" });
-  instance.setOption({ animation: false, ...option });
+  let instance = window.echarts.getInstanceByDom(el);
+  if (!instance) {
+    instance = window.echarts.init(el, null, { renderer: "canvas" });
+    live.add(instance);
+  }
+  instance.setOption({ animation: false, ...option }, { notMerge: true });
+  instance.off("click");
   if (onClick) instance.on("click", onClick);
-  live.add(instance);
   return instance;
 }
 
@@ -25,9 +29,19 @@ export function disposeAll() {
   live.clear();
 }
 
+// Dispose the charts inside `container` (a section about to be redrawn without them).
+export function disposeWithin(container) {
+  for (const instance of [...live]) {
+    if (container.contains(instance.getDom())) {
+      instance.dispose();
+      live.delete(instance);
+    }
+  }
+}
+
 window.addEventListener("resize", () => live.forEach((instance) => instance.resize()));
 
-const tooltip = (formatter) => ({ trigger: "item", renderMode: "richText", formatter, confine: true });
+export const tooltip = (formatter) => ({ trigger: "item", renderMode: "richText", formatter, confine: true });
 
 // The last runs of a job as coloured bars, oldest first (one bar per run).
 export function sparkline(runs, slots = 50) {
@@ -42,90 +56,6 @@ export function sparkline(runs, slots = 50) {
       data: [...new Array(empty).fill("-"), ...ordered.map((r) => ({ value: 1, itemStyle: { color: COLORS[r.state] || WAIT } }))],
     }],
   };
-}
-
-// Runs on a time axis: one row per run, scheduled -> started -> finished, attempts as segments
-// coloured by outcome. Built as stacked horizontal bars: an invisible offset from the window start,
-// the wait before the first attempt, then for each attempt the gap before it and its duration.
-export function timeline(runs, now) {
-  const ordered = [...runs].sort((a, b) => ms(a.scheduled_at) - ms(b.scheduled_at));
-  const t0 = ordered.length ? ms(ordered[0].scheduled_at) : now;
-  const ends = ordered.map((run) => runEnd(run, now));
-  const tEnd = Math.max(t0 + 1000, ...ends);
-  const maxAttempts = Math.max(1, ...ordered.map((r) => r.attempts.length));
-  const firstShown = ordered.length ? ms(ordered[Math.max(0, ordered.length - ROWS)].scheduled_at) : t0;
-  const base = { type: "bar", stack: "run", barMaxWidth: 14 };
-  const series = [
-    { ...base, name: "offset", silent: true, itemStyle: { color: "transparent" },
-      data: ordered.map((run) => ms(run.scheduled_at) - t0) },
-    { ...base, name: "waiting", barMinHeight: 3,
-      data: ordered.map((run) => ({
-        value: Math.max(0, (firstStart(run) ?? runEnd(run, now)) - ms(run.scheduled_at)),
-        itemStyle: { color: run.attempts.length ? WAIT : COLORS[run.state] || WAIT },
-      })) },
-  ];
-  for (let k = 0; k < maxAttempts; k += 1) {
-    series.push({ ...base, name: `gap ${k + 1}`, silent: true, itemStyle: { color: "transparent" },
-      data: ordered.map((run) => (k > 0 && run.attempts[k] ? Math.max(0, ms(run.attempts[k].started_at)
-        - attemptEnd(run.attempts[k - 1], now)) : "-")) });
-    series.push({ ...base, name: `attempt ${k + 1}`, barMinHeight: 3,
-      data: ordered.map((run) => {
-        const attempt = run.attempts[k];
-        if (!attempt || !attempt.started_at) return "-";
-        return { value: Math.max(0, attemptEnd(attempt, now) - ms(attempt.started_at)),
-          itemStyle: { color: COLORS[attempt.outcome] || WAIT } };
-      }) });
-  }
-  return {
-    grid: { left: 150, right: 30, top: 10, bottom: 60 },
-    tooltip: tooltip((p) => runTooltip(ordered[p.dataIndex], now)),
-    xAxis: { type: "value", min: 0, max: tEnd - t0,
-      axisLabel: { formatter: (v) => axisTime(t0 + v, tEnd - t0), hideOverlap: true } },
-    yAxis: { type: "category", inverse: true, data: ordered.map((r) => when(r.scheduled_at).slice(0, 19)),
-      axisLabel: { fontSize: 11 } },
-    // opens on the newest rows and the time they span; drag or wheel to see the rest
-    dataZoom: [
-      { type: "inside", xAxisIndex: 0, filterMode: "none", startValue: firstShown - t0, endValue: tEnd - t0 },
-      { type: "slider", xAxisIndex: 0, filterMode: "none", height: 18, bottom: 8, startValue: firstShown - t0, endValue: tEnd - t0 },
-      ...(ordered.length > ROWS ? [{ type: "slider", yAxisIndex: 0, right: 4, width: 14, startValue: ordered.length - ROWS,
-        endValue: ordered.length - 1 }] : []),
-    ],
-    series,
-  };
-}
-
-// A tick label as precise as the span needs: milliseconds within a minute, the date beyond a day.
-function axisTime(epoch, span) {
-  const iso = new Date(epoch).toISOString();
-  if (span < 60_000) return iso.slice(11, 23);
-  if (span < 86_400_000) return iso.slice(11, 19);
-  return `${iso.slice(5, 10)} ${iso.slice(11, 16)}`;
-}
-
-function firstStart(run) {
-  const first = run.attempts.find((a) => a.started_at);
-  return first ? ms(first.started_at) : ms(run.started_at);
-}
-
-function attemptEnd(attempt, now) {
-  return attempt.finished_at ? ms(attempt.finished_at) : now;
-}
-
-function runEnd(run, now) {
-  if (run.finished_at) return ms(run.finished_at);
-  const last = run.attempts[run.attempts.length - 1];
-  if (last) return attemptEnd(last, now);
-  return ["scheduled", "running", "retrying"].includes(run.state) ? Math.max(now, ms(run.scheduled_at)) : ms(run.scheduled_at);
-}
-
-function runTooltip(run, now) {
-  const lines = [`${run.state} · ${run.trigger}`, `scheduled ${when(run.scheduled_at)}`];
-  const late = lateness(run);
-  if (late !== null) lines.push(`started ${duration(late)} late`);
-  run.attempts.forEach((a) => {
-    lines.push(`attempt ${a.number}: ${a.outcome}, ${duration(attemptEnd(a, now) - ms(a.started_at))}`);
-  });
-  return lines.join("\n");
 }
 
 // Start lateness of a job's runs in the same buckets as GET /stats, with exact p50/p99 of the sample.
@@ -159,8 +89,10 @@ export function histogram(counts, subtitle) {
   };
 }
 
-// Outcomes by day: the share of a day's finished runs that succeeded, on a calendar.
-export function calendar(runs, now) {
+// Outcomes by day: the share of a day's finished runs that succeeded, on a calendar that spans the
+// job's life (from its creation or its oldest run shown, at most a year) up to today, its cells
+// sized to fit `width` px (a week-old job gets wide cells, not five empty months).
+export function calendar(runs, now, bornAt, width) {
   const days = new Map();
   for (const run of runs) {
     if (!run.finished_at || !["succeeded", "failed", "dead"].includes(run.state)) continue;
@@ -171,30 +103,34 @@ export function calendar(runs, now) {
     days.set(day, tally);
   }
   const end = new Date(now).toISOString().slice(0, 10);
-  const oldest = [...days.keys()].sort()[0] || end;
   const floor = new Date(now - 364 * 86_400_000).toISOString().slice(0, 10);
-  const start = [oldest, new Date(now - 120 * 86_400_000).toISOString().slice(0, 10)].sort()[0];
+  const born = new Date(Math.min(bornAt, now)).toISOString().slice(0, 10);
+  const start = [born, ...days.keys()].sort()[0];
+  const first = start < floor ? floor : start;
+  const weeks = Math.ceil((Date.parse(end) - Date.parse(first)) / (7 * 86_400_000)) + 2;
+  const cell = Math.max(9, Math.min(18, Math.floor((width - 60) / weeks)));
   const data = [...days.entries()].map(([day, t]) => [day, Math.round((100 * t.ok) / t.all), t.all]);
   return {
     tooltip: tooltip((p) => `${p.value[0]}: ${p.value[1]}% of ${p.value[2]} runs succeeded`),
     visualMap: { min: 0, max: 100, dimension: 1, calculable: false, orient: "horizontal", left: "center", bottom: 0,
       itemHeight: 120, text: ["100% ok", "0%"], inRange: { color: [COLORS.failed, "#f3d36b", COLORS.succeeded] } },
-    calendar: { range: [start < floor ? floor : start, end], cellSize: ["auto", 13], top: 25, left: 40, right: 10,
+    calendar: { range: [first, end], cellSize: [cell, cell], top: 25, left: 40,
       itemStyle: { color: "#eef0f3", borderColor: "#fff" }, splitLine: { show: false }, yearLabel: { show: false } },
     series: [{ type: "heatmap", coordinateSystem: "calendar", data }],
   };
 }
 
-// Runs per minute by outcome (GET /stats), stacked.
+// Runs by outcome per bucket of the window (GET /stats: a minute, or coarser for long windows), stacked.
 export function perMinute(stats) {
-  const minutes = stats.per_minute.map((m) => m.minute.slice(11, 16));
+  const bucket = stats.bucket_minutes || 1;
+  const label = (iso) => (bucket >= 60 ? `${iso.slice(5, 10)} ${iso.slice(11, 16)}` : iso.slice(11, 16));
   const outcome = (name) => ({ type: "bar", stack: "runs", name, itemStyle: { color: COLORS[name] },
     data: stats.per_minute.map((m) => m[name]) });
   return {
     legend: { top: 0 },
     grid: { left: 45, right: 15, top: 30, bottom: 30 },
     tooltip: tooltip((p) => `${p.name} ${p.seriesName}: ${p.value}`),
-    xAxis: { type: "category", data: minutes, axisLabel: { hideOverlap: true } },
+    xAxis: { type: "category", data: stats.per_minute.map((m) => label(m.minute)), axisLabel: { hideOverlap: true } },
     yAxis: { type: "value", minInterval: 1 },
     series: ["succeeded", "failed", "dead", "cancelled"].map(outcome),
   };

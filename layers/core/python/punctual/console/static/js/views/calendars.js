@@ -13,11 +13,12 @@ export async function calendarsView(ctx) {
   const listed = await get("/calendars");
   if (!ctx.current()) return;
   const rows = listed.items.map((c) => h("tr", { "data-calendar": c.name },
-    h("td", { class: "name" }, link(`/console/calendars/${encodeURIComponent(c.name)}`, c.name)),
-    h("td", {}, c.timezone), h("td", {}, c.based_on || "—"), h("td", {}, summary(c)), h("td", {}, when(c.updated_at))));
+    h("td", { class: "name", "data-label": "Name" }, link(`/console/calendars/${encodeURIComponent(c.name)}`, c.name)),
+    h("td", { "data-label": "Time zone" }, c.timezone), h("td", { "data-label": "Based on" }, c.based_on || "—"),
+    h("td", { "data-label": "Excludes" }, summary(c)), h("td", { "data-label": "Updated" }, when(c.updated_at))));
   show(ctx.view, h("h1", {}, "Calendars"),
     rows.length
-      ? h("table", { id: "calendars" },
+      ? h("table", { id: "calendars", class: "stack" },
         h("thead", {}, h("tr", {}, ["Name", "Time zone", "Based on", "Excludes", "Updated"].map((t) => h("th", {}, t)))),
         h("tbody", {}, rows))
       : h("p", { class: "muted" }, "No calendars yet: create one with PUT /calendars/{name} or `punctual calendars set`."));

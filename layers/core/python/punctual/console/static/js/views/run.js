@@ -2,12 +2,14 @@
 import { get } from "../api.js";
 import { h, link, show, state } from "../dom.js";
 import { duration, lateness, ms, when } from "../format.js";
+import { whyCell } from "../waits.js";
 
 export async function runView(ctx, runId) {
   const run = await get(`/runs/${encodeURIComponent(runId)}`);
   if (!ctx.current()) return;
   const job = await get(`/jobs/${encodeURIComponent(run.job_id)}`).catch(() => null);
   if (!ctx.current()) return;
+  const why = whyCell(run, job, [], Date.now()); // a wait while it holds; its history is in the attempts
   show(ctx.view,
     h("p", {}, link(`/console/jobs/${encodeURIComponent(run.job_id)}`, "← ", job ? job.name : run.job_id)),
     h("h1", {}, "Run ", h("span", { class: "muted" }, run.run_id), " ", state(run.state)),
@@ -18,7 +20,7 @@ export async function runView(ctx, runId) {
       fact("Finished", when(run.finished_at)),
       fact("Attempt", String(run.attempt)),
       run.next_attempt_at ? fact("Next attempt", when(run.next_attempt_at)) : null,
-      run.note ? fact("Note", run.note) : null),
+      why ? fact("Why", why) : null),
     h("h2", {}, `Attempts (${run.attempts.length})`),
     run.attempts.length
       ? h("ol", { class: "attempts", id: "attempts" }, run.attempts.map(attemptItem))
