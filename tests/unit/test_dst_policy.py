@@ -42,7 +42,9 @@ ZONES = (
     "America/Nuuk",
     "Africa/Casablanca",
 )
-POLICIES = [DstPolicy(r, s) for r in (None, *DstRepeated) for s in (None, *DstSkipped)]
+# cron's rule (both fields left None) and every explicit pair; a field left None is cron's rule for
+# the job's kind, which the defaults already walk
+POLICIES = [CRON_RULE, *(DstPolicy(r, s) for r in DstRepeated for s in DstSkipped)]
 WINDOW_MS = 4 * HOUR_MS  # checked on each side of a transition (Troll shifts 2 hours)
 
 
@@ -179,6 +181,7 @@ def test_every_transition_2026_2030_follows_the_policy_table(zone: str) -> None:
                     assert latest_fire_at_or_before(expr.text, zone, probe, policy) == before[-1], (expr, policy)
             checked += 1
     assert checked >= 10 * 13 * len(POLICIES)
+    assert DstPolicy(DstRepeated.TWICE).resolved(interval=False) == (DstRepeated.TWICE, DstSkipped.SHIFT)
 
 
 def test_the_default_is_cron_rule_for_each_kind() -> None:
