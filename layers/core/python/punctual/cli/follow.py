@@ -3,8 +3,10 @@
 It prints the newest page of runs oldest first (as ``tail -f`` does), then, every ``--interval``
 seconds, each run that is new or changed since (state, attempt, finish or note), until Ctrl-C or
 ``--for`` seconds. A poll is one ``GET /jobs/{id}/runs``: the API has no push, and a person
-watching a job needs no more than a poll every second or two. With ``--json``, one JSON object per
-line for each run shown (a stream a script can read as it comes).
+watching a job needs no more than a poll every second or two. A run it showed open (scheduled,
+running, retrying) is followed to its end even once newer runs push it off the newest page: the
+poll then reads further pages down to it (at most ``MAX_PAGES``). With ``--json``, one JSON object
+per line for each run shown (a stream a script can read as it comes).
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from punctual.cli.client import Client
 
 DEFAULT_INTERVAL_S = 2.0
 MIN_INTERVAL_S = 0.2
+MAX_PAGES = 10  # pages one poll reads to reach the oldest open run it showed (a bound, not a goal)
+_OPEN = frozenset({"scheduled", "running", "retrying"})
 # Every cell but the last has a fixed width, so rows printed poll after poll line up under one
 # header: a run id is run_ + 32 hex + _ + epoch ms, a time is ISO 8601 UTC with milliseconds.
 _WIDTHS = {"RUN ID": 50, "SCHEDULED": 24, "STATE": 9, "TRIGGER": 10, "ATTEMPT": 7, "FINISHED": 24}
@@ -36,12 +40,12 @@ class Follow:
     write: Callable[[str], None] = field(default=lambda line: print(line, flush=True))
     shown: dict[str, tuple[Any, ...]] = field(default_factory=dict)  # run id -> what it looked like
     headed: bool = False  # the table's header is printed (before the first row)
+    open_runs: dict[str, str] = field(default_factory=dict)  # run id -> scheduled_at, of runs last read open
 
     def poll(self) -> int:
         """Ask for the newest runs once; print the new and changed ones, oldest first. Returns how many."""
-        page = self.client.call("GET", f"/jobs/{self.job_id}/runs", params=self.params)
         fresh = []
-        for run in reversed(page.get("items") or []):
+        for run in reversed(self._read()):
             looks = (run["state"], run["attempt"], run.get("finished_at"), run.get("note"))
             if self.shown.get(run["run_id"]) != looks:
                 self.shown[run["run_id"]] = looks
@@ -55,6 +59,31 @@ class Follow:
                 self.headed = True
             self.write(_row([str(get(run)) for _, get in output.RUN_COLUMNS]))
         return len(fresh)
+
+    def _read(self) -> list[dict[str, Any]]:
+        """The newest page of runs, and the pages after it down to the oldest open run shown
+        (newest first, as the API answers)."""
+        oldest_open = min(self.open_runs.values(), default=None)
+        runs: list[dict[str, Any]] = []
+        params, covered = self.params, False
+        for _ in range(MAX_PAGES):
+            page = self.client.call("GET", f"/jobs/{self.job_id}/runs", params=params)
+            items = page.get("items") or []
+            runs += items
+            cursor = page.get("next_cursor")
+            # ISO 8601 UTC with milliseconds: the text orders as the time does
+            if not items or cursor is None or oldest_open is None or items[-1]["scheduled_at"] <= oldest_open:
+                covered = True
+                break
+            params = {**self.params, "cursor": cursor}
+        if covered:  # an open run not read again left the answer (a --state filter, retention): not followed
+            self.open_runs.clear()
+        for run in runs:
+            if run["state"] in _OPEN:
+                self.open_runs[run["run_id"]] = run["scheduled_at"]
+            else:
+                self.open_runs.pop(run["run_id"], None)
+        return runs
 
 
 def follow(
