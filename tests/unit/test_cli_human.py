@@ -186,3 +186,31 @@ def test_follow_follows_a_run_it_showed_open_after_newer_runs_push_it_off_the_pa
     session.poll()  # every run ended: the next polls read the newest page only
     session.poll()
     assert listing.calls - calls == 2 + 1
+
+
+def test_follow_outlives_a_passing_error_but_not_a_wrong_job() -> None:
+    class Flaky(Pages):
+        def call(self, method: str, path: str, *, params: Any = None, **kw: Any) -> Any:
+            if len(self.calls) in (1, 2):  # the API restarts, then the owner's request rate is reached
+                self.calls.append((method, path, params))
+                raise CliError("cannot reach the Punctual API") if len(self.calls) == 2 else ApiError(429, {})
+            return super().call(method, path, params=params, **kw)
+
+    lines: list[str] = []
+    warnings: list[str] = []
+    started = run(JOB, 1_000, "running", attempt=1)
+    client = Flaky([run(JOB, 1_000, "scheduled")], [started])
+    session = follow.Follow(client, JOB, {"limit": 50}, write=lines.append, warn=warnings.append)
+    clock = Clock()
+    follow.follow(session, interval_s=1.0, for_s=3.0, clock=clock, sleep=clock.sleep)
+    assert len(warnings) == 2 and "trying again" in warnings[0]
+    assert [line.split()[2] for line in lines[1:]] == ["scheduled", "running"]
+
+    class Gone(Pages):
+        def call(self, method: str, path: str, *, params: Any = None, **kw: Any) -> Any:
+            if self.calls:
+                raise ApiError(404, {"code": "not_found"})  # the job's retention ended: no blip
+            return super().call(method, path, params=params, **kw)
+
+    with pytest.raises(ApiError):
+        follow.follow(follow.Follow(Gone([]), JOB, {}, write=lines.append), for_s=2.0, clock=clock, sleep=clock.sleep)

@@ -12,13 +12,14 @@ per line for each run shown (a stream a script can read as it comes).
 from __future__ import annotations
 
 import json
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from punctual.cli import output
-from punctual.cli.client import Client
+from punctual.cli.client import ApiError, Client, CliError
 
 DEFAULT_INTERVAL_S = 2.0
 MIN_INTERVAL_S = 0.2
@@ -38,6 +39,7 @@ class Follow:
     params: dict[str, Any]
     as_json: bool = False
     write: Callable[[str], None] = field(default=lambda line: print(line, flush=True))
+    warn: Callable[[str], None] = field(default=lambda line: print(line, file=sys.stderr, flush=True))
     shown: dict[str, tuple[Any, ...]] = field(default_factory=dict)  # run id -> what it looked like
     headed: bool = False  # the table's header is printed (before the first row)
     open_runs: dict[str, str] = field(default_factory=dict)  # run id -> scheduled_at, of runs last read open
@@ -95,8 +97,10 @@ def follow(
     sleep: Callable[[float], None] = time.sleep,
 ) -> None:
     """Poll every ``interval_s`` (at least ``MIN_INTERVAL_S``) until Ctrl-C, or for ``for_s`` seconds
-    (None: until Ctrl-C). Ctrl-C ends it quietly (it is how a person stops following); API errors
-    propagate (the command prints them and exits 1).
+    (None: until Ctrl-C). Ctrl-C ends it quietly (it is how a person stops following). An error of
+    the first poll propagates (the command prints it and exits 1: a wrong job id, a refused key);
+    later, an error that passes (429, 5xx, the API unreachable while it restarts) is reported on
+    stderr and the next poll tries again, so a long follow outlives a blip.
     """
     interval_s = max(interval_s, MIN_INTERVAL_S)
     deadline = None if for_s is None else clock() + for_s
@@ -106,7 +110,12 @@ def follow(
             session.write("No runs yet; waiting for the first (Ctrl-C stops).")
         while deadline is None or clock() < deadline:
             sleep(interval_s if deadline is None else max(0.0, min(interval_s, deadline - clock())))
-            session.poll()
+            try:
+                session.poll()
+            except (ApiError, CliError) as exc:
+                if isinstance(exc, ApiError) and exc.status != 429 and exc.status < 500:
+                    raise
+                session.warn(f"punctual: {exc} (trying again)")
     except KeyboardInterrupt:
         return
 
