@@ -14,11 +14,13 @@ from typing import Any
 
 import pytest
 
+from punctual import metrics as m
 from punctual.clock import ManualClock
 from punctual.execution.delivery import process_delivery
 from punctual.execution.options import ExecutionOptions, Outcome
 from punctual.execution.targets import TargetResult
 from punctual.execution.worker import Worker
+from punctual.metrics import InMemoryMetrics
 from punctual.model import Job, Run, RunState
 from punctual.port import Beat, Delivery, Engine, Hold, LeaseOutcome, SlotOutcome, Tenant
 from punctual.reaping.reaper import reap_once
@@ -56,6 +58,7 @@ def process(engine: Engine, clock: ManualClock, delivery: Delivery, targets: Any
         options=options,
         alerter=LogAlerter(),
         gate=the_gate,
+        metrics=kw.pop("metrics", None),
     )
 
 
@@ -76,7 +79,9 @@ def test_a_run_over_max_concurrency_waits_without_using_an_attempt(engine, engin
         outcomes.append(process(engine, clock, second_delivery, FakeTargets(OK), the_gate, worker_id="w2"))
         return OK
 
-    assert process(engine, clock, first_delivery, FakeTargets(while_first_runs), the_gate) is Outcome.SUCCEEDED
+    sink = InMemoryMetrics()
+    first_outcome = process(engine, clock, first_delivery, FakeTargets(while_first_runs), the_gate, metrics=sink)
+    assert first_outcome is Outcome.SUCCEEDED
     # Then the second waited: still scheduled, no attempt, the wait written on it, its message hidden
     assert outcomes == [Outcome.THROTTLED]
     waiting = stored(engine, second)
@@ -89,10 +94,12 @@ def test_a_run_over_max_concurrency_waits_without_using_an_attempt(engine, engin
     # When the message comes back, the run starts
     clock.advance(2 * SECOND)
     again = receive_one(engine, engine_kind)
-    assert process(engine, clock, again, FakeTargets(OK), the_gate) is Outcome.SUCCEEDED
+    assert process(engine, clock, again, FakeTargets(OK), the_gate, metrics=sink) is Outcome.SUCCEEDED
     done = stored(engine, second)
     assert done.state is RunState.SUCCEEDED and done.attempt == 1
     assert engine.store.slot_holders(OWNER) == {}
+    # and start lateness has the first run only: the second's 2 s were its owner's limit working (issue 31)
+    assert list(sink.samples[m.START_LATENESS_MS]) == [0]
 
 
 def test_owners_without_limits_take_no_slot(engine, engine_kind, clock):

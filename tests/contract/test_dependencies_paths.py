@@ -8,9 +8,11 @@ from typing import Any
 
 import pytest
 
+from punctual import metrics as m
 from punctual.clock import ManualClock
 from punctual.execution.options import Outcome
 from punctual.jobs import service
+from punctual.metrics import InMemoryMetrics
 from punctual.model import HttpTarget, Job, JobSpec, RetryPolicy, Run, RunState, Trigger
 from punctual.port import Dispatch, Engine, RunQuery
 from tests.contract.factories import MINUTE, SECOND, make_run
@@ -65,11 +67,14 @@ def test_the_worker_runs_a_chain_of_three(engine, engine_kind, clock, alerter):
     b = job(engine, clock, "transform", [a])
     c = job(engine, clock, "load", [b])
     start(engine, clock, a)
+    sink = InMemoryMetrics()
     for expected in (a, b, c):  # each finish sends the next job's run
         delivery = receive_one(engine, engine_kind)
         assert delivery.run_id.startswith("run_" + expected.id[4:])
-        assert process(engine, clock, delivery, FakeTargets(OK), alerter) is Outcome.SUCCEEDED
+        assert process(engine, clock, delivery, FakeTargets(OK), alerter, metrics=sink) is Outcome.SUCCEEDED
         clock.advance(SECOND)
+    # the released runs count as dispatched, as the scheduler's do (issue 31: punctual dev's status line)
+    assert sink.counters[m.RUNS_DISPATCHED] == 2
     (b_run,) = runs_of(engine, b)
     (c_run,) = runs_of(engine, c)
     assert b_run.state is RunState.SUCCEEDED and b_run.trigger is Trigger.DEPENDENCY

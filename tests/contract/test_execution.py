@@ -105,6 +105,7 @@ def process(engine: Engine, clock: ManualClock, delivery: Delivery, targets: Any
         worker_id=kw.pop("worker_id", "w1"),
         options=kw.pop("options", OPTIONS),
         alerter=alerter,
+        metrics=kw.pop("metrics", None),
     )
 
 

@@ -146,6 +146,11 @@ def test_trigger_creates_a_manual_run_visible_in_runs_and_by_id(alice: ApiClient
     assert triggered.headers["location"] == f"/runs/{run['run_id']}"
     assert alice.get(f"/runs/{run['run_id']}").json() == run
     assert [r["run_id"] for r in alice.get(f"/jobs/{job['id']}/runs").json()["items"]] == [run["run_id"]]
+    # when the job last ran counts the manual run (issue 31 item 3: it stayed null), in every answer
+    assert job["last_run_at"] is None
+    assert alice.get(f"/jobs/{job['id']}").json()["last_run_at"] == run["scheduled_at"]
+    assert [j["last_run_at"] for j in alice.get("/jobs").json()["items"]] == [run["scheduled_at"]]
+    assert alice.post(f"/jobs/{job['id']}/pause").json()["last_run_at"] == run["scheduled_at"]
 
 
 def test_runs_are_newest_first_filtered_and_paged(alice: ApiClient) -> None:
@@ -521,7 +526,7 @@ def test_one_owner_can_never_see_or_change_anothers_jobs_or_runs(stack: Stack, a
     assert mallory.get(f"/jobs/{job['id']}").json()["message"] == f"no job {job['id']}"
     assert mallory.get("/jobs").json()["items"] == []
     # And the owner's job and runs are untouched
-    assert alice.get(f"/jobs/{job['id']}").json() == job
+    assert alice.get(f"/jobs/{job['id']}").json() == {**job, "last_run_at": run["scheduled_at"]}  # its trigger only
     assert [r["run_id"] for r in alice.get(f"/jobs/{job['id']}/runs").json()["items"]] == [run["run_id"]]
 
 

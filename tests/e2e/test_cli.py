@@ -57,6 +57,10 @@ def test_every_job_command_round_trips_through_the_api(cli: Cli) -> None:
     assert run["job_id"] == job["id"] and run["trigger"] == "manual"
     runs = cli.json("runs", job["id"])["items"]
     assert [r["run_id"] for r in runs] == [run["run_id"]]
+    code, out, _ = cli("jobs", "get", job["id"])  # issue 31: "last run -" after manual runs
+    assert code == 0 and f"last run  {run['scheduled_at']}" in out
+    code, out, _ = cli("runs", job["id"], "--follow", "--for", "0.2", "--interval", "0.2")  # bounded: 2 polls
+    assert code == 0 and out.splitlines()[0].startswith("RUN ID") and run["run_id"] in out.splitlines()[1]
     code, out, _ = cli("run", run["run_id"])
     assert code == 0 and run["run_id"] in out and "No attempts yet." in out  # no worker in this stack
     # delete
@@ -131,5 +135,6 @@ def test_dependent_jobs_from_the_cli_and_their_graph_as_a_tree(cli: Cli) -> None
 
     code, _, err = cli("jobs", "delete", extract["id"])
     assert code == 1 and "has_dependents" in err
+    assert "or delete with --force" in err and "force=true" not in err  # the flag the CLI caller has
     code, _, _ = cli("jobs", "delete", extract["id"], "--force")
     assert code == 0 and cli.json("jobs", "get", transform["id"])["status"] == "active"

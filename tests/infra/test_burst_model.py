@@ -84,4 +84,7 @@ def test_a_template_that_is_not_punctual_is_refused(tmp_path: Path, capsys: pyte
     with pytest.raises(ConfigError, match="not a Punctual stack"):
         read_template(other)
     assert main(["burst-model", "--cdk-out", str(tmp_path / "missing.json")]) == 2
+    assert "synthesize the stack first (make synth" in capsys.readouterr().err  # issue 31: not a bare ENOENT
+    (tmp_path / "broken.template.json").write_text("{")
+    assert main(["burst-model", "--cdk-out", str(tmp_path / "broken.template.json")]) == 2
     assert "cannot read" in capsys.readouterr().err

@@ -6,6 +6,7 @@ formulas and constants, so a change of a constant or a formula shows up here as 
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import re
@@ -164,7 +165,7 @@ def test_mission_cost_lines_follow_the_counts_and_prices() -> None:
         wcu * 730 * 0.00065, 2
     )
     assert by_item["scheduler fleet"] == round(4 * 1_216 / 1024 * 730 * 3600 * 0.0000133334, 2)
-    assert by_item["9 worker task(s) (1 vCPU, 2 GB, Arm)"] == round(9 * 730 * (0.03238 + 2 * 0.00356), 2)
+    assert by_item["9 worker tasks (1 vCPU, 2 GB, Arm)"] == round(9 * 730 * (0.03238 + 2 * 0.00356), 2)
     # every line is in the total: no price left unverified
     assert cost.monthly_usd == round(sum(line.monthly_usd for line in cost.lines), 2)
     assert cost.per_million_runs_usd == round(cost.monthly_usd / (runs / 1e6), 3)
@@ -399,3 +400,41 @@ def test_cli_takes_the_owner_figures(capsys: pytest.CaptureFixture[str]) -> None
     assert not [w for w in out["warnings"] if w["code"].startswith("owner_")]
     assert main(["capacity", "--jobs", "10000", "--peak-runs-per-second", "50"]) == 0
     assert "Per-owner ceilings (the busiest owner: 50 runs/s at the peak)" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "load",
+    [Load(jobs=1_000, peak_runs_per_second=10), variant(MISSION, worker="fargate")],
+    ids=["one-lambda-instance", "mission-on-fargate"],
+)
+def test_the_readable_report_keeps_its_columns_and_counts_in_english(load: Load) -> None:
+    # issue 31: "1 scheduler instances", and a table whose titles sat two columns left of their numbers
+    from punctual.capacity.render import render
+
+    lines = render(report(load)).splitlines()
+    header = lines.index(next(line for line in lines if line.startswith("DynamoDB at the peak")))
+    rows = lines[header + 1 : lines.index("", header)]
+    ends = [m.end() for m in re.finditer(r"\S+(?: \S+)*", lines[header])][1:]  # each title's last column
+    assert len(ends) == 4 and rows
+    for row in rows:
+        assert [m.end() for m in re.finditer(r"\S+", row)][1:] == ends, (lines[header], row)
+    cost = lines.index(next(line for line in lines if line.startswith("Monthly cost")))
+    dollars = {line.rindex("$") for line in lines[cost + 1 :] if line.startswith("  ") and "$" in line}
+    dollars -= {lines[i].rindex("$") for i in range(len(lines)) if lines[i].startswith("  per million runs")}
+    assert len(dollars) == 1  # every cost line and the total: one column
+    text = "\n".join(lines)
+    assert not re.search(r"\b1 (scheduler instances|tasks|worker tasks)\b|\(s\)", text)
+    assert not any(line != line.rstrip() for line in lines)
+
+
+def test_burst_model_describes_its_stack_in_english() -> None:
+    from punctual.capacity.render import describe_deployment
+    from punctual.capacity.synth import Deployment
+
+    one = Deployment(
+        shards=16, lookahead_ms=35_000, scheduler_instances=1, batch_size=10, max_concurrency=15, min_pollers=0,
+        max_pollers=0, reserved_concurrency=15, open_index=True, warm_writes={}, fargate_tasks=0,
+    )  # fmt: skip
+    assert describe_deployment(one).startswith("  1 scheduler instance, 16 due shards (at most 16 per instance)")
+    two = describe_deployment(dataclasses.replace(one, scheduler_instances=2))
+    assert two.startswith("  2 scheduler instances, 16 due shards (at most 8 per instance)")

@@ -135,3 +135,14 @@ def test_the_architecture_page_names_the_lease_decision_and_real_modules() -> No
     named = set(re.findall(r"`(punctual(?:\.[A-Za-z_]\w*)+)", text))
     missing = sorted(name for name in named if not module_exists(name))
     assert not missing, f"docs/architecture.md names modules that do not exist: {missing}"
+
+
+def test_the_readme_links_its_own_docs_and_its_quick_starts_do_not_collide() -> None:
+    # issue 31: a clone has no ../shared/DESIGN.md; the CLI and the curl quick start made the same job
+    # twice; a second owner and the admin routes were nowhere explained
+    text = (ROOT / "README.md").read_text()
+    assert "../shared" not in text and "](docs/architecture.md)" in text
+    created = re.findall(r'--name (\S+)|"name": "([^"]+)"', text)
+    names = [cli or http for cli, http in created]
+    assert len(names) >= 4 and len(names) == len(set(names)), names
+    assert "PUNCTUAL_API_KEYS=" in text and "PUNCTUAL_ADMIN_PRINCIPALS=" in text and "/admin/tenants" in text

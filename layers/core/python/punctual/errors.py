@@ -61,6 +61,12 @@ class InvalidId(InvalidInput):
     code = "invalid_id"
 
 
+class TooManyRuns(InvalidInput):
+    """A request that would act on more runs than one call may (a replay beyond its bound)."""
+
+    code = "too_many_runs"
+
+
 class DependencyCycle(InvalidInput):
     """A ``depends_on`` that would make a job (indirectly) depend on itself."""
 
@@ -114,6 +120,7 @@ class HasDependents(Conflict):
     """Deleting a job that other jobs depend on (delete with force to leave them waiting)."""
 
     code = "has_dependents"
+    FORCE = "force=true"  # how the message names forcing: the API's parameter (the CLI says --force)
 
 
 class IdempotencyKeyReused(Conflict):

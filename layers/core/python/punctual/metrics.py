@@ -11,7 +11,7 @@ from collections import defaultdict, deque
 from collections.abc import Sequence
 from typing import Protocol
 
-RUNS_DISPATCHED = "RunsDispatched"
+RUNS_DISPATCHED = "RunsDispatched"  # runs sent to the queue: the scheduler's, released dependents, triggers (dev)
 RUNS_SUCCEEDED = "RunsSucceeded"
 RUNS_FAILED = "RunsFailed"
 RUNS_DEAD = "RunsDead"
@@ -23,7 +23,9 @@ SHARDS_OWNED = "ShardsOwned"  # gauge, once per 10 s window: the shards held as 
 SCHEDULER_TICK_FAILURES = "SchedulerTickFailures"  # count: ticks in which a claim failed, or that failed
 SCHEDULER_FAILED_TICKS_IN_A_ROW = "SchedulerFailedTicksInARow"  # gauge: 0 after a tick that fully succeeded
 CLAIM_LAG_MS = "ClaimLagMs"  # gauge: now - the oldest due next_run_at no claim has taken, over owned shards
-START_LATENESS_MS = "StartLatenessMs"  # a worker's lease time - the run's scheduled_at
+# a first attempt's start - its instant (scheduled_at + the job's jitter); not for starts that waited
+# for their owner's limits (punctual.execution.leasing.observe_start)
+START_LATENESS_MS = "StartLatenessMs"
 
 
 class Metrics(Protocol):

@@ -28,7 +28,7 @@ from aws_lambda_powertools.event_handler.openapi.models import Server
 from aws_lambda_powertools.event_handler.openapi.params import Header, Path, Query
 
 from punctual import __version__, ids
-from punctual.api import alerts, edges, errors, openapi, signing, stats, tenants
+from punctual.api import alerts, edges, errors, openapi, replay, signing, stats, tenants
 from punctual.api.caller import Services, caller
 from punctual.api.resolver import ConcurrentResolver
 from punctual.api.schemas import JobCreate, JobGraph, JobPage, JobPatch, JobResponse, RunPage, RunResponse
@@ -39,7 +39,8 @@ from punctual.execution.targets.policy import TargetPolicy
 from punctual.jobs import checks, lifecycle
 from punctual.jobs import runs as job_runs
 from punctual.jobs import service as jobs
-from punctual.model import AwareRfc3339, JobStatus, RunState
+from punctual.metrics import RUNS_DISPATCHED
+from punctual.model import AwareRfc3339, Job, JobStatus, RunState
 from punctual.port import RunQuery
 
 _DOCUMENT = threading.Lock()  # the OpenAPI document is generated once, by one request
@@ -125,8 +126,9 @@ def create_job(
     headers = {"Location": f"/jobs/{created.job.id}"}
     if created.replayed:
         headers["Idempotent-Replayed"] = "true"
-    status = 200 if created.replayed else 201
-    return _json(status, JobResponse.from_job(created.job), headers)
+    if created.replayed:
+        return _json(200, _job_response(services, created.job), headers)
+    return _json(201, JobResponse.from_job(created.job, last_run_at=None), headers)  # a new job: no run yet
 
 
 @app.get(
@@ -143,7 +145,9 @@ def list_jobs(
 ) -> JobPage:
     services, owner = _caller()
     page = jobs.list_jobs(services.store, owner, status=status, limit=limit, cursor=cursor)
-    return JobPage(items=[JobResponse.from_job(j) for j in page.items], next_cursor=page.cursor)
+    last = job_runs.last_run_times(services.store, page.items, services.clock.now_ms())
+    items = [JobResponse.from_job(j, last_run_at=last[j.id]) for j in page.items]
+    return JobPage(items=items, next_cursor=page.cursor)
 
 
 @app.get(
@@ -159,7 +163,7 @@ def list_jobs(
 def get_job(job_id: JobId) -> JobResponse:
     services, owner = _caller()
     job = jobs.get_job(services.store, owner, job_id)
-    return JobResponse.from_job(job, dependency_graph.waiting(services.store, job))
+    return _job_response(services, job, dependency_graph.waiting(services.store, job))
 
 
 @app.get(
@@ -194,7 +198,7 @@ def update_job(job_id: JobId, body: JobPatch) -> JobResponse:
         keys=services.keys,
         max_timeout_s=services.settings.max_timeout_s,
     )
-    return JobResponse.from_job(job)
+    return _job_response(services, job)
 
 
 @app.delete(
@@ -224,7 +228,7 @@ def delete_job(
 )
 def pause_job(job_id: JobId) -> JobResponse:
     services, owner = _caller()
-    return JobResponse.from_job(lifecycle.pause_job(services.store, owner, job_id, services.clock.now_ms()))
+    return _job_response(services, lifecycle.pause_job(services.store, owner, job_id, services.clock.now_ms()))
 
 
 @app.post(
@@ -236,7 +240,7 @@ def pause_job(job_id: JobId) -> JobResponse:
 )
 def resume_job(job_id: JobId) -> JobResponse:
     services, owner = _caller()
-    return JobResponse.from_job(lifecycle.resume_job(services.store, owner, job_id, services.clock.now_ms()))
+    return _job_response(services, lifecycle.resume_job(services.store, owner, job_id, services.clock.now_ms()))
 
 
 @app.post(
@@ -259,6 +263,8 @@ def trigger_job(job_id: JobId) -> Response[RunResponse]:
         retention_s=services.settings.retention_s,
         long_run_after_s=services.settings.long_run_after_s,
     )
+    if services.metrics is not None and run.is_open:  # dispatched, as the scheduler's and a release's runs are
+        services.metrics.count(RUNS_DISPATCHED)
     return _json(202, RunResponse.from_run(run), {"Location": f"/runs/{run.run_id}"})
 
 
@@ -302,12 +308,14 @@ def list_runs(
 )
 def get_run(run_id: RunId) -> RunResponse:
     services, owner = _caller()
-    return RunResponse.from_run(job_runs.get_run(services.store, owner, run_id))
+    run = job_runs.get_run(services.store, owner, run_id)
+    return RunResponse.from_run(run, job_runs.notification_of(services.store, run))
 
 
 # -- other routers (they share this app's per-request context) --------------------------------------
 
 app.include_router(alerts.router)
+app.include_router(replay.router)
 app.include_router(stats.router)
 app.include_router(signing.router)
 app.include_router(tenants.router)
@@ -341,6 +349,12 @@ def _generated(server_url: str) -> str:
 
 
 # -- helpers --------------------------------------------------------------------------------------
+
+
+def _job_response(services: Services, job: Job, waiting: dependency_graph.Waiting | None = None) -> JobResponse:
+    """``job`` as the API shows it, with when it last ran (:func:`punctual.jobs.runs.last_run_times`)."""
+    last = job_runs.last_run_times(services.store, [job], services.clock.now_ms())
+    return JobResponse.from_job(job, waiting, last_run_at=last[job.id])
 
 
 def _caller() -> tuple[Services, str]:

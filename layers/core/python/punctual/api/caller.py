@@ -15,6 +15,7 @@ from typing import Any
 from punctual.clock import Clock
 from punctual.config import Settings
 from punctual.errors import ConfigError, Unauthorized
+from punctual.metrics import Metrics
 from punctual.port import Engine, Keys, Queue, SkewSource, Store
 from punctual.tenancy.api_rate import ApiRateLimiter
 from punctual.tenancy.limits import LimitCache, defaults_from
@@ -34,9 +35,10 @@ class Services:
     keys: Keys | None = None  # seals secret headers; signing secrets (GET /signing-secret)
     limits: LimitCache | None = None  # owners' tenant limits, cached (None: read per request)
     api_rate: ApiRateLimiter | None = None  # api_requests_per_second (None: not applied)
+    metrics: Metrics | None = None  # counts the runs a trigger dispatches (punctual dev's status line)
 
     @classmethod
-    def of(cls, engine: Engine, settings: Settings, clock: Clock) -> Services:
+    def of(cls, engine: Engine, settings: Settings, clock: Clock, metrics: Metrics | None = None) -> Services:
         limits = LimitCache(engine.store, defaults_from(settings), clock)
         return cls(
             store=engine.store,
@@ -48,6 +50,7 @@ class Services:
             keys=engine.keys,
             limits=limits,
             api_rate=ApiRateLimiter(limits, clock),
+            metrics=metrics,
         )
 
 

@@ -1,8 +1,21 @@
-"""``punctual capacity`` for humans: the report as readable sections."""
+"""``punctual capacity`` for humans: the report as readable sections; ``punctual burst-model``'s
+description of a synthesized stack."""
 
 from __future__ import annotations
 
 from typing import Any
+
+from punctual.capacity.synth import Deployment
+
+# The "DynamoDB at the peak" table: each column's title and width; the header and the rows are
+# both built from it, so a title always sits right-aligned over its numbers.
+_NAME_WIDTH = 22
+_TABLE_COLUMNS = (  # (title, width, the gap before it)
+    ("WRU/s", 10, " "),
+    ("RRU/s", 10, " "),
+    ("pre-warm writes/reads", 21, "   "),
+    ("quota to request", 16, "   "),
+)
 
 
 def render(report: dict[str, Any]) -> str:
@@ -15,7 +28,7 @@ def render(report: dict[str, Any]) -> str:
         "",
         "Scheduling",
         f"  lookahead {s['lookahead_ms']:,} ms: claim {s['claim_rate_needed']:,.0f} runs/s"
-        f" with {s['scheduler_instances']} scheduler instance{'s' if s['scheduler_instances'] > 1 else ''}"
+        f" with {plural(s['scheduler_instances'], 'scheduler instance')}"
         f" of {s['scheduler_memory_mb']:,} MB,"
         f" at most {s['shards_per_instance']} due shards each"
         f" ({s['claim_capacity']:,.0f} runs/s)",
@@ -32,7 +45,7 @@ def render(report: dict[str, Any]) -> str:
         f" {per_run['dynamodb_reads']:g} read, {per_run['sqs_requests']} SQS requests"
         + ("" if per_run["stats_counters"] else " (GET /stats run counters off: -c stats_counters=false)"),
         "",
-        "DynamoDB at the peak        WRU/s      RRU/s   pre-warm writes/reads   quota to request",
+        _table_row("DynamoDB at the peak".ljust(_NAME_WIDTH + 2), [title for title, _, _ in _TABLE_COLUMNS]),
     ]
     for t in report["tables"]:
         warm = f"{t['warm_writes']:,}/{t['warm_reads']:,}" if t["warm_writes"] or t["warm_reads"] else "-"
@@ -41,9 +54,8 @@ def render(report: dict[str, Any]) -> str:
             if t["quota_wru_needed"] or t["quota_rru_needed"]
             else "-"
         )
-        out.append(
-            f"  {t['name']:<22} {t['peak_wru_per_s']:>10,.0f} {t['peak_rru_per_s']:>10,.0f}   {warm:>21}   {quota:>16}"
-        )
+        cells = [f"{t['peak_wru_per_s']:,.0f}", f"{t['peak_rru_per_s']:,.0f}", warm, quota]
+        out.append(_table_row(f"  {t['name']:<{_NAME_WIDTH}}", cells))
     out += [
         "",
         f"SQS: {w['in_flight_runs']:,} messages in flight at the peak (limit {w['sqs_in_flight_limit']:,})",
@@ -53,9 +65,9 @@ def render(report: dict[str, Any]) -> str:
     if w["kind"] == "fargate":
         warm = f", {w['fargate_prewarm_tasks']} before each hour" if w["fargate_prewarm_tasks"] else ""
         out.append(
-            f"  Fargate: {w['fargate_tasks']} tasks{warm} x {w['fargate_in_flight_per_task']:,} runs in flight each,"
-            f" leasing up to {w['fargate_prelease_s']} s ahead; the Lambda worker's event source disabled;"
-            f" long-run queue {w['fargate_long_run_tasks']} task"
+            f"  Fargate: {plural(w['fargate_tasks'], 'task')}{warm} x {w['fargate_in_flight_per_task']:,} runs in"
+            f" flight each, leasing up to {w['fargate_prelease_s']} s ahead; the Lambda worker's event source"
+            f" disabled; long-run queue {plural(w['fargate_long_run_tasks'], 'task')}"
         )
     else:
         out.append(
@@ -85,7 +97,7 @@ def render(report: dict[str, Any]) -> str:
     out += ["", "DynamoDB capacity modes (requests or capacity a month; storage apart)"]
     for m in report["dynamodb_modes"]:
         mark = "*" if m["name"] == rec["dynamodb"] else " "
-        out.append(f" {mark}{m['name']:<19} ${m['monthly_usd']:>11,.2f}  {m['note']}")
+        out.append(f" {mark}{m['name']:<19} ${m['monthly_usd']:>11,.2f}  {m['note']}".rstrip())
     out.append(f"  recommended: {rec['dynamodb_why']}")
     out += [
         "",
@@ -111,11 +123,12 @@ def render(report: dict[str, Any]) -> str:
         "",
         f"Monthly cost ({cost['region_note']})",
     ]
+    width = max([84, *(len(line["item"]) for line in cost["lines"])])  # a long item widens the column
     for line in cost["lines"]:
-        out.append(f"  {line['service']:<13} {line['item']:<84} ${line['monthly_usd']:>12,.2f}")
+        out.append(f"  {line['service']:<13} {line['item']:<{width}} ${line['monthly_usd']:>12,.2f}")
     ebs = cost["eventbridge_scheduler"]
     out += [
-        f"  {'total':<98} ${cost['monthly_usd']:>12,.2f}",
+        f"  {'total':<{width + 14}} ${cost['monthly_usd']:>12,.2f}",
         f"  per million runs: ${cost['per_million_runs_usd']:,.3f}",
         "",
         f"EventBridge Scheduler, same load: ${ebs['monthly_usd']:,.2f}/month (${ebs['per_million_runs_usd']:,.3f} per"
@@ -131,6 +144,31 @@ def render(report: dict[str, Any]) -> str:
         out.append("")
     out += ["Deploy", f"  {report['deploy_command']}"]
     return "\n".join(out)
+
+
+def plural(count: int, noun: str) -> str:
+    """``1 task``, ``2 tasks``, ``1,000 scheduler instances``."""
+    return f"{count:,} {noun}" if count == 1 else f"{count:,} {noun}s"
+
+
+def describe_deployment(d: Deployment) -> str:
+    """``punctual burst-model``'s line about the synthesized stack it models."""
+    if d.min_pollers:
+        mode = (
+            f"provisioned pollers {d.min_pollers}-{d.max_pollers}, reserved {d.reserved_concurrency:,}:"
+            f" at most {plural(d.worker_concurrency, 'invocation')}"
+        )
+    else:
+        mode = f"max {d.max_concurrency:,}"
+    return (
+        f"  {plural(d.scheduler_instances, 'scheduler instance')}, {plural(d.shards, 'due shard')} (at most"
+        f" {d.shards_per_instance} per instance), lookahead {d.lookahead_ms:,} ms;"
+        f" workers: batch {d.batch_size}, {mode}; warm throughput {d.warm_writes or 'default (4,000 writes/s)'}"
+    )
+
+
+def _table_row(first: str, cells: list[str]) -> str:
+    return first + "".join(gap + cell.rjust(width) for cell, (_, width, gap) in zip(cells, _TABLE_COLUMNS, strict=True))
 
 
 def _pct(values: dict[str, float]) -> str:

@@ -150,15 +150,25 @@ class Deployment:
         return w.insert_runs + w.insert_open + w.lease_runs + w.finish_runs + w.finish_open
 
 
+# What makes a cdk.out from a checkout (`make synth` installs the CDK CLI from package.json first);
+# add the context flags `punctual capacity` prints to model a sized stack.
+SYNTH_COMMAND = "make synth, or npx cdk synth --no-notices -q"
+
+
 def read_template(path: Path) -> Deployment:
     """Read a synthesized template (a file, or a cdk.out directory holding exactly one stack).
 
-    Raises :class:`ConfigError` naming what is missing.
+    Raises :class:`ConfigError` naming what is missing (no cdk.out yet: how to synthesize one).
     """
+    if not path.exists():
+        raise ConfigError(f"no {path}: synthesize the stack first ({SYNTH_COMMAND}), then run this again")
     if path.is_dir():
         templates = sorted(path.glob("*.template.json"))
-        if len(templates) != 1:
-            raise ConfigError(f"{path} holds {len(templates)} templates; name one with --template")
+        if not templates:
+            raise ConfigError(f"{path} holds no template: synthesize the stack first ({SYNTH_COMMAND})")
+        if len(templates) > 1:
+            names = ", ".join(t.name for t in templates)
+            raise ConfigError(f"{path} holds {len(templates)} templates ({names}): name one with --cdk-out")
         path = templates[0]
     try:
         resources: dict[str, Any] = json.loads(path.read_text())["Resources"]

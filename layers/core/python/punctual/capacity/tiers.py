@@ -24,6 +24,7 @@ from punctual.capacity.extras import Extras
 from punctual.capacity.fargate import size_fargate, task_hours
 from punctual.capacity.figures import Lateness, QuotaWarning, Scheduling, Throughput, TierOption, Workers
 from punctual.capacity.load import SECONDS_PER_MONTH, Load, WorkerKind
+from punctual.capacity.render import plural
 from punctual.capacity.simulate import simulate
 from punctual.capacity.workers import FARGATE_TASK_GB, FARGATE_TASK_VCPU, burst_settings, p99, size_lambda
 
@@ -126,7 +127,8 @@ def _note(load: Load, tier: str, w: Workers, lateness: Lateness) -> str:
     if tier == "fargate":
         warm = f", raised to {w.fargate_prewarm_tasks} before each hour" if w.fargate_prewarm_tasks else ""
         return (
-            f"{w.fargate_tasks} task(s) of 1 vCPU{warm}, measured {value('worker_cpu_ms_per_run'):g} ms CPU per run,"
+            f"{plural(w.fargate_tasks, 'task')} of 1 vCPU{warm},"
+            f" measured {value('worker_cpu_ms_per_run'):g} ms CPU per run,"
             f" runs leased up to {w.fargate_prelease_s} s ahead"
         )
     if tier == "lambda-standard" and w.concurrency >= value("lambda_sqs_max_concurrency"):
@@ -209,7 +211,7 @@ def _fargate_lines(load: Load, w: Workers) -> list[CostLine]:
         "fargate_task_starts_per_month"
     )
     fleet = (
-        f"{w.fargate_tasks} worker task(s)"
+        plural(w.fargate_tasks, "worker task")
         if not w.fargate_prewarm_tasks
         else f"{w.fargate_prewarm_tasks} worker tasks 6 min an hour, {w.fargate_tasks} the rest"
     )

@@ -117,6 +117,7 @@ def run_burst_model(args: argparse.Namespace) -> int:
     from dataclasses import asdict
     from pathlib import Path
 
+    from punctual.capacity.render import describe_deployment, plural
     from punctual.capacity.simulate import simulate
     from punctual.capacity.synth import read_template
 
@@ -144,24 +145,13 @@ def run_burst_model(args: argparse.Namespace) -> int:
         print(json.dumps({"deployment": asdict(deployment) | derived, **results}))
         return 0
     d = deployment
-    if d.min_pollers:
-        mode = (
-            f"provisioned pollers {d.min_pollers}-{d.max_pollers}, reserved {d.reserved_concurrency:,}:"
-            f" at most {d.worker_concurrency:,} invocations"
-        )
-    else:
-        mode = f"max {d.max_concurrency:,}"
     print(
         f"Burst model of {args.cdk_out}: {args.runs_per_second:,} runs/s for {args.burst_seconds} s,"
         f" {args.target_duration_ms} ms targets (a planning model, not a measurement: docs/capacity.md)"
     )
-    print(
-        f"  {d.scheduler_instances} scheduler instances, {d.shards} due shards (at most {d.shards_per_instance} per"
-        f" instance), lookahead {d.lookahead_ms:,} ms;"
-        f" workers: batch {d.batch_size}, {mode}; warm throughput {d.warm_writes or 'default (4,000 writes/s)'}"
-    )
+    print(describe_deployment(d))
     if d.fargate_tasks:
-        print(f"  ({d.fargate_tasks} Fargate worker tasks are in the stack: not modelled)")
+        print(f"  ({plural(d.fargate_tasks, 'Fargate worker task')} in the stack: not modelled)")
     for name, r in results.items():
         late = ", ".join(f"{k} {v:,.0f} ms" for k, v in r["lateness_ms"].items())
         print(f"{name.replace('_', ' ')}: {r['started']:,}/{r['runs']:,} started; lateness {late}")

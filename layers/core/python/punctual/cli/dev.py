@@ -58,21 +58,25 @@ class Component(Protocol):
     def run(self, stop: threading.Event) -> object: ...
 
 
-def dev_components(settings: Settings, engine: Engine) -> list[Component]:
+def dev_components(settings: Settings, engine: Engine, metrics: InMemoryMetrics | None = None) -> list[Component]:
     """The components ``punctual dev`` runs beside the API, all on ``engine``: the scheduler, the
-    worker, the reaper, and a status line every 30 s. Nothing here does work before ``run``.
+    worker, the reaper, and a status line every 30 s of ``metrics`` (which the API's triggers
+    also count into). Nothing here does work before ``run``.
 
     Local defaults: the reaper looks every 10 s rather than every minute (and ``punctual dev``'s
     settings let HTTP targets reach loopback: a service on the same laptop).
     """
     runtime = Runtime(settings, engine)
-    metrics = InMemoryMetrics()
+    metrics = metrics if metrics is not None else InMemoryMetrics()
     worker = runtime.worker(tuning=Tuning(max_in_flight=1_000), metrics=metrics)
     return [runtime.scheduler(metrics=metrics), worker, runtime.reaper(interval_s=10.0), StatusLine(metrics)]
 
 
 class StatusLine:
-    """Logs the local metrics (runs dispatched/succeeded, lateness, shards) every ``interval_s``."""
+    """Logs the local metrics every ``interval_s``: runs dispatched (every kind: the scheduler's,
+    triggered and released ones), succeeded, failed and dead, the shards held, and
+    ``StartLatenessMs``: how long after its instant a worker started a run's first attempt, its
+    owner's limit waits apart (``punctual.execution.leasing.observe_start``)."""
 
     name = "status"
 
@@ -108,7 +112,8 @@ def run(args: argparse.Namespace) -> int:
     keys, key = api_keys(args.api_key, Path(settings.data_dir))
     stop = stop_event_on_signals()
     settings, engine = engine_from_settings(settings, bootstrap=True)
-    server = LocalServer(Services.of(engine, settings, SystemClock()), keys, host=args.host, port=args.port)
+    metrics = InMemoryMetrics()  # the status line's: the scheduler's, the workers' and the API's triggers
+    server = LocalServer(Services.of(engine, settings, SystemClock(), metrics), keys, host=args.host, port=args.port)
     threads: list[threading.Thread] = []
     failed = threading.Event()
     try:
@@ -118,7 +123,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"Console: {console_url(url, key)}")
         print("Press Ctrl-C to stop (SIGTERM also stops it cleanly).", flush=True)
         _warn_if_exposed(args.host)
-        components = dev_components(settings, engine) if args.components else []
+        components = dev_components(settings, engine, metrics) if args.components else []
         threads = [_start(c, stop, failed) for c in components]
         while not stop.wait(0.5):
             pass

@@ -1,4 +1,5 @@
-"""Job and run commands for humans: ``punctual jobs ...``, ``punctual runs JOB_ID``, ``punctual run RUN_ID``.
+"""Job and run commands for humans: ``punctual jobs ...``, ``punctual runs JOB_ID``, ``punctual run RUN_ID``,
+``punctual runs replay ...`` (``punctual.cli.replay``).
 
 They talk to the HTTP API (``punctual dev`` locally, API Gateway on AWS) like any other client:
 readable tables by default, the API's JSON with ``--json``. An API error prints its message
@@ -19,8 +20,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from punctual.cli import dependency_tree, output
+from punctual.cli import dependency_tree, follow, output, replay
 from punctual.cli.client import DEFAULT_URL, ApiError, Client, CliError, api_key, api_url
+from punctual.errors import HasDependents
 
 # -- registration ---------------------------------------------------------------------------------
 
@@ -53,11 +55,23 @@ def register(subparsers: Any) -> None:
             action.add_argument("--force", action="store_true", help="even if other jobs depend on it")
         action.set_defaults(func=_command(func))
 
-    runs: argparse.ArgumentParser = subparsers.add_parser("runs", parents=[common], help="list a job's runs")
-    runs.add_argument("job_id", metavar="JOB_ID")
+    runs: argparse.ArgumentParser = subparsers.add_parser(
+        "runs",
+        parents=[common],
+        help="list a job's runs, newest first (--follow: as they happen); or: punctual runs replay --from 6h",
+    )
+    runs.add_argument("job_id", metavar="JOB_ID", help="the job; or replay, to start runs again (--from, --to, ...)")
     runs.add_argument("--state", action="append", help="only runs in this state (repeatable)")
     runs.add_argument("--limit", type=int, default=50, help="page size (1-100)")
     runs.add_argument("--cursor", help="next page (printed under the table)")
+    runs.add_argument(
+        "--follow", action="store_true", help="keep printing new and changed runs, oldest first, until Ctrl-C"
+    )
+    runs.add_argument(
+        "--interval", type=float, default=follow.DEFAULT_INTERVAL_S, help="with --follow: seconds between polls"
+    )
+    runs.add_argument("--for", dest="for_s", type=float, metavar="SECONDS", help="with --follow: stop after this long")
+    replay.add_arguments(runs)
     runs.set_defaults(func=_command(cmd_runs))
 
     run: argparse.ArgumentParser = subparsers.add_parser("run", parents=[common], help="show a run and its attempts")
@@ -162,7 +176,12 @@ def cmd_jobs_trigger(client: Client, args: argparse.Namespace) -> None:
 
 
 def cmd_jobs_delete(client: Client, args: argparse.Namespace) -> None:
-    client.call("DELETE", f"/jobs/{args.job_id}", params={"force": "true"} if args.force else None)
+    try:
+        client.call("DELETE", f"/jobs/{args.job_id}", params={"force": "true"} if args.force else None)
+    except ApiError as exc:
+        if exc.code == HasDependents.code:  # the API names its query parameter; here the flag is --force
+            exc.message = exc.message.replace(HasDependents.FORCE, "--force")
+        raise
     output.emit(args, {"id": args.job_id, "deleted": True}, lambda: print(f"Deleted {args.job_id}."))
 
 
@@ -172,9 +191,19 @@ def cmd_jobs_graph(client: Client, args: argparse.Namespace) -> None:
 
 
 def cmd_runs(client: Client, args: argparse.Namespace) -> None:
+    if args.job_id == replay.REPLAY:
+        replay.cmd_replay(client, args)
+        return
+    replay.refuse_replay_flags(args)
     params: dict[str, Any] = {"limit": args.limit}
     if args.state:
         params["state"] = args.state
+    if args.follow and (args.cursor or args.interval <= 0 or (args.for_s is not None and args.for_s <= 0)):
+        raise CliError("--follow follows the newest runs: no --cursor, and --interval and --for above 0")
+    if args.follow:
+        session = follow.Follow(client, args.job_id, params, as_json=args.json)
+        follow.follow(session, interval_s=args.interval, for_s=args.for_s)
+        return
     if args.cursor:
         params["cursor"] = args.cursor
     page = client.call("GET", f"/jobs/{args.job_id}/runs", params=params)
@@ -213,6 +242,10 @@ def build_spec(args: argparse.Namespace) -> dict[str, Any]:
         "priority": args.priority,
     }
     spec.update({k: v for k, v in flags.items() if v is not None})
+    if args.when is not None and not args.after:  # --when says which upstream runs release the job
+        if args.schedule is not None or run_at is not None or not isinstance(spec.get("depends_on"), dict):
+            raise CliError("--when applies only to a dependent job: give --after JOB_ID (or a --file with depends_on)")
+        spec["depends_on"] = {**spec["depends_on"], "when": args.when}
     if args.after:
         spec["depends_on"] = {"jobs": args.after, "when": args.when or "succeeded"}
     for given, others in ((args.schedule, ("run_at", "depends_on")), (run_at, ("schedule", "depends_on"))):

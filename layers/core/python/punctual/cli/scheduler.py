@@ -19,6 +19,7 @@ from punctual.cli.common import (
     settings_from_args,
     stop_event_on_signals,
 )
+from punctual.config import Settings
 from punctual.metrics import InMemoryMetrics
 from punctual.runtime.assembly import Runtime
 from punctual.runtime.process import collect_rarely
@@ -36,8 +37,10 @@ def register(subparsers: Any) -> None:
     add_engine_flags(parser)
     parser.add_argument("--instance", type=int, default=0, help="this instance's index (prefers shards %% N == i)")
     parser.add_argument("--instances", type=int, default=1, help="number of instances in the fleet")
-    parser.add_argument("--lookahead-ms", type=int, help="claim this far ahead (default 3000)")
-    parser.add_argument("--lease-ttl-ms", type=int, help="shard lease length (default 10000)")
+    # the defaults shown are the ones in force (Settings, OwnershipOptions), never a copy that drifts
+    lookahead = Settings.model_fields["lookahead_ms"].default
+    parser.add_argument("--lookahead-ms", type=int, help=f"claim this far ahead (default {lookahead})")
+    parser.add_argument("--lease-ttl-ms", type=int, help=f"shard lease length (default {OwnershipOptions().ttl_ms})")
     parser.add_argument("--owner", help="this instance's name in shard leases (default: random)")
     parser.set_defaults(func=run)
 

@@ -45,6 +45,7 @@ from punctual.execution.leasing import (
 )
 from punctual.execution.options import ExecutionOptions, Outcome
 from punctual.execution.waits import Waits, parked
+from punctual.metrics import Metrics
 from punctual.model import DEFAULT_PRIORITY, Job, JobStatus, Run, copy_run
 from punctual.port import Delivery, Finish, Hold, LeaseOutcome, LeaseRequest, Queue, Store
 from punctual.runs import retry
@@ -109,10 +110,11 @@ class Port:
     options: ExecutionOptions
     alerter: Alerter
     gate: Gate | None = None  # the owners' tenant limits (None: none applied)
+    metrics: Metrics | None = None  # counts the dependent runs finished runs release (None: not counted)
 
     def owed(self, job: Job, run: Run, now: int) -> None:
         """What a terminal run owes before its message may go (``changes.settle_owed``)."""
-        settle_owed(self.store, self.queue, self.alerter, job, run, now, options=self.options)
+        settle_owed(self.store, self.queue, self.alerter, job, run, now, options=self.options, metrics=self.metrics)
 
 
 def hold(port: Port, deliveries: Sequence[Delivery]) -> Holding:

@@ -52,6 +52,7 @@ from punctual.execution.leasing import (
     cancel_orphan,
     hidden_until,
     lease_length_ms,
+    observe_start,
     visibility_short,
     wait_for_limits,
     waited_before,
@@ -85,7 +86,8 @@ def process_delivery(
 ) -> Outcome:
     """Handle one received dispatch message end to end; see the module docstring for the rules.
 
-    ``metrics`` receives the start lateness (lease time - scheduled time) of each first attempt.
+    ``metrics`` receives the start lateness of each first attempt (``leasing.observe_start``) and
+    counts the dependent runs a finished run releases (``RunsDispatched``).
 
     ``queue`` must be the queue the message came from (``extend``/``delete`` use its receipt).
     ``gate`` applies the owners' tenant limits (None: no limits).
@@ -93,7 +95,7 @@ def process_delivery(
     redelivered after its visibility timeout, and every step is safe to repeat.
     """
     ctx = _Context(
-        store, queue, delivery, clock, worker_id, options or ExecutionOptions(), alerter or LogAlerter(), gate
+        store, queue, delivery, clock, worker_id, options or ExecutionOptions(), alerter or LogAlerter(), gate, metrics
     )
     try:
         job_id, scheduled_at = ids.parse_run_id(delivery.run_id)
@@ -133,8 +135,7 @@ def process_delivery(
         gate.settle(admission, lease.outcome)
     if lease.outcome is not LeaseOutcome.LEASED or lease.run is None:
         return _not_leased(ctx, job, lease)
-    if metrics is not None and lease.run.attempt == 1:  # a retry starts at its backoff, not its instant
-        metrics.observe(m.START_LATENESS_MS, max(0, now - scheduled_at))
+    observe_start(metrics, job, lease.run, now, waited)
     return _LeasedAttempt(ctx, job, lease.run, lease_ms, waited).execute(targets)
 
 
@@ -150,6 +151,7 @@ class _Context:
     options: ExecutionOptions
     alerter: Alerter
     gate: Gate | None = None
+    metrics: m.Metrics | None = None
 
     def hide(self, until: int, group: str | None, *, parked_run: bool = False) -> None:
         """Let the message wait until ``until`` (epoch ms): hidden, re-sent in ``group`` (the run's
@@ -162,7 +164,7 @@ class _Context:
 
     def settle(self, job: Job, run: Run, now: int) -> None:
         """What a terminal run owes before its message may go (``changes.settle_owed``)."""
-        settle_owed(self.store, self.queue, self.alerter, job, run, now, options=self.options)
+        settle_owed(self.store, self.queue, self.alerter, job, run, now, options=self.options, metrics=self.metrics)
 
 
 # -- not leased ---------------------------------------------------------------------------------

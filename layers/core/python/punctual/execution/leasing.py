@@ -4,7 +4,8 @@ and the batched worker (``punctual.execution.batch``).
 How long a lease is (:func:`lease_length_ms`), what withdraws a run at its instant
 (:func:`withdrawal_of`), when a message must be hidden as long as its lease
 (:func:`visibility_short`), where a run over its owner's tenant limit waits (:func:`wait_for_limits`,
-and :func:`waited_before` for the limit a start waited for), when a message that could not lease
+and :func:`waited_before` for the limit a start waited for), how late a start was
+(:func:`observe_start`), when a message that could not lease
 its run comes back (:func:`hidden_until`), and what becomes of the run of a deleted job
 (:func:`cancel_orphan`).
 """
@@ -14,16 +15,18 @@ from __future__ import annotations
 import contextlib
 
 from punctual import ids
+from punctual import metrics as m
 from punctual.clock import Clock
 from punctual.errors import ConcurrentModification, InvalidId, RunNotFound
 from punctual.execution.changes import bounded_note
 from punctual.execution.options import ExecutionOptions, Outcome
-from punctual.model import Job, JobStatus, RunState, Withdrawal
+from punctual.model import Job, JobStatus, Run, RunState, Withdrawal
 from punctual.port import Delivery, Dispatch, LeaseOutcome, LeaseResult, Queue, RunChange, Store
 from punctual.resources import MAX_DELAY_S
 from punctual.runs import retry
 from punctual.runs.cancel import cancel_open_run
 from punctual.scheduling.instants import still_planned
+from punctual.scheduling.planning import jitter_offset_ms
 from punctual.tenancy.admission import Admission, waited_for, waiting_note
 
 VISIBILITY_SLACK_MS = 1_000  # between the receive and the lease, beyond the early arrival
@@ -49,6 +52,21 @@ def waited_before(store: Store, delivery: Delivery, scheduled_at: int) -> str | 
         return waited_for(store.get_run(job_id, scheduled_at).note)
     except (InvalidId, RunNotFound):
         return None
+
+
+def observe_start(metrics: m.Metrics | None, job: Job, run: Run, started: int, waited: str | None) -> None:
+    """Report ``StartLatenessMs`` for the start of ``run``'s first attempt at ``started``: how long
+    after its instant (its ``scheduled_at`` plus the job's jitter) a worker began it.
+
+    Only what the scheduler, the queue and the workers owe: a retry starts at its backoff, and a
+    start that ``waited`` for its owner's limits (``max_runs_per_minute``, ``max_concurrency``) is
+    the limit working, so neither is observed; the jitter is a spread the job asked for.
+    """
+    if metrics is None or run.attempt != 1 or waited is not None:
+        return
+    metrics.observe(
+        m.START_LATENESS_MS, max(0, started - run.scheduled_at - jitter_offset_ms(run.run_id, job.jitter_s))
+    )
 
 
 def lease_length_ms(job: Job, options: ExecutionOptions) -> int:

@@ -37,10 +37,10 @@ from functools import partial
 from typing import Any, TypeVar
 
 from punctual import ids
-from punctual import metrics as m
 from punctual.clock import Clock
 from punctual.execution import batch, batch_finish
 from punctual.execution.holding import Holding
+from punctual.execution.leasing import observe_start
 from punctual.execution.loop import (
     LoopState,
     Running,
@@ -113,6 +113,7 @@ class Worker(Holding):
             options=self.options,
             alerter=alerter or LogAlerter(),
             gate=gate,
+            metrics=metrics,
         )
         self.make_targets: Callable[[], AsyncTargetExecutor] = targets or (
             lambda: AsyncTargets(
@@ -305,8 +306,7 @@ class Worker(Holding):
         Returns what is in flight (None: buried unexecuted, earlier attempts used up the retries)."""
         started = self.clock.now_ms()
         run = leased.run
-        if self.metrics is not None and run.attempt == 1:  # a retry starts at its backoff, not its instant
-            self.metrics.observe(m.START_LATENESS_MS, max(0, started - run.scheduled_at))
+        observe_start(self.metrics, leased.job, run, started, leased.waited)
         if not leased.may_execute:  # earlier attempts lost their workers and used up the retries
             self._done(state, batch_finish.Done(leased, None, started, started), future)
             return None

@@ -1,4 +1,5 @@
-"""Run actions of the job service: trigger a job now, list its runs, read one run.
+"""Run actions of the job service: trigger a job now, list its runs, read one run (and its notification),
+when jobs last ran.
 
 Acts for one ``owner`` as :mod:`punctual.jobs.service` does (another owner's job or run is not
 found, never "forbidden"); ``now`` is epoch ms.
@@ -6,13 +7,16 @@ found, never "forbidden"); ``now`` is epoch ms.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from punctual import ids
 from punctual.config import DEFAULT_RETENTION_S
 from punctual.errors import InvalidInput, InvalidTransition, RunNotFound
 from punctual.jobs.checks import check_limit
 from punctual.jobs.service import get_job
-from punctual.model import JobStatus, Run
+from punctual.model import Job, JobStatus, Notification, Run
 from punctual.port import Page, Queue, RunQuery, Store
+from punctual.runs.outcomes import ENDED
 from punctual.scheduling.planning import PlanOptions, dispatch_for, is_long_run, manual_run
 
 
@@ -68,3 +72,28 @@ def get_run(store: Store, owner: str, run_id: str) -> Run:
     if run is None or run.owner != owner:
         raise RunNotFound(f"no run {run_id}", field="run_id")  # same answer for absent and foreign
     return run
+
+
+def notification_of(store: Store, run: Run) -> Notification | None:
+    """The notification ``run`` owed its job's ``notify`` webhook, with its tries (None: none, or not
+    yet: only a run that ended can owe one)."""
+    if run.state not in ENDED:
+        return None
+    return store.get_notification(run.job_id, run.scheduled_at)
+
+
+def last_run_times(store: Store, jobs: Sequence[Job], now: int) -> dict[str, int | None]:
+    """When each job last ran, as the API shows it (``last_run_at``): the ``scheduled_at`` of its
+    newest run due by ``now``, whatever created it (its schedule, a trigger, a dependency release);
+    None before the first. A run claimed ahead of its instant counts from its instant.
+
+    ``Job.last_run_at`` is the scheduler's own mark (the newest run *it* created: the catch-up
+    anchor and the overlap reference), so the newest run is read among the runs, one read per
+    job and no write on any run's path; the scheduler's mark answers once retention removed them.
+    """
+    newest = store.newest_run_times([job.id for job in jobs], now)
+    return {job.id: newest.get(job.id, _due_by(job.last_run_at, now)) for job in jobs}
+
+
+def _due_by(at: int | None, now: int) -> int | None:
+    return at if at is not None and at <= now else None

@@ -33,6 +33,7 @@ class DynamoJobs:
 
     _tables: Tables
     jobs_table: str
+    runs_table: str
     retention_days: int
 
     def create_job(self, job: Job) -> None:
@@ -90,6 +91,27 @@ class DynamoJobs:
         wanted = list(dict.fromkeys(job_ids))
         heads = self._tables.batch_get(self.jobs_table, [it.job_key(job_id) for job_id in wanted], complete=True)
         return self._with_specs({item["job_id"]["S"]: item for item in heads})
+
+    def newest_run_times(self, job_ids: Collection[str], until: int) -> dict[str, int]:
+        """One Query per job (newest first, one key attribute, strongly consistent: a run triggered
+        just before shows), concurrently: 1 read unit per job."""
+
+        def newest(job_id: str) -> int | None:
+            request = {
+                "TableName": self.runs_table,
+                "KeyConditionExpression": "job_id = :job AND scheduled_at <= :until",
+                "ExpressionAttributeValues": {":job": s(job_id), ":until": n(until)},
+                "ProjectionExpression": "scheduled_at",
+                "ScanIndexForward": False,
+                "ConsistentRead": True,
+                "Limit": 1,
+            }
+            items = self._tables.client.query(**request).get("Items", [])
+            return int(items[0]["scheduled_at"]["N"]) if items else None
+
+        wanted = list(dict.fromkeys(job_ids))
+        found = zip(wanted, self._tables.each(newest, wanted), strict=True)
+        return {job_id: at for job_id, at in found if at is not None}
 
     def job_marks(self, job_ids: Collection[str]) -> dict[str, JobMark]:
         """Status and version from the heads alone: one read unit per job, whatever its payload."""

@@ -1,0 +1,147 @@
+"""CLI papercuts of issue 31, without a server: help that states the defaults in force, ``--when``
+without ``--after``, the has-dependents hint naming ``--force``, and ``runs --follow``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+import pytest
+
+from punctual.cli import build_parser, follow, human, main
+from punctual.cli.client import ApiError, CliError
+from punctual.config import Settings
+from punctual.errors import HasDependents
+
+pytestmark = pytest.mark.unit
+
+JOB = "job_" + "a" * 32
+
+
+def run(job: str, ms: int, state: str, **fields: Any) -> dict[str, Any]:
+    """A run as GET /jobs/{id}/runs shows it."""
+    return {
+        "run_id": f"run_{job[4:]}_{ms}",
+        "job_id": job,
+        "scheduled_at": f"2027-01-01T00:00:{ms // 1000 % 60:02d}.000Z",
+        "state": state,
+        "trigger": fields.pop("trigger", "schedule"),
+        "attempt": fields.pop("attempt", 0),
+        "finished_at": fields.pop("finished_at", None),
+        "note": fields.pop("note", None),
+        **fields,
+    }
+
+
+class Pages:
+    """A client whose GET /jobs/{id}/runs answers each scripted page in turn (the last one again)."""
+
+    def __init__(self, *pages: list[dict[str, Any]]) -> None:
+        self.pages = list(pages)
+        self.calls: list[tuple[str, str, Any]] = []
+
+    def call(self, method: str, path: str, *, params: Any = None, **_: Any) -> Any:
+        self.calls.append((method, path, params))
+        page = self.pages.pop(0) if len(self.pages) > 1 else self.pages[0]
+        return {"items": list(reversed(page)), "next_cursor": None}  # the API: newest first
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.sleeps: list[float] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.now += seconds
+
+
+# -- help and flags -----------------------------------------------------------------------------
+
+
+def test_scheduler_help_states_the_defaults_in_force(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["scheduler", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert f"claim this far ahead (default {Settings().lookahead_ms})" in text  # was "default 3000"
+
+
+def create_args(*argv: str) -> argparse.Namespace:
+    return build_parser().parse_args(["jobs", "create", "--name", "n", "--url", "https://example.com/h", *argv])
+
+
+def test_when_without_after_is_refused_not_dropped(tmp_path: Any) -> None:
+    with pytest.raises(CliError, match="--when applies only to a dependent job"):
+        human.build_spec(create_args("--when", "failed", "--schedule", "* * * * *"))
+    # with --after it is the release condition; with a --file that has depends_on it overrides its when
+    assert human.build_spec(create_args("--after", JOB, "--when", "failed"))["depends_on"]["when"] == "failed"
+    spec = tmp_path / "job.json"
+    spec.write_text(json.dumps({"depends_on": {"jobs": [JOB], "when": "succeeded"}}))
+    built = human.build_spec(create_args("--file", str(spec), "--when", "finished"))
+    assert built["depends_on"] == {"jobs": [JOB], "when": "finished"}
+
+
+def test_has_dependents_names_the_clis_flag(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]):
+    message = f"1 job(s) depend on {JOB} ({JOB}); delete them first, or delete with {HasDependents.FORCE}"
+
+    def refuse(self: Any, method: str, path: str, **_: Any) -> Any:
+        raise ApiError(409, {"code": "has_dependents", "message": message, "details": []})
+
+    monkeypatch.setattr(human.Client, "call", refuse)
+    assert main(["jobs", "delete", JOB, "--api-key", "k"]) == 1
+    err = capsys.readouterr().err
+    assert "or delete with --force" in err and "force=true" not in err
+
+
+# -- runs --follow ------------------------------------------------------------------------------
+
+
+def test_follow_prints_new_and_changed_runs_oldest_first_until_its_time_is_up() -> None:
+    first, second = run(JOB, 1_000, "succeeded", attempt=1), run(JOB, 61_000, "scheduled")
+    client = Pages(
+        [first],
+        [first, second],  # a new run
+        [first, second],  # nothing new: nothing printed
+        [first, {**second, "state": "running", "attempt": 1}],  # it started
+    )
+    lines: list[str] = []
+    clock = Clock()
+    session = follow.Follow(client, JOB, {"limit": 50}, write=lines.append)
+    follow.follow(session, interval_s=1.0, for_s=3.0, clock=clock, sleep=clock.sleep)
+    assert len(client.calls) == 4 and clock.sleeps == [1.0, 1.0, 1.0]  # bounded: 3 s, one poll a second
+    assert lines[0].split() == ["RUN", "ID", "SCHEDULED", "STATE", "TRIGGER", "ATTEMPT", "FINISHED", "NOTE"]
+    assert [line.split()[0] for line in lines[1:]] == [first["run_id"], second["run_id"], second["run_id"]]
+    assert [line.split()[2] for line in lines[1:]] == ["succeeded", "scheduled", "running"]
+    assert len({line.index(" schedule ") for line in lines[1:]}) == 1  # one column, poll after poll
+
+
+def test_follow_waits_for_the_first_run_and_stops_on_ctrl_c() -> None:
+    lines: list[str] = []
+    clock = Clock()
+
+    def interrupted(seconds: float) -> None:
+        clock.sleep(seconds)
+        if len(clock.sleeps) == 2:
+            raise KeyboardInterrupt
+
+    session = follow.Follow(Pages([], [run(JOB, 1_000, "scheduled")]), JOB, {}, write=lines.append)
+    follow.follow(session, interval_s=0.01, clock=clock, sleep=interrupted)  # no --for: until Ctrl-C
+    assert lines[0].startswith("No runs yet") and lines[2].startswith(run(JOB, 1_000, "x")["run_id"])
+    assert clock.sleeps == [follow.MIN_INTERVAL_S] * 2  # polls are spaced at least MIN_INTERVAL_S
+
+
+def test_follow_as_json_is_one_object_per_line() -> None:
+    lines: list[str] = []
+    session = follow.Follow(Pages([run(JOB, 1_000, "dead")]), JOB, {}, as_json=True, write=lines.append)
+    clock = Clock()
+    follow.follow(session, interval_s=1.0, for_s=1.0, clock=clock, sleep=clock.sleep)
+    assert [json.loads(line)["state"] for line in lines] == ["dead"]
+
+
+def test_follow_refuses_a_cursor(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["runs", JOB, "--follow", "--cursor", "c", "--api-key", "k", "--api-url", "http://127.0.0.1:9"]) == 1
+    assert "--follow follows the newest runs" in capsys.readouterr().err
