@@ -26,7 +26,7 @@ WAITING = (
     "tests/e2e/test_bench_minute.py",
 )
 NO_TESTS = 5  # pytest's exit status when nothing was collected
-PYTEST = (sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider")
+PYTEST = (sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--durations=30")  # the slowest, for the budget
 
 
 def main(argv: list[str]) -> int:
