@@ -71,6 +71,7 @@ class PunctualStack(cdk.Stack):
             dead_letter_queue=dispatch.dead_letter_queue,
             alerts=alerts,
         )
+        secrets.grant_sign(reaper.handler.role)  # notify webhooks are signed as target calls are
         if config.fargate_workers:
             assert long_run_queue is not None
             # Whoever dispatches may send a long run (a worker: a long dependent it releases); only the

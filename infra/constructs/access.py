@@ -77,23 +77,27 @@ TABLE_ACCESS: Mapping[str, Mapping[str, TableAccess]] = {
         "leases": TableAccess((QUERY, UPDATE)),
     },
     WORKER: {
-        # the job's target, payload and retry policy (one, or a batch's jobs at once)
-        "jobs": TableAccess((GET, BATCH_GET)),
+        # the job's target, payload and retry policy (one, or a batch's jobs at once); a failure streak
+        # pauses its job (pause_after_failures: one conditional update of the job's head)
+        "jobs": TableAccess((GET, BATCH_GET, UPDATE)),
         # lease, heartbeat and finish are conditional updates of an existing run; overlap forbid/replace
         # reads the job's earlier runs (query); a finish inserts the runs it releases for dependent jobs
         # (punctual.dependencies.release)
         "runs": TableAccess((GET, QUERY, PUT, UPDATE)),
         # owner alerts for dead runs, per-owner running counters, dependency release records, tenant
-        # limits, concurrency slots and rate windows (punctual.tenancy)
+        # limits, concurrency slots and rate windows (punctual.tenancy), the notifications runs owe (put)
         "leases": TableAccess((GET, QUERY, PUT, UPDATE)),
     },
     REAPER: {
-        "jobs": TableAccess((GET,)),
+        # a burial's failure streak pauses its job (pause_after_failures), as a worker's does
+        "jobs": TableAccess((GET, UPDATE)),
         # past-deadline runs from the open-runs index, read in batches; requeue or dead-letter them
-        # (compare-and-set); a burial inserts the runs it releases for dependent jobs (put)
-        "runs": TableAccess((GET, BATCH_GET, PUT, UPDATE), indexes=(resources.OPEN_INDEX.name,)),
-        # owner alerts; run counters of the runs it closes; frees leaked tenant concurrency slots
-        "leases": TableAccess((GET, QUERY, PUT, UPDATE)),
+        # (compare-and-set); a burial inserts the runs it releases for dependent jobs (put) and reads
+        # the job's ended runs for its failure streak and notify's recovery (query)
+        "runs": TableAccess((GET, BATCH_GET, QUERY, PUT, UPDATE), indexes=(resources.OPEN_INDEX.name,)),
+        # owner alerts; run counters of the runs it closes; frees leaked tenant concurrency slots; the
+        # notification outbox: due ones from the outbox index, each read, tried and updated
+        "leases": TableAccess((GET, QUERY, PUT, UPDATE), indexes=(resources.OUTBOX_INDEX.name,)),
     },
 }
 

@@ -3,7 +3,8 @@
 - ``secrets_key`` (symmetric, yearly rotation): seals secret header values (``kms:Encrypt`` by
   the API, ``kms:Decrypt`` by the workers), each bound to its owner by the encryption context.
 - ``signing_key`` (HMAC_256): derives each owner's request-signing secret (``kms:GenerateMac``,
-  by the API for ``GET /signing-secret`` and by the workers to sign). KMS cannot rotate HMAC keys
+  by the API for ``GET /signing-secret``, by the workers to sign calls and by the reaper to sign
+  the notifications it delivers). KMS cannot rotate HMAC keys
   (rotating would change every owner's secret; a new key and a dual-signature period would).
 
 Each role gets exactly the actions its side needs, on exactly one key.
@@ -44,6 +45,10 @@ class Secrets(Construct):
     def grant_open(self, role: iam.IRole) -> None:
         """A worker: open secrets, sign requests."""
         self._grant(role, self.secrets_key, "kms:Decrypt")
+        self._grant(role, self.signing_key, "kms:GenerateMac")
+
+    def grant_sign(self, role: iam.IRole) -> None:
+        """The reaper: sign the notifications it delivers (notify webhooks), as workers sign calls."""
         self._grant(role, self.signing_key, "kms:GenerateMac")
 
     @staticmethod

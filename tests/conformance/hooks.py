@@ -34,12 +34,15 @@ _JOB_BODY: dict[str, str] = {
     "target.secret_headers.": "",
     "target.secret_headers": "",  # a [redacted] value naming no stored secret (PATCH)
     "target": "header",  # a header both plain and secret, more than 20 headers in all; nothing else
+    "notify.url": "",  # as target.url: the SSRF policy, and a URL a request can be sent to
 }
 NOT_IN_THE_DOCUMENT: dict[str, dict[str, str]] = {
     "POST /jobs": _JOB_BODY,
     "PATCH /jobs/{job_id}": _JOB_BODY,
     "GET /jobs": {"cursor": ""},  # only a cursor the API returned
     "GET /jobs/{job_id}/runs": {"cursor": "", "since": ""},  # since must not be after until
+    # 'from' before 'to'; more runs match than one call may replay (too_many_runs names 'to' too)
+    "POST /runs/replay": {"to": ""},
 }
 
 

@@ -53,6 +53,7 @@ def test_document_lists_every_route_of_the_api(stack: Stack) -> None:
         ("GET", "/jobs/{job_id}/runs"),
         ("GET", "/jobs/{job_id}/graph"),
         ("GET", "/runs/{run_id}"),
+        ("POST", "/runs/replay"),
         ("GET", "/alerts"),
         ("GET", "/stats"),
         ("GET", "/signing-secret"),
@@ -98,6 +99,7 @@ def test_every_operation_keeps_its_contract_for_successes_and_errors(stack: Stac
     client.get(f"/jobs/{job_id}/runs")
     client.get(f"/jobs/{job_id}/graph")
     client.get(f"/runs/{run['run_id']}")
+    client.post("/runs/replay", json={"from": "2027-01-01T00:00:00Z", "to": "2027-01-02T00:00:00Z", "dry_run": True})
     client.post("/jobs", json=cron_spec(), headers={"Idempotency-Key": "sweep"})
     client.post("/jobs", json=cron_spec(), headers={"Idempotency-Key": "sweep"})  # replay: 200
     client.get("/alerts")
@@ -126,6 +128,7 @@ def test_every_operation_keeps_its_contract_for_successes_and_errors(stack: Stac
     client.get(f"/jobs/{other}/graph")
     client.get(f"/runs/run_{'f' * 32}_1")
     client.get("/runs/nope")
+    client.post("/runs/replay", json={"from": "2027-01-02T00:00:00Z", "to": "2027-01-01T00:00:00Z"})
     client.get("/alerts", params={"limit": 0})
     client.get("/stats", params={"minutes": 0})
     client.get("/limits", params={"limit": "x"})  # an unknown query parameter is ignored: 200

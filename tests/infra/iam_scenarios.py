@@ -7,11 +7,13 @@ silently did not run cannot pass for one that needed no permission.
 - scheduler: one invocation of instance 0 claims due one-time jobs (a long one to the long-run
   queue) and resends a run its plan passed over.
 - worker (Lambda) and the Fargate workers: runs that succeed and release dependents (short and
-  long), fail and alert the owner, retry, wait for their owner's rate limit (resent), open a secret
-  header and sign, and call each AWS target the stack allows.
+  long), fail (pausing their job and owing a notification) and alert the owner, retry, wait for
+  their owner's rate limit (resent), open a secret header and sign, and call each AWS target the
+  stack allows.
 - reaper: a pass that resends a lost run, buries a run whose worker vanished and releases its
-  dependent (issue 27, item 4), cancels a run of a deleted job and frees a leaked tenant slot; the
-  dead-letter queue's records bury a run and release its dependent.
+  dependent (issue 27, item 4), pauses that run's job and delivers its notification (signed),
+  cancels a run of a deleted job and frees a leaked tenant slot; the dead-letter queue's records
+  bury a run and release its dependent.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from typing import Any
 
 from punctual import ids
 from punctual.clock import SystemClock
-from punctual.model import Run, RunState
+from punctual.model import JobStatus, NotificationState, Run, RunState
 from punctual.port import Dispatch, RunQuery
 from tests.infra.iam_calls import ACCOUNT
 from tests.infra.iam_grants import Grant
@@ -68,6 +70,7 @@ def api(stack: Stack, target: TargetServer) -> None:
         ("GET", "/alerts", None),
         ("GET", "/limits", None),
         ("GET", "/signing-secret", None),
+        ("POST", "/runs/replay", {"from": iso(now_ms() - HOUR), "to": iso(now_ms()), "dry_run": True}),
         ("DELETE", f"/jobs/{last}", None),
     ):
         status, answer = stack.call_api(method, path, body)
@@ -173,7 +176,8 @@ def _worker_runs(
             "POST", "/jobs", _dependent(f"{prefix}-down-long", target.url("/ok"), up["id"], timeout_s=_long(stack))
         )["id"]
     specs = {
-        "fails": _spec(f"{prefix}-fails", target.url("/fail"), max_retries=0, **timeout),
+        # its failure pauses its job (pause_after_failures) and owes its notify webhook a notification
+        "fails": _spec(f"{prefix}-fails", target.url("/fail"), max_retries=0, **_outcomes(target), **timeout),
         "retries": _spec(f"{prefix}-retries", target.url("/fail"), max_retries=1, **timeout),
         # its first lease reads the job's earlier runs (a consistent Query) to apply the policy
         "forbid": _spec(f"{prefix}-forbid", target.url("/ok"), overlap="forbid", **timeout),
@@ -233,6 +237,9 @@ def _check_worker_runs(stack: Stack, runs: dict[str, str], released: dict[str, s
     for job_id in released.values():
         assert stack.setup.store.list_runs(job_id, RunQuery()).items, f"no run released for {job_id}"
     assert runs["fails"] in {a.run_id for a in stack.setup.store.list_alerts(OWNER)}, "the owner was not alerted"
+    job_id, scheduled_at = ids.parse_run_id(runs["fails"])
+    assert stack.setup.store.get_job(job_id).status is JobStatus.PAUSED, "the failure did not pause its job"
+    assert stack.setup.store.get_notification(job_id, scheduled_at) is not None, "no notification recorded"
 
 
 # -- reaper -------------------------------------------------------------------------------------------
@@ -243,8 +250,11 @@ def reaper(stack: Stack, target: TargetServer) -> None:
     later = {"run_at": iso(now + HOUR)}
     jobs = {
         name: stack.setup_api("POST", "/jobs", _spec(f"r-{name}", target.url("/ok"), max_retries=0, **later))["id"]
-        for name in ("vanished", "dead-lettered", "lost", "gone")
+        for name in ("dead-lettered", "lost", "gone")
     }
+    # its burial pauses its job and owes a notification, which the reaper delivers (signed) in its tick
+    vanished_spec = _spec("r-vanished", target.url("/ok"), max_retries=0, **_outcomes(target), **later)
+    jobs["vanished"] = stack.setup_api("POST", "/jobs", vanished_spec)["id"]
     dependents = {
         name: stack.setup_api("POST", "/jobs", _dependent(f"r-{name}-down", target.url("/ok"), jobs[name]))["id"]
         for name in ("vanished", "dead-lettered")
@@ -288,6 +298,9 @@ def reaper(stack: Stack, target: TargetServer) -> None:
     if stack.settings.long_run_queue_url:
         assert runs[-1].run_id in stack.queued_run_ids(stack.settings.long_run_queue_url), "the lost long run"
     assert not stack.setup.store.slot_holders(OWNER), "the leaked slot was not freed"
+    assert stack.setup.store.get_job(vanished.job_id).status is JobStatus.PAUSED, "the burial did not pause"
+    notification = stack.setup.store.get_notification(vanished.job_id, vanished.scheduled_at)
+    assert notification is not None and notification.state is NotificationState.DELIVERED, notification
     for name, job_id in dependents.items():
         assert stack.setup.store.list_runs(job_id, RunQuery()).items, f"the {name} run released no dependent"
 
@@ -303,6 +316,11 @@ def _spec(name: str, url: str, **fields: Any) -> dict[str, Any]:
     if not {"schedule", "run_at", "depends_on"} & set(fields):
         spec["run_at"] = iso(now_ms() + HOUR)
     return {**spec, **fields}
+
+
+def _outcomes(target: TargetServer) -> dict[str, Any]:
+    """A job's run outcomes: paused after one failure, failures notified to a webhook that answers 200."""
+    return {"pause_after_failures": 1, "notify": {"on": ["failure"], "url": target.url("/ok-notify")}}
 
 
 def _dependent(name: str, url: str, upstream: str, **fields: Any) -> dict[str, Any]:

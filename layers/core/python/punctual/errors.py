@@ -61,6 +61,12 @@ class InvalidId(InvalidInput):
     code = "invalid_id"
 
 
+class TooManyRuns(InvalidInput):
+    """A request that would act on more runs than one call may (a replay beyond its bound)."""
+
+    code = "too_many_runs"
+
+
 class DependencyCycle(InvalidInput):
     """A ``depends_on`` that would make a job (indirectly) depend on itself."""
 

@@ -112,11 +112,22 @@ RUNS = TableDef(
 )
 
 # -- leases -------------------------------------------------------------------------------------
-# Scheduler shard ownership ("shard" / "<n>") and owner alerts ("alert#<owner>" / "<run_id>").
+# Scheduler shard ownership ("shard" / "<n>"), owner alerts ("alert#<owner>" / "<run_id>"), and
+# the notifications runs owe their jobs' notify webhooks ("notify#<job_id>" / "<scheduled_at>").
+# Sparse GSI "outbox": its key attributes exist only while a notification is pending, so the reaper
+# reads exactly the notifications to try (as "open" for runs); only jobs with notify write it.
+OUTBOX_SHARDS = 8  # outbox_shard = hash(run id) mod this: the index's writes spread over partitions
+OUTBOX_INDEX = IndexDef(
+    name="outbox",
+    partition=KeyAttr("outbox_shard", "N"),
+    sort=KeyAttr("next_at", "N"),
+    projection="KEYS_ONLY",
+)
 LEASES = TableDef(
     logical_name="leases",
     partition=KeyAttr("pk", "S"),
     sort=KeyAttr("sk", "S"),
+    indexes=(OUTBOX_INDEX,),
     ttl_attribute="expires_ttl",
 )
 

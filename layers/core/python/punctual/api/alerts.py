@@ -17,6 +17,7 @@ from punctual.api import openapi
 from punctual.api.caller import caller
 from punctual.api.schemas import IsoTime
 from punctual.clock import iso
+from punctual.model import AlertKind
 from punctual.port import Alert, Store
 
 MAX_ALERTS = 100
@@ -25,17 +26,23 @@ router = Router()  # type: ignore[no-untyped-call]  # Powertools leaves __init__
 
 
 class AlertResponse(BaseModel):
-    """One owner alert: a run that needs attention (dead: retries exhausted or poisoned; failed)."""
+    """One owner alert: a run that needs attention (dead: retries exhausted or poisoned; failed), or a
+    job paused after its runs failed (``pause_after_failures``)."""
 
     run_id: str
     job_id: str
     created_at: IsoTime
-    reason: str = Field(description="why the run ended, e.g. its last error")
+    reason: str = Field(description="why the run ended, e.g. its last error; or why the job was paused")
+    kind: AlertKind = Field(default=AlertKind.RUN, description="run: the run ended; job_paused: its job was paused")
 
     @classmethod
     def from_alert(cls, alert: Alert) -> AlertResponse:
         return cls(
-            run_id=alert.run_id, job_id=alert.job_id, created_at=iso(alert.created_at) or "", reason=alert.reason
+            run_id=alert.run_id,
+            job_id=alert.job_id,
+            created_at=iso(alert.created_at) or "",
+            reason=alert.reason,
+            kind=alert.kind,
         )
 
 

@@ -28,7 +28,7 @@ from aws_lambda_powertools.event_handler.openapi.models import Server
 from aws_lambda_powertools.event_handler.openapi.params import Header, Path, Query
 
 from punctual import __version__, ids
-from punctual.api import alerts, edges, errors, openapi, signing, stats, tenants
+from punctual.api import alerts, edges, errors, openapi, replay, signing, stats, tenants
 from punctual.api.caller import Services, caller
 from punctual.api.resolver import ConcurrentResolver
 from punctual.api.schemas import JobCreate, JobGraph, JobPage, JobPatch, JobResponse, RunPage, RunResponse
@@ -308,12 +308,14 @@ def list_runs(
 )
 def get_run(run_id: RunId) -> RunResponse:
     services, owner = _caller()
-    return RunResponse.from_run(job_runs.get_run(services.store, owner, run_id))
+    run = job_runs.get_run(services.store, owner, run_id)
+    return RunResponse.from_run(run, job_runs.notification_of(services.store, run))
 
 
 # -- other routers (they share this app's per-request context) --------------------------------------
 
 app.include_router(alerts.router)
+app.include_router(replay.router)
 app.include_router(stats.router)
 app.include_router(signing.router)
 app.include_router(tenants.router)

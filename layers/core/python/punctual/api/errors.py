@@ -241,9 +241,11 @@ def register(app: APIGatewayRestResolver) -> None:
 
 
 def allowed_methods(app: APIGatewayRestResolver, path: str) -> list[str]:
-    """The methods with a route matching ``path`` (empty: no such path)."""
-    routes = [*app._static_routes, *app._dynamic_routes]
-    return sorted({r.method for r in routes if r.rule.match(path)})
+    """The methods with a route matching ``path`` (empty: no such path). A path a static route names
+    is that route's alone, though a dynamic one matches it too (``/runs/replay`` is no ``/runs/{run_id}``:
+    no id is a word)."""
+    static = {r.method for r in app._static_routes if r.rule.match(path)}
+    return sorted(static or {r.method for r in app._dynamic_routes if r.rule.match(path)})
 
 
 def _headers_for(exc: PunctualError) -> dict[str, str]:

@@ -47,7 +47,7 @@ _ERRORS: dict[int, str] = {
     422: "The body is not a JSON object or an object in it names a key twice, a query parameter is not "
     "one the route takes, or a value is invalid (invalid_input, invalid_schedule, invalid_timezone, "
     "invalid_id, invalid_cursor, dependency_cycle, target_refused: a target no request can be built "
-    "from or that may not be reached); details name the fields.",
+    "from or that may not be reached; too_many_runs: a replay beyond its bound); details name the fields.",
     429: "More requests than the owner's api_requests_per_second (too_many_requests); retry after Retry-After seconds.",
     500: "Internal error (internal_error); never caused by input.",
     503: "The storage service is throttling (throttled); retry the same request.",
@@ -60,6 +60,8 @@ ACTION_ERRORS = (400, 401, 404, 409, 413, 415, 422, 429, 500)
 CREATE_ERRORS = (400, 401, 404, 409, 413, 415, 422, 429, 500)  # POST /jobs: the body is parsed; 404: depends_on
 DELETE_ERRORS = (401, 404, 409, 422, 429, 500)  # DELETE a job: 409 while other jobs depend on it
 CHANGE_ERRORS = (400, 401, 404, 409, 413, 415, 422, 429, 500)  # PATCH one item
+# POST /runs/replay: the body is parsed; 404: a job named that is not the caller's; 409: a job named is deleted
+REPLAY_ERRORS = (400, 401, 404, 409, 413, 415, 422, 429, 500)
 # The admin routes: the caller must be an admin principal (403), bodies are parsed
 ADMIN_READ_ERRORS = (401, 403, 404, 422, 429, 500)
 ADMIN_CHANGE_ERRORS = (400, 401, 403, 413, 415, 422, 429, 500)

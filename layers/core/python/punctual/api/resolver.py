@@ -128,6 +128,18 @@ class ConcurrentResolver(APIGatewayRestResolver):
     def processed_stack_frames(self, value: list[str]) -> None:
         self._state.processed_stack_frames = value
 
+    def _resolve(self) -> ResponseBuilder[Any]:
+        """Powertools' resolution, except that a path a static route names is that route's alone: a
+        method it does not take is a 405 (``punctual.api.errors``), not a dynamic route's match
+        (``GET /runs/replay`` is no request for a run whose id is ``replay``)."""
+        method = self.current_event.http_method.upper()
+        path = self._remove_prefix(self.current_event.path)
+        named = [route for route in self._static_routes if route.rule.match(path)]
+        if named and all(route.method != method for route in named):
+            self.append_context(_path=path)  # type: ignore[no-untyped-call]  # Powertools leaves it unannotated
+            return self._handle_not_found(method=method, path=path)
+        return super()._resolve()
+
     def _call_route(self, route: Route, route_arguments: dict[str, str]) -> ResponseBuilder[Any]:
         if not route._middleware_stack_built:  # built on a route's first call: once, not by two threads
             with self._building:

@@ -17,6 +17,7 @@ from punctual.dependencies.graph import Graph, Node, Waiting
 from punctual.model import (
     MAX_BACKFILL,
     MAX_JITTER_S,
+    MAX_PAUSE_AFTER_FAILURES,
     MAX_RETRIES,
     MAX_TIMEOUT_S,
     WHOLE,
@@ -31,6 +32,10 @@ from punctual.model import (
     JobName,
     JobSpec,
     JobStatus,
+    Notification,
+    NotificationState,
+    Notify,
+    NotifyEvent,
     Overlap,
     RetryPolicy,
     Rfc3339,
@@ -86,6 +91,8 @@ class JobPatch(BaseModel):
     overlap: Overlap | None = None
     catchup: Catchup | None = None
     max_backfill: Annotated[int, Field(strict=True, ge=1, le=MAX_BACKFILL), WHOLE] | None = None
+    pause_after_failures: Annotated[int, Field(strict=True, ge=1, le=MAX_PAUSE_AFTER_FAILURES), WHOLE] | None = None
+    notify: Notify | None = None
     priority: Priority | None = None
     limits: Annotated[list[JobLimit], Field(max_length=MAX_JOB_LIMITS)] | None = None
 
@@ -156,6 +163,11 @@ class JobResponse(BaseModel):
     overlap: Overlap
     catchup: Catchup
     max_backfill: int
+    pause_after_failures: int | None = Field(default=None, description="runs in a row that end failed or dead pause it")
+    notify: Notify | None = Field(default=None, description="the webhook told of its run outcomes")
+    paused_after: str | None = Field(
+        default=None, description="the run whose failure streak paused it (pause_after_failures); cleared by a resume"
+    )
     priority: int = Field(description="0-9, higher first among this owner's runs competing for a limit")
     limits: list[LimitView] = Field(description="keyed ceilings its runs share (docs/api.md, Keyed limits)")
     created_at: IsoTime
@@ -185,6 +197,9 @@ class JobResponse(BaseModel):
             overlap=job.overlap,
             catchup=job.catchup,
             max_backfill=job.max_backfill,
+            pause_after_failures=job.pause_after_failures,
+            notify=job.notify,
+            paused_after=job.paused_after,
             priority=job.priority,
             limits=[LimitView(**limit.model_dump()) for limit in job.limits],
             created_at=_iso(job.created_at),
@@ -270,6 +285,39 @@ class AttemptResponse(BaseModel):
         )
 
 
+class NotificationTryResponse(BaseModel):
+    """One try to deliver a run's notification."""
+
+    number: int
+    at: IsoTime
+    status_code: int | None
+    error: str | None
+
+
+class NotificationResponse(BaseModel):
+    """What a run's outcome told its job's ``notify`` webhook (one signed POST, at least once)."""
+
+    events: list[NotifyEvent]
+    url: str
+    state: NotificationState
+    next_try_at: IsoTime | None = Field(description="when a pending notification is tried again")
+    tries: list[NotificationTryResponse]
+
+    @classmethod
+    def from_notification(cls, notification: Notification) -> NotificationResponse:
+        pending = notification.state is NotificationState.PENDING
+        return cls(
+            events=notification.events,
+            url=notification.url,
+            state=notification.state,
+            next_try_at=iso(notification.next_at) if pending else None,
+            tries=[
+                NotificationTryResponse(number=t.number, at=_iso(t.at), status_code=t.status_code, error=t.error)
+                for t in notification.tries
+            ],
+        )
+
+
 class RunResponse(BaseModel):
     """One run of a job, with its attempts (the run's logs)."""
 
@@ -291,10 +339,14 @@ class RunResponse(BaseModel):
     released_by: list[str] | None = Field(
         default=None, description="trigger dependency: the upstream runs that released it"
     )
+    replay_of: str | None = Field(default=None, description="trigger replay: the run it replays")
     attempts: list[AttemptResponse]
+    notification: NotificationResponse | None = Field(
+        default=None, description="GET /runs/{id}: what its job's notify webhook was told of it, with every try"
+    )
 
     @classmethod
-    def from_run(cls, run: Run) -> RunResponse:
+    def from_run(cls, run: Run, notification: Notification | None = None) -> RunResponse:
         return cls(
             run_id=run.run_id,
             job_id=run.job_id,
@@ -309,7 +361,9 @@ class RunResponse(BaseModel):
             next_attempt_at=iso(run.next_attempt_at),
             note=run.note,
             released_by=run.released_by,
+            replay_of=run.replay_of,
             attempts=[AttemptResponse.from_attempt(a) for a in run.attempts],
+            notification=None if notification is None else NotificationResponse.from_notification(notification),
         )
 
 

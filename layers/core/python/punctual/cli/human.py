@@ -1,4 +1,5 @@
-"""Job and run commands for humans: ``punctual jobs ...``, ``punctual runs JOB_ID``, ``punctual run RUN_ID``.
+"""Job and run commands for humans: ``punctual jobs ...``, ``punctual runs JOB_ID``, ``punctual run RUN_ID``,
+``punctual runs replay ...`` (``punctual.cli.replay``).
 
 They talk to the HTTP API (``punctual dev`` locally, API Gateway on AWS) like any other client:
 readable tables by default, the API's JSON with ``--json``. An API error prints its message
@@ -19,7 +20,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from punctual.cli import dependency_tree, follow, output
+from punctual.cli import dependency_tree, follow, output, replay
 from punctual.cli.client import DEFAULT_URL, ApiError, Client, CliError, api_key, api_url
 from punctual.errors import HasDependents
 
@@ -55,9 +56,11 @@ def register(subparsers: Any) -> None:
         action.set_defaults(func=_command(func))
 
     runs: argparse.ArgumentParser = subparsers.add_parser(
-        "runs", parents=[common], help="list a job's runs, newest first (--follow: as they happen)"
+        "runs",
+        parents=[common],
+        help="list a job's runs, newest first (--follow: as they happen); or: punctual runs replay --from 6h",
     )
-    runs.add_argument("job_id", metavar="JOB_ID")
+    runs.add_argument("job_id", metavar="JOB_ID", help="the job; or replay, to start runs again (--from, --to, ...)")
     runs.add_argument("--state", action="append", help="only runs in this state (repeatable)")
     runs.add_argument("--limit", type=int, default=50, help="page size (1-100)")
     runs.add_argument("--cursor", help="next page (printed under the table)")
@@ -68,6 +71,7 @@ def register(subparsers: Any) -> None:
         "--interval", type=float, default=follow.DEFAULT_INTERVAL_S, help="with --follow: seconds between polls"
     )
     runs.add_argument("--for", dest="for_s", type=float, metavar="SECONDS", help="with --follow: stop after this long")
+    replay.add_arguments(runs)
     runs.set_defaults(func=_command(cmd_runs))
 
     run: argparse.ArgumentParser = subparsers.add_parser("run", parents=[common], help="show a run and its attempts")
@@ -187,6 +191,10 @@ def cmd_jobs_graph(client: Client, args: argparse.Namespace) -> None:
 
 
 def cmd_runs(client: Client, args: argparse.Namespace) -> None:
+    if args.job_id == replay.REPLAY:
+        replay.cmd_replay(client, args)
+        return
+    replay.refuse_replay_flags(args)
     params: dict[str, Any] = {"limit": args.limit}
     if args.state:
         params["state"] = args.state

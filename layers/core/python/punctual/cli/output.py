@@ -73,6 +73,7 @@ def print_job(job: dict[str, Any]) -> None:
         ("target", target.get("url") or target.get("type")),
         ("timeout", f"{job['timeout_s']} s"),
         ("retries", job["max_retries"]),
+        *([("paused after", job["paused_after"])] if job.get("paused_after") else []),
         ("priority", job.get("priority", 5)),
         ("limits", ", ".join(limit_text(limit) for limit in job.get("limits") or []) or "-"),
         ("payload", json.dumps(job.get("payload"))),
@@ -100,9 +101,16 @@ def print_run(run: dict[str, Any]) -> None:
         ("finished", run.get("finished_at") or "-"),
         ("note", run.get("note") or "-"),
     ]
+    if run.get("replay_of"):
+        fields.append(("replay of", run["replay_of"]))
     _print_fields(fields)
     attempts = run.get("attempts") or []
     print("\nAttempts:\n" + table(attempts, _ATTEMPT_COLUMNS) if attempts else "\nNo attempts yet.")
+    notified = run.get("notification")
+    if notified:
+        tries = ", ".join(f"{t['at']} {t.get('status_code') or t.get('error') or '-'}" for t in notified["tries"])
+        events = ", ".join(notified["events"])
+        print(f"\nNotified ({events}) {notified['url']}: {notified['state']}; tries: {tries or '-'}")
 
 
 def _print_fields(fields: Sequence[tuple[str, Any]]) -> None:

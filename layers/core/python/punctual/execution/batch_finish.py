@@ -21,7 +21,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from punctual.execution.batch import Leased, Port
-from punctual.execution.changes import alerts_owner, attempt_change, attempt_record, bury_change, log_on_cancelled_run
+from punctual.execution.changes import (
+    acks_with_finish,
+    attempt_change,
+    attempt_record,
+    bury_change,
+    log_on_cancelled_run,
+)
 from punctual.execution.options import Outcome
 from punctual.execution.targets.types import TargetResult
 from punctual.execution.waits import Waits, parked
@@ -69,10 +75,7 @@ def settle(port: Port, done: Sequence[Done]) -> list[Outcome]:
                 result, leased.run.attempt, port.worker_id, item.started_at, item.finished_at, leased.waited
             )
             change = attempt_change(leased.job, leased.run, verdict, record, now, options=port.options)
-        ack_now = (
-            change.state in (RunState.SUCCEEDED, RunState.CANCELLED)
-            or (change.state.is_terminal and not alerts_owner(change.state, port.options))
-        ) and not (leased.job.has_dependents and change.state.is_terminal)
+        ack_now = change.state.is_terminal and acks_with_finish(leased.job, change.state, port.options)
         finishes.append(Finish(leased.hold, change, leased.delivery.receipt if ack_now else None, leased.run))
         records.append(record)
 

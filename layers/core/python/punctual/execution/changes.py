@@ -19,6 +19,7 @@ from punctual.model.bounds import MIN_ERROR_KEPT, RUN_RECORD_BYTES
 from punctual.port import Alert, Queue, RunChange, Store
 from punctual.runs import retry
 from punctual.runs.alerts import Alerter, alert_once
+from punctual.runs.outcomes import owes, settle_outcomes
 
 
 def attempt_change(
@@ -127,9 +128,10 @@ def settle_owed(  # noqa: PLR0917 - what a settlement touches, then what it is a
     metrics: Metrics | None = None,
 ) -> None:
     """What a terminal ``run`` owes before its message may go: the job's dependents released
-    (``punctual.dependencies.release``), and its owner alerted if the run died (or failed:
-    :func:`alerts_owner`), once per run whoever calls it. Both are idempotent, so a redelivery after
-    a crash in between simply does them again. ``metrics`` counts the released runs as
+    (``punctual.dependencies.release``), its owner alerted if the run died (or failed:
+    :func:`alerts_owner`), once per run whoever calls it, and the outcomes its job asked for (a pause
+    after failures, a notification: ``punctual.runs.outcomes``). All are idempotent, so a redelivery
+    after a crash in between simply does them again. ``metrics`` counts the released runs as
     ``RunsDispatched``, as the scheduler counts the runs it dispatches: every kind of run is counted."""
     released = release_dependents(store, queue, job, run, now, options=options.release)
     if released and metrics is not None:
@@ -137,6 +139,16 @@ def settle_owed(  # noqa: PLR0917 - what a settlement touches, then what it is a
     if alerts_owner(run.state, options):
         reason = run.note or f"run ended {run.state}"
         alert_once(store, alerter, Alert(run.owner, run.run_id, run.job_id, now, reason))
+    settle_outcomes(store, alerter, job, run, now)
+
+
+def acks_with_finish(job: Job, state: RunState, options: ExecutionOptions) -> bool:
+    """Whether a run of ``job`` that ends in ``state`` (terminal) owes nothing after its finish, so
+    its message may be deleted with it: no dependents to release, no alert, no outcome its job asked
+    for (:func:`settle_owed` is otherwise done first, and a crash before it leaves the message)."""
+    if job.has_dependents or alerts_owner(state, options):
+        return False
+    return not owes(job, state)
 
 
 def alerts_owner(state: RunState, options: ExecutionOptions) -> bool:

@@ -8,6 +8,7 @@ Rules this module owns:
 - Resume does not run anything itself: it puts the job back in the due index at its first fire
   time after its last run, and the scheduler's catch-up policy (``job.catchup``: latest, skip or
   backfill; see ``punctual.scheduling.planning``) decides which of the times missed while paused run.
+  It starts the count of ``pause_after_failures`` anew (``resumed_at``).
 - A one-time job paused after the scheduler claimed its run (before the run began) withdraws that
   run; resumed, it gets the run back (docs/execution.md, the run contract).
 - Delete is soft, refused while live jobs depend on the job (unless forced), and one decision with
@@ -57,10 +58,17 @@ def resume_job(store: Store, owner: str, job_id: str, now: int) -> Job:
                 f"job {job.id} is completed; give it a new run_at (PATCH) to run it again", field="status"
             )
         if job.status is JobStatus.PAUSED and job.run_at is not None and job.last_run_at is not None:
-            return _resumed_after_claim(store, job, now)
-        return _moved(job, JobStatus.ACTIVE, now, _resume_at(job))
+            return _counting_anew(_resumed_after_claim(store, job, now), now)
+        moved = _moved(job, JobStatus.ACTIVE, now, _resume_at(job))
+        return None if moved is None else _counting_anew(moved, now)
 
     return write_job(store, owner, job_id, resumed)
+
+
+def _counting_anew(job: Job, now: int) -> Job:
+    """A resumed job counts its failures anew (``pause_after_failures``: runs that ended before the
+    resume are not counted, ``punctual.runs.outcomes``), and no longer names the run that paused it."""
+    return job.model_copy(update={"resumed_at": now, "paused_after": None})
 
 
 def _claimed_run_pending(store: Store, job: Job) -> bool:

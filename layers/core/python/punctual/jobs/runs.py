@@ -1,4 +1,5 @@
-"""Run actions of the job service: trigger a job now, list its runs, read one run, when jobs last ran.
+"""Run actions of the job service: trigger a job now, list its runs, read one run (and its notification),
+when jobs last ran.
 
 Acts for one ``owner`` as :mod:`punctual.jobs.service` does (another owner's job or run is not
 found, never "forbidden"); ``now`` is epoch ms.
@@ -13,8 +14,9 @@ from punctual.config import DEFAULT_RETENTION_S
 from punctual.errors import InvalidInput, InvalidTransition, RunNotFound
 from punctual.jobs.checks import check_limit
 from punctual.jobs.service import get_job
-from punctual.model import Job, JobStatus, Run
+from punctual.model import Job, JobStatus, Notification, Run
 from punctual.port import Page, Queue, RunQuery, Store
+from punctual.runs.outcomes import ENDED
 from punctual.scheduling.planning import PlanOptions, dispatch_for, is_long_run, manual_run
 
 
@@ -70,6 +72,14 @@ def get_run(store: Store, owner: str, run_id: str) -> Run:
     if run is None or run.owner != owner:
         raise RunNotFound(f"no run {run_id}", field="run_id")  # same answer for absent and foreign
     return run
+
+
+def notification_of(store: Store, run: Run) -> Notification | None:
+    """The notification ``run`` owed its job's ``notify`` webhook, with its tries (None: none, or not
+    yet: only a run that ended can owe one)."""
+    if run.state not in ENDED:
+        return None
+    return store.get_notification(run.job_id, run.scheduled_at)
 
 
 def last_run_times(store: Store, jobs: Sequence[Job], now: int) -> dict[str, int | None]:

@@ -39,7 +39,7 @@ from punctual.errors import (
     JobNotFound,
     LimitExceeded,
 )
-from punctual.execution.targets.policy import TargetPolicy, check_target
+from punctual.execution.targets.policy import TargetPolicy, check_target, check_url
 from punctual.jobs import checks, secrets, validation
 from punctual.model import MAX_TIMEOUT_S, Job, JobSpec, JobStatus
 from punctual.port import EdgeChange, EdgeReads, Keys, Page, Store
@@ -84,6 +84,8 @@ def create_job(
     reverse edges, in one decision with the check of its upstreams (``punctual.dependencies.links``).
     """
     check_target(spec.target, policy)
+    if spec.notify is not None:  # the notify webhook goes where a target may (docs/api.md, Run outcomes)
+        check_url(spec.notify.url, policy, "notify.url")
     sealed = secrets.seal_secrets(spec, owner, keys, stored=None)
     checks.check_size(sealed)
     checks.check_timeout(spec.timeout_s, max_timeout_s)
@@ -263,6 +265,8 @@ def _patched(job: Job, changes: Mapping[str, Any], now: int, policy: TargetPolic
         raise validation.invalid_input(exc) from None
     if spec.target != job.target:
         check_target(spec.target, policy)
+    if spec.notify is not None and spec.notify != job.notify:
+        check_url(spec.notify.url, policy, "notify.url")
     spec = secrets.seal_secrets(spec, job.owner, keys, stored=job.target)
     checks.check_size(spec)
     update: dict[str, Any] = {**_spec_fields(spec), "updated_at": now}

@@ -5,8 +5,9 @@ Bounds on every field are part of the contract and documented in ``docs/decision
 
 A kernel split by subject: ``bounds`` (field limits), ``times`` (RFC 3339 at the edges),
 ``states`` (statuses, run states, transitions, policy enums), ``targets`` (where runs go),
-``jobs`` (JobSpec, Job) and ``runs`` (Run, Attempt). Import the names from ``punctual.model``:
-this module re-exports them all, so callers need not know which file holds which.
+``jobs`` (JobSpec, Job), ``runs`` (Run, Attempt) and ``outcomes`` (notify, notifications, alert
+kinds). Import the names from ``punctual.model``: this module re-exports them all, so callers need
+not know which file holds which.
 """
 
 from __future__ import annotations
@@ -30,6 +31,15 @@ from punctual.model.bounds import (
 )
 from punctual.model.jobs import WHOLE, DependsOn, Job, JobId, JobName, JobSpec, RetryPolicy
 from punctual.model.limits import DEFAULT_PRIORITY, JobLimit, resolve_key
+from punctual.model.outcomes import (
+    MAX_PAUSE_AFTER_FAILURES,
+    AlertKind,
+    Notification,
+    NotificationState,
+    NotificationTry,
+    Notify,
+    NotifyEvent,
+)
 from punctual.model.runs import Attempt, Run, copy_run
 from punctual.model.states import (
     JOB_TRANSITIONS,
@@ -66,6 +76,7 @@ __all__ = [
     "MAX_HEADERS",
     "MAX_JITTER_S",
     "MAX_JOB_BYTES",
+    "MAX_PAUSE_AFTER_FAILURES",
     "MAX_PAYLOAD_BYTES",
     "MAX_PAYLOAD_DEPTH",
     "MAX_RETRIES",
@@ -77,6 +88,7 @@ __all__ = [
     "RUN_TRANSITIONS",
     "TERMINAL_STATES",
     "WHOLE",
+    "AlertKind",
     "Attempt",
     "AttemptOutcome",
     "AwareRfc3339",
@@ -92,6 +104,11 @@ __all__ = [
     "JobSpec",
     "JobStatus",
     "LambdaTarget",
+    "Notification",
+    "NotificationState",
+    "NotificationTry",
+    "Notify",
+    "NotifyEvent",
     "Overlap",
     "RetryPolicy",
     "Rfc3339",

@@ -31,6 +31,7 @@ from punctual.model.bounds import (
 )
 from punctual.model.cron_syntax import validate_cron
 from punctual.model.limits import DEFAULT_PRIORITY, LIMITS_EXAMPLE, MAX_JOB_LIMITS, JobLimit, Priority
+from punctual.model.outcomes import MAX_PAUSE_AFTER_FAILURES, Notify
 from punctual.model.states import Catchup, DependencyWhen, JobStatus, Overlap
 from punctual.model.stored import is_stored
 from punctual.model.targets import Target
@@ -102,6 +103,13 @@ class JobSpec(BaseModel):
     overlap: Overlap = Overlap.ALLOW
     catchup: Catchup = Catchup.LATEST
     max_backfill: Annotated[int, Field(strict=True, ge=1, le=MAX_BACKFILL), WHOLE] = 10
+    # Run outcomes (punctual.runs.outcomes), left out of the stored and shown job while unset
+    pause_after_failures: Annotated[int, Field(strict=True, ge=1, le=MAX_PAUSE_AFTER_FAILURES), WHOLE] | None = Field(
+        default=None,
+        exclude_if=lambda value: value is None,
+        description="pause the job when this many of its runs in a row end failed or dead (a resume counts anew)",
+    )
+    notify: Notify | None = Field(default=None, exclude_if=lambda value: value is None)
     priority: Priority = DEFAULT_PRIORITY  # punctual.model.limits
     limits: Annotated[list[JobLimit], Field(max_length=MAX_JOB_LIMITS, examples=[LIMITS_EXAMPLE])] = Field(
         default_factory=list
@@ -207,6 +215,10 @@ class Job(JobSpec):
     # A run the scheduler claimed before such a change is checked at its instant against the job as
     # it is then (punctual.scheduling.instants): an instant the new schedule lacks is not called.
     rescheduled_at: int | None = None
+    # pause_after_failures: the run whose failure streak paused the job (cleared by a resume), and
+    # the last resume (runs that ended before it do not count towards a streak)
+    paused_after: str | None = Field(default=None, exclude_if=lambda value: value is None)
+    resumed_at: int | None = Field(default=None, exclude_if=lambda value: value is None)
     created_at: int
     updated_at: int
     version: int = 1

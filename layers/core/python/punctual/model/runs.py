@@ -49,6 +49,8 @@ class Run(BaseModel):
     # was skipped, cancelled or ended dead, for history
     note: str | None = None
     released_by: list[str] | None = None  # trigger dependency: the upstream run ids that released it
+    # trigger replay: the run it replays (POST /runs/replay); left out of the stored run while unset
+    replay_of: str | None = Field(default=None, exclude_if=lambda value: value is None)
     attempts: list[Attempt] = Field(default_factory=list)
 
     @property

@@ -78,6 +78,7 @@ class Trigger(StrEnum):
     CATCHUP = "catchup"  # a fire for a time that was missed (scheduler down, job resumed)
     MANUAL = "manual"  # POST /jobs/{id}/trigger
     DEPENDENCY = "dependency"  # released by runs of the jobs it depends on (see punctual.dependencies)
+    REPLAY = "replay"  # POST /runs/replay: a new run for an earlier one (replay_of); runs while paused, as manual
 
 
 class Withdrawal(StrEnum):

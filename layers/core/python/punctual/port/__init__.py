@@ -12,9 +12,10 @@ Rules every engine keeps:
   (``due_shard``, ``next_run_at``).
 - A run is in the open-runs index iff its state is open (scheduled, running, retrying).
 
-The port is split by role: ``records`` (the values that cross it), ``store`` (and its mixin
-``run_reads``: reads every engine answers through ``list_runs``), ``edges`` (one
-decision about the dependency graph), ``queue`` and ``engine``. Import the names from
+The port is split by role: ``records`` (the values that cross it), ``store`` (and its mixins
+``run_reads``: reads every engine answers through ``list_runs``; ``outcomes``: a pause for failures
+and the notification outbox), ``edges`` (one decision about the dependency graph), ``queue`` and
+``engine``. Import the names from
 ``punctual.port``: this module re-exports them all (but ``stats``, the figures of
 ``Store.run_stats`` and the arithmetic that fills them, which is imported as a module).
 """

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Generic, TypeVar
 
-from punctual.model import Attempt, Catchup, JobStatus, Overlap, Run, RunState, Withdrawal
+from punctual.model import AlertKind, Attempt, Catchup, JobStatus, Overlap, Run, RunState, Withdrawal
 
 T = TypeVar("T")
 
@@ -226,11 +226,26 @@ class SlotOutcome(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class Alert:
+    """An owner alert, recorded once per (run, kind): the run that needs attention, or that paused its job."""
+
     owner: str
     run_id: str
     job_id: str
     created_at: int
     reason: str
+    kind: AlertKind = AlertKind.RUN
+
+    @property
+    def key(self) -> str:
+        """What the engines store it under, per owner (once per key): the run id, and for another
+        kind than RUN the run id and the kind (``run_...#job_paused``)."""
+        return self.run_id if self.kind is AlertKind.RUN else f"{self.run_id}#{self.kind.value}"
+
+    @classmethod
+    def stored(cls, owner: str, key: str, job_id: str, created_at: int, reason: str) -> Alert:
+        """The alert an engine stored under ``key`` (:attr:`key`)."""
+        run_id, _, kind = key.partition("#")
+        return cls(owner, run_id, job_id, created_at, reason, AlertKind(kind) if kind else AlertKind.RUN)
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,6 +9,7 @@ from collections.abc import Callable, Collection, Sequence
 from punctual.errors import JobNotFound, RunNotFound
 from punctual.model import Job, JobStatus, Overlap, Run, Withdrawal
 from punctual.port.edges import EdgeChange, EdgeReads
+from punctual.port.outcomes import OutcomeStore
 from punctual.port.records import (
     Advance,
     Alert,
@@ -33,7 +34,7 @@ from punctual.port.run_reads import RunReads
 from punctual.port.stats import OpenRuns, RunStats
 
 
-class Store(RunReads, ABC):
+class Store(RunReads, OutcomeStore, ABC):
     """Jobs, runs, shard leases and alerts. Every conditional write of the system lives below this."""
 
     shards: int  # number of due-index shards this store was created with
@@ -269,8 +270,7 @@ class Store(RunReads, ABC):
 
         Qualifies if the shard has no lease, its lease expired (``expires_at < now``), ``owner``
         already holds it, or an earlier generation of ``owner`` holds it (``rules.succeeds``: the
-        scheduler Lambda's hand-over). The epoch increases when the owner changes. None if held by
-        another owner.
+        scheduler Lambda's hand-over). The epoch increases when the owner changes. None if held by another owner.
         """
 
     @abstractmethod

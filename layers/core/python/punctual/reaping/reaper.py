@@ -40,6 +40,9 @@ Dead runs alert their owner exactly once (``punctual.runs.alerts.alert_once``), 
 3. Tenant concurrency slots held by runs that no longer run (a worker that died between taking a
    slot and leasing, or between finishing and releasing, or a run cancelled under its worker) are
    freed (``punctual.tenancy.admission.repair_slots``).
+
+After its passes, the long-running reaper (and the reaper Lambda each minute) tries the notifications
+runs owe their jobs' ``notify`` webhooks that are due (``punctual.execution.notify``).
 """
 
 from __future__ import annotations
@@ -54,11 +57,13 @@ from punctual.clock import Clock
 from punctual.config import DEFAULT_RETENTION_S
 from punctual.dependencies.release import ReleaseOptions, release_dependents
 from punctual.errors import ConcurrentModification, InvalidId, RunNotFound
+from punctual.execution.notify import Notifier
 from punctual.model import MAX_ERROR_CHARS, Attempt, AttemptOutcome, Job, Run, RunState, truncate
 from punctual.port import Alert, Delivery, Dispatch, Engine, Queue, RunChange, Store
 from punctual.resources import MAX_BATCH, MAX_DELAY_S
 from punctual.runs.alerts import Alerter, LogAlerter, alert_once
 from punctual.runs.cancel import cancellation, live_job
+from punctual.runs.outcomes import owes, settle_outcomes
 from punctual.scheduling.planning import is_long_run
 from punctual.tenancy.admission import repair_slots
 
@@ -91,6 +96,7 @@ class ReapStats:
     alerts: int = 0  # owner alerts sent (new ones only)
     purged: int = 0  # expired runs and deleted jobs removed (embedded engine; DynamoDB uses TTL)
     slots_freed: int = 0  # tenant concurrency slots held by runs that no longer run
+    notifications: int = 0  # notification tries made (punctual.execution.notify)
     errors: int = 0  # runs that could not be handled this pass (logged; retried next pass)
 
     def add(self, other: ReapStats) -> None:
@@ -167,7 +173,7 @@ def handle_dead_letter(
             return DeadLetterResult.MISSING
         if not run.is_open:
             if run.state is RunState.DEAD:  # a crash between marking and alerting: alert now (idempotent)
-                _release(store, queue, run, now)
+                _settle_dead(store, queue, alerter, run, now)
                 alert_once(store, alerter, _alert(run, run.note or "dead", now))
             return DeadLetterResult.TERMINAL
         if rules.lease_is_live(run, now):
@@ -178,7 +184,7 @@ def handle_dead_letter(
             dead = store.transition_run(run, _dead(record, note, now))
         except ConcurrentModification:
             continue
-        _release(store, queue, dead, now)
+        _settle_dead(store, queue, alerter, dead, now)
         alert_once(store, alerter, _alert(dead, note, now))
         return DeadLetterResult.DEAD
     return DeadLetterResult.CONFLICT
@@ -202,8 +208,10 @@ class Reaper:
         options: ReapOptions | None = None,
         interval_s: float = 60.0,
         max_passes: int = 10,
+        notifier: Notifier | None = None,
     ) -> None:
         self.engine, self.clock = engine, clock
+        self.notifier = notifier  # delivers notifications (punctual.execution.notify); None: nobody here
         self.alerter = alerter or LogAlerter()
         self.options = options or ReapOptions()
         self.interval_s, self.max_passes = interval_s, max_passes
@@ -239,10 +247,21 @@ class Reaper:
             total.add(stats)
             if stats.examined < self.options.limit or not _progress(stats):
                 break
+        if self.notifier is not None:  # after the runs: a notification can wait a pass, a run should not
+            total.notifications = self._notify(until_ms)
         self.stats.add(total)
         if total.redispatched or total.requeued or total.dead or total.cancelled or total.dead_letters:
             logger.info("reaper: %s", total)
         return total
+
+    def _notify(self, until_ms: int | None) -> int:
+        """Try the notifications that are due (within ``until_ms``); how many were tried."""
+        assert self.notifier is not None
+        try:
+            return self.notifier.drain(self.engine.store, self.clock.now_ms(), until_ms=until_ms).tried
+        except Exception:  # storage outage: the next tick tries again
+            logger.exception("notification round failed")
+            return 0
 
     def _more(self, passes: int, until_ms: int | None) -> bool:
         if until_ms is None:
@@ -297,15 +316,17 @@ class _Pass:
             self.stats.requeued += 1
             return
         note = f"dead after {run.attempt} attempts (max_retries={job.max_retries}): the last worker vanished"
-        if job.has_dependents:
+        if job.has_dependents or owes(job, RunState.DEAD):
             # The outbox of this burial: should we crash after it, this message's delivery finds the
-            # run dead and releases its dependents (or, before it, buries the run itself).
+            # run dead and settles what it owes (releases, a pause, a notification), or, before it,
+            # buries the run itself.
             self._resend(run, job)
         dead = self.store.transition_run(run, _dead(lost, note, self.now))
         release = ReleaseOptions(retention_s=self.options.retention_s, long_run_after_s=self.options.long_run_after_s)
         release_dependents(self.store, self.queue, job, dead, self.now, options=release)
         self.stats.dead += 1
         self.stats.alerts += alert_once(self.store, self.alerter, _alert(dead, note, self.now))
+        settle_outcomes(self.store, self.alerter, job, dead, self.now)
 
     def _resend(self, run: Run, job: Job, due: int | None = None) -> None:
         # due (a parked run's next attempt) or now: a run that is late already is not delayed further
@@ -347,10 +368,13 @@ def _dead(record: Attempt, note: str, now: int) -> RunChange:
     return RunChange(RunState.DEAD, now, now, append=record, finished_at=now, note=note)
 
 
-def _release(store: Store, queue: Queue, run: Run, now: int) -> None:
+def _settle_dead(store: Store, queue: Queue, alerter: Alerter, run: Run, now: int) -> None:
+    """What a dead-lettered run owes besides its alert: its job's dependents released, and the
+    outcomes its job asked for (``punctual.runs.outcomes``)."""
     job = live_job(store, run.job_id)
     if job is not None:
         release_dependents(store, queue, job, run, now)
+        settle_outcomes(store, alerter, job, run, now)
 
 
 def _alert(run: Run, reason: str, now: int) -> Alert:

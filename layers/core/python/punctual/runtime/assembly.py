@@ -23,6 +23,7 @@ from punctual.config import Settings
 from punctual.dependencies.release import ReleaseOptions
 from punctual.engines import open_engine
 from punctual.execution.loop import Tuning
+from punctual.execution.notify import Notifier
 from punctual.execution.options import ExecutionOptions
 from punctual.execution.sqs_events import LambdaWorker
 from punctual.execution.targets.policy import TargetPolicy
@@ -159,7 +160,15 @@ class Runtime:
             drain_dead_letters=drain_dead_letters,
             long_run_after_s=self.settings.long_run_after_s,  # resends of long runs go to their queue
         )
-        return Reaper(self.engine, self.corrected_clock(), alerter=self.alerter, options=options, interval_s=interval_s)
+        notifier = Notifier(self.engine.keys, self.target_policy())  # notify webhooks: the workers' target policy
+        return Reaper(
+            self.engine,
+            self.corrected_clock(),
+            alerter=self.alerter,
+            options=options,
+            interval_s=interval_s,
+            notifier=notifier,
+        )
 
     def corrected_clock(self) -> Clock:
         """The clock every component decides *when* by: this process's clock corrected by the skew

@@ -86,6 +86,13 @@ SHARD_HANDED_OVER = "#owner = :before AND epoch = :epoch"  # a successor takes i
 # -- alerts ----------------------------------------------------------------------------------------
 ALERT_NOT_EXISTS = "attribute_not_exists(pk)"
 
+# -- run outcomes (punctual.port.outcomes) ---------------------------------------------------------
+# a failure streak pauses the job it read, if nobody moved it since (pause_for_failures)
+STILL_ACTIVE_AS_READ = f"{VERSION_MATCHES} AND {JOB_ACTIVE}"
+NOTIFICATION_NOT_EXISTS = "attribute_not_exists(pk)"  # one notification per run
+# a try is recorded on the notification as the deliverer read it (still pending, as many tries)
+NOTIFICATION_AS_READ = "#state = :pending AND tries = :seen_tries"
+
 # -- dependency decisions (punctual.port.edges; engines/aws/edges.py) ------------------------------
 EDGES_AS_READ = "depends_on = :read_edges"  # the raw stored value the decision read
 NO_EDGES_AS_READ = "attribute_not_exists(depends_on)"  # also true of a job that does not exist

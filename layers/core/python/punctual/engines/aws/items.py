@@ -162,6 +162,7 @@ def run_to_item(run: Run, *, open_shards: int) -> Item:
     _put(item, "finished_at", _opt_n(run.finished_at))
     _put(item, "next_attempt_at", _opt_n(run.next_attempt_at))
     _put(item, "note", _opt_s(run.note))
+    _put(item, "replay_of", _opt_s(run.replay_of))
     if run.released_by:
         item["released_by"] = {"SS": run.released_by}
     if run.expires_at is not None:
@@ -199,6 +200,7 @@ def item_to_run(item: Item) -> Run:
         "expires_at": get_n(item, "expires_at") or get_n(item, "retain_until"),
         "note": get_s(item, "note"),
         "released_by": sorted(item["released_by"]["SS"]) if "released_by" in item else None,
+        "replay_of": get_s(item, "replay_of"),
         "attempts": rules.bounded(attempts),
     }
     return Run.model_validate(data)
@@ -225,7 +227,7 @@ def item_to_lease(item: Item) -> ShardLease:
 
 def alert_to_item(alert: Alert, *, retention_days: int) -> Item:
     return {
-        **alert_key(alert.owner, alert.run_id),
+        **alert_key(alert.owner, alert.key),
         "owner": s(alert.owner),
         "job_id": s(alert.job_id),
         "created_at": n(alert.created_at),
@@ -235,12 +237,8 @@ def alert_to_item(alert: Alert, *, retention_days: int) -> Item:
 
 
 def item_to_alert(item: Item) -> Alert:
-    return Alert(
-        owner=item["owner"]["S"],
-        run_id=item["sk"]["S"],
-        job_id=item["job_id"]["S"],
-        created_at=int(item["created_at"]["N"]),
-        reason=item["reason"]["S"],
+    return Alert.stored(
+        item["owner"]["S"], item["sk"]["S"], item["job_id"]["S"], int(item["created_at"]["N"]), item["reason"]["S"]
     )
 
 

@@ -7,14 +7,16 @@ the ``due`` index's 2. So the job is kept as two items of the ``jobs`` table:
 
 - the head, key ``job_id = <id>``: what scheduling reads and writes (status, ``next_run_at``,
   ``due_shard``, ``version``, the schedule and the ``due`` index's projection), the conditions of
-  dependency decisions (``depends_on``, ``has_dependents``), the ``by_owner`` index's key, and
-  ``spec_version``. It is what every conditional write of a job is conditioned on, so pause,
-  resume, edit and delete still move exactly what the claim (``JOB_STILL_DUE``) and the API
-  (``VERSION_MATCHES``) check. Under 1 KB for every job whose owner, schedule and time zone fit
-  ``HEAD_TEXT_BYTES`` (tests/unit/test_aws_job_items.py): one write unit per claim;
+  dependency decisions (``depends_on``, ``has_dependents``), the ``by_owner`` index's key,
+  ``spec_version``, and the state of ``pause_after_failures`` (``paused_after``, ``resumed_at``). It
+  is what every conditional write of a job is conditioned on, so pause, resume, edit and delete still
+  move exactly what the claim (``JOB_STILL_DUE``) and the API (``VERSION_MATCHES``) check. Under 1 KB
+  for every job whose owner, schedule and time zone fit ``HEAD_TEXT_BYTES``
+  (tests/unit/test_aws_job_items.py): one write unit per claim;
 - the spec, key ``job_id = <id>#spec``: what only executing a run needs (name, payload, target with
-  its headers, retry policy) and ``spec_version``. Written only with the head, in one transaction
-  (create, edit, pause, delete); never by a claim. It carries no ``owner``/``created_at`` and no
+  its headers, retry policy, ``pause_after_failures`` and ``notify``) and ``spec_version``. Written
+  only with the head, in one transaction (create, edit, pause, delete); never by a claim, nor by a
+  pause for failures (``engines.aws.outcomes``). It carries no ``owner``/``created_at`` and no
   ``due_shard``/``next_run_at``, so it is in neither index.
 
 ``spec_version`` is the job's ``version`` when its spec was last written, on both items. A claim
@@ -77,6 +79,8 @@ def job_to_items(job: Job, *, retention_days: int) -> tuple[Item, Item]:
     _put(head, "last_run_at", None if job.last_run_at is None else n(job.last_run_at))
     _put(head, "rescheduled_at", None if job.rescheduled_at is None else n(job.rescheduled_at))
     _put(head, "depends_on", None if job.depends_on is None else {"S": job.depends_on.model_dump_json()})
+    _put(head, "paused_after", None if job.paused_after is None else s(job.paused_after))
+    _put(head, "resumed_at", None if job.resumed_at is None else n(job.resumed_at))
     if job.has_dependents:
         head["has_dependents"] = {"BOOL": True}
     if job.status is JobStatus.ACTIVE and job.next_run_at is not None:
@@ -90,6 +94,8 @@ def job_to_items(job: Job, *, retention_days: int) -> tuple[Item, Item]:
         "retry": {"S": job.retry.model_dump_json()},
     }
     _put(spec, "payload", None if job.payload is None else js(job.payload))
+    _put(spec, "pause_after_failures", None if job.pause_after_failures is None else n(job.pause_after_failures))
+    _put(spec, "notify", None if job.notify is None else {"S": job.notify.model_dump_json()})
     # priority and keyed limits: written only when set, so a job without them is stored as before
     _put(spec, "priority", None if job.priority == DEFAULT_PRIORITY else n(job.priority))
     _put(spec, "limits", None if not job.limits else js([limit.model_dump(exclude_none=True) for limit in job.limits]))
@@ -145,6 +151,14 @@ def items_to_job(head: Item, spec: Item | None = None) -> Job:
         "updated_at": get_n(head, "updated_at"),
         "version": get_n(head, "version"),
     }
+    for name, value in (
+        ("pause_after_failures", get_n(whole, "pause_after_failures")),
+        ("notify", None if (notify := get_s(whole, "notify")) is None else json.loads(notify)),
+        ("paused_after", get_s(head, "paused_after")),
+        ("resumed_at", get_n(head, "resumed_at")),
+    ):
+        if value is not None:  # set only when set: a job's model leaves them out while unset
+            data[name] = value
     return _JOBS.python(data)
 
 

@@ -6,7 +6,7 @@ update requests from them, :mod:`.items` owns the item layout and cursors, :mod:
 paging, batches and conditional-write plumbing, and this module maps each port method to those
 requests: the claim, runs, stats and alerts here; jobs (:mod:`.jobs`), the reaper's reads
 (:mod:`.deadlines`), shard leases (:mod:`.shards`), dependencies (:mod:`.dependencies`, and
-their decisions in :mod:`.edges`) and tenants in mixins. Every
+their decisions in :mod:`.edges`), tenants and run outcomes (:mod:`.outcomes`) in mixins. Every
 ``ConditionalCheckFailedException`` becomes the outcome the port documents (False, None, a
 :class:`LeaseOutcome`, or the named exception); every other ``ClientError`` propagates unchanged.
 Conditional writes that fail ask DynamoDB for the item as it was
@@ -35,6 +35,7 @@ from punctual.engines.aws import updates as u
 from punctual.engines.aws.deadlines import SWEEP_PAGES, DeadlineReads
 from punctual.engines.aws.edges import DynamoEdges
 from punctual.engines.aws.items import n, s
+from punctual.engines.aws.outcomes import DynamoOutcomes
 from punctual.engines.aws.reservations import DynamoReservations
 from punctual.engines.aws.shards import DynamoShards
 from punctual.engines.aws.tables import Tables, Written
@@ -68,7 +69,7 @@ _LEASE_ROUNDS = 4  # fresh lease / takeover attempts before conceding that other
 _MAX_QUERY_LIMIT = 1000
 
 
-class DynamoStore(DynamoEdges, DynamoReservations, DeadlineReads, DynamoShards, DynamoTenants, Store):
+class DynamoStore(DynamoEdges, DynamoReservations, DeadlineReads, DynamoShards, DynamoTenants, DynamoOutcomes, Store):
     """Jobs, runs, shard leases and alerts in three DynamoDB tables (see ``punctual.resources``)."""
 
     def __init__(

@@ -16,6 +16,8 @@ Tables mirror DESIGN.md §2:
 - ``dependents``, ``releases``: job dependencies (reverse edges and release records; v5).
 - ``tenants``, ``tenant_slots``, ``tenant_starts``: per-owner limits, the concurrency slots held by
   running runs of limited owners, and each rate-limited owner's record of starts (``punctual.tenancy``).
+- ``notifications``: what runs owe their jobs' ``notify`` webhooks, pending ones indexed by when
+  they are tried next (v11).
 - ``meta``: facts fixed when the file was created (the number of due shards).
 
 Migrations: ``PRAGMA user_version`` is the schema version; :func:`migrate` applies the steps a
@@ -257,8 +259,27 @@ _V10 = (
     "DROP TABLE tenant_rates",
 )
 
+# v11: the notifications a job's notify webhook is owed (punctual.runs.outcomes), one per run, and
+# the outbox of the pending ones by when they are tried next (the reaper drains it).
+_V11 = (
+    """
+    CREATE TABLE notifications (
+        job_id       TEXT NOT NULL,
+        scheduled_at INTEGER NOT NULL,
+        state        TEXT NOT NULL,
+        next_at      INTEGER NOT NULL,
+        tries        INTEGER NOT NULL,
+        expires_at   INTEGER,
+        doc          TEXT NOT NULL,
+        PRIMARY KEY (job_id, scheduled_at)
+    ) WITHOUT ROWID
+    """,
+    "CREATE INDEX notifications_due ON notifications(next_at) WHERE state = 'pending'",
+    "CREATE INDEX notifications_expired ON notifications(expires_at) WHERE state <> 'pending'",
+)
+
 # MIGRATIONS[n] takes a file from version n to n + 1
-MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9, _V10)
+MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9, _V10, _V11)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 SYNCHRONOUS_MODES = frozenset({"NORMAL", "FULL", "EXTRA"})

@@ -13,7 +13,7 @@ advance binds five small values and never parses or re-serializes JSON; a read m
 
 The run steps taken inside a transaction (lease, heartbeat, finish, the run row codec) are in
 :mod:`.runs`; shard leases (:mod:`.shards`), batched reads, dependencies (and their decisions,
-:mod:`.edges`), tenants and stats are mixins.
+:mod:`.edges`), tenants, stats and run outcomes (:mod:`.outcomes`) are mixins.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from punctual.clock import Clock
 from punctual.engines.embedded import bulk
 from punctual.engines.embedded.db import Database
 from punctual.engines.embedded.edges import EdgeDecisions
+from punctual.engines.embedded.outcomes import EmbeddedOutcomes, purge_notifications
 from punctual.engines.embedded.reads import SELECT_JOB, job_from_row
 from punctual.engines.embedded.runs import (
     extend_in,
@@ -120,7 +121,7 @@ _OVERLAP = {o.value: o for o in Overlap}
 _CATCHUP = {c.value: c for c in Catchup}
 
 
-class EmbeddedStore(EmbeddedShards, EdgeDecisions, EmbeddedTenants, EmbeddedStats, Store):
+class EmbeddedStore(EmbeddedShards, EdgeDecisions, EmbeddedTenants, EmbeddedStats, EmbeddedOutcomes, Store):
     """The Store port on one SQLite file (see the module docstring for the row layout)."""
 
     def __init__(self, db: Database, *, shards: int, clock: Clock) -> None:
@@ -302,6 +303,7 @@ class EmbeddedStore(EmbeddedShards, EdgeDecisions, EmbeddedTenants, EmbeddedStat
     def purge_expired(self, now: int, deleted_before: int, limit: int) -> int:
         with self._db.write() as conn:
             runs = conn.execute(_PURGE_RUNS, (now // 1000, max(0, limit))).rowcount
+            runs += purge_notifications(conn, now // 1000, max(0, limit - runs))
             jobs = conn.execute(_PURGE_JOBS, (deleted_before, max(0, limit - runs))).rowcount
         return runs + jobs
 
@@ -313,7 +315,7 @@ class EmbeddedStore(EmbeddedShards, EdgeDecisions, EmbeddedTenants, EmbeddedStat
                 conn.execute(
                     "INSERT INTO alerts (owner, run_id, job_id, created_at, reason) VALUES (?, ?, ?, ?, ?)"
                     " ON CONFLICT DO NOTHING",
-                    (alert.owner, alert.run_id, alert.job_id, alert.created_at, alert.reason),
+                    (alert.owner, alert.key, alert.job_id, alert.created_at, alert.reason),
                 ).rowcount
             )
 
@@ -323,7 +325,7 @@ class EmbeddedStore(EmbeddedShards, EdgeDecisions, EmbeddedTenants, EmbeddedStat
             " ORDER BY created_at DESC, run_id DESC LIMIT ?",
             (owner, max(1, min(limit, MAX_PAGE))),
         )
-        return [Alert(*row) for row in rows]
+        return [Alert.stored(*row) for row in rows]
 
     # -- helpers ------------------------------------------------------------------------------
 

@@ -118,12 +118,13 @@ def check_target(target: object, policy: TargetPolicy) -> None:
         raise TargetRefused(shown, details=[{"field": p.field, "message": p.message} for p in problems])
 
 
-def check_url(url: str, policy: TargetPolicy) -> None:
-    """Refuse a URL no request can be built from, or whose (literal or well-known) host the policy refuses."""
-    host = target_url(url).host.rstrip(".").lower()
+def check_url(url: str, policy: TargetPolicy, field: str = "target.url") -> None:
+    """Refuse a URL no request can be built from, or whose (literal or well-known) host the policy
+    refuses; the refusal names ``field`` (a job's ``notify.url`` is checked as its ``target.url``)."""
+    host = target_url(url, field).host.rstrip(".").lower()
     reason = host_refusal(host, policy)
     if reason is not None:
-        raise TargetRefused(f"target.url points to {reason}, which targets may not reach", field="target.url")
+        raise TargetRefused(f"{field} points to {reason}, which targets may not reach", field=field)
 
 
 def host_refusal(host: str, policy: TargetPolicy) -> str | None:
