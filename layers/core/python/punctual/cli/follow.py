@@ -100,10 +100,11 @@ def follow(
     (None: until Ctrl-C). Ctrl-C ends it quietly (it is how a person stops following). An error of
     the first poll propagates (the command prints it and exits 1: a wrong job id, a refused key);
     later, an error that passes (429, 5xx, the API unreachable while it restarts) is reported on
-    stderr and the next poll tries again, so a long follow outlives a blip.
+    stderr (once while it lasts) and the next poll tries again, so a long follow outlives a blip.
     """
     interval_s = max(interval_s, MIN_INTERVAL_S)
     deadline = None if for_s is None else clock() + for_s
+    warned: str | None = None  # the passing error last reported
     try:
         session.poll()
         if not session.shown and not session.as_json:
@@ -112,10 +113,13 @@ def follow(
             sleep(interval_s if deadline is None else max(0.0, min(interval_s, deadline - clock())))
             try:
                 session.poll()
+                warned = None
             except (ApiError, CliError) as exc:
                 if isinstance(exc, ApiError) and exc.status != 429 and exc.status < 500:
                     raise
-                session.warn(f"punctual: {exc} (trying again)")
+                if str(exc) != warned:  # once per outage, not at every poll
+                    session.warn(f"punctual: {exc} (trying again)")
+                    warned = str(exc)
     except KeyboardInterrupt:
         return
 
