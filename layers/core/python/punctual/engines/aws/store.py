@@ -40,6 +40,7 @@ from punctual.engines.aws.reservations import DynamoReservations
 from punctual.engines.aws.shards import DynamoShards
 from punctual.engines.aws.tables import Tables, Written
 from punctual.engines.aws.tenants import DynamoTenants
+from punctual.engines.aws.watch import DynamoWatch
 from punctual.errors import (
     ConcurrentModification,
     LeaseLost,
@@ -69,7 +70,9 @@ _LEASE_ROUNDS = 4  # fresh lease / takeover attempts before conceding that other
 _MAX_QUERY_LIMIT = 1000
 
 
-class DynamoStore(DynamoEdges, DynamoReservations, DeadlineReads, DynamoShards, DynamoTenants, DynamoOutcomes, Store):
+class DynamoStore(
+    DynamoEdges, DynamoReservations, DeadlineReads, DynamoShards, DynamoTenants, DynamoOutcomes, DynamoWatch, Store
+):
     """Jobs, runs, shard leases and alerts in three DynamoDB tables (see ``punctual.resources``)."""
 
     def __init__(

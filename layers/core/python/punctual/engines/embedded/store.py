@@ -45,6 +45,7 @@ from punctual.engines.embedded.set_writes import reserve_scheduled
 from punctual.engines.embedded.shards import EmbeddedShards
 from punctual.engines.embedded.stats import EmbeddedStats
 from punctual.engines.embedded.tenants import EmbeddedTenants
+from punctual.engines.embedded.watch import EmbeddedWatch
 from punctual.errors import ConcurrentModification, InvalidCursor, JobAlreadyExists, JobNotFound, RunNotFound
 from punctual.model import Catchup, Job, JobStatus, Overlap, Run
 from punctual.port import (
@@ -121,7 +122,9 @@ _OVERLAP = {o.value: o for o in Overlap}
 _CATCHUP = {c.value: c for c in Catchup}
 
 
-class EmbeddedStore(EmbeddedShards, EdgeDecisions, EmbeddedTenants, EmbeddedStats, EmbeddedOutcomes, Store):
+class EmbeddedStore(
+    EmbeddedShards, EdgeDecisions, EmbeddedTenants, EmbeddedStats, EmbeddedOutcomes, EmbeddedWatch, Store
+):
     """The Store port on one SQLite file (see the module docstring for the row layout)."""
 
     def __init__(self, db: Database, *, shards: int, clock: Clock) -> None:
