@@ -41,9 +41,9 @@ Dead runs alert their owner exactly once (``punctual.runs.alerts.alert_once``), 
    slot and leasing, or between finishing and releasing, or a run cancelled under its worker) are
    freed (``punctual.tenancy.admission.repair_slots``).
 
-After its passes, the long-running reaper (and the reaper Lambda each minute) alerts the owners of
-runs and cron instants past their job's ``deadline_s`` (``punctual.reaping.deadlines``), then tries
-the notifications runs owe their jobs' ``notify`` webhooks that are due (``punctual.execution.notify``).
+After its passes, the long-running reaper (and the reaper Lambda each minute) tries the notifications
+runs owe their jobs' ``notify`` webhooks that are due (``punctual.execution.notify``), then alerts the
+owners of runs and cron instants past their job's ``deadline_s`` (``punctual.reaping.deadlines``).
 """
 
 from __future__ import annotations
@@ -251,9 +251,9 @@ class Reaper:
             total.add(stats)
             if stats.examined < self.options.limit or not _progress(stats):
                 break
-        total.deadline_alerts = self._watch()
         if self.notifier is not None:  # after the runs: a notification can wait a pass, a run should not
             total.notifications = self._notify(until_ms)
+        total.deadline_alerts = self._watch()  # last: bounded reads, and an alert a minute late is no loss
         self.stats.add(total)
         if total.redispatched or total.requeued or total.dead or total.cancelled or total.dead_letters:
             logger.info("reaper: %s", total)
