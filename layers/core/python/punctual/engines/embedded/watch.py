@@ -30,7 +30,7 @@ class EmbeddedWatch:
         return [(str(row[0]), int(row[1])) for row in rows]
 
     def stale_due_jobs(self, due_before: int, limit: int) -> list[tuple[str, int]]:
-        conn, found = self._db.connection(), []
+        conn, found = self._db.connection(), list[tuple[str, int]]()
         for shard in range(self.shards):
             rows = conn.execute(_DUE, (shard, due_before, max(0, limit))).fetchall()
             found.extend((str(row[0]), int(row[1])) for row in rows)
