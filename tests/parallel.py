@@ -26,7 +26,8 @@ WAITING = (
     "tests/e2e/test_bench_minute.py",
 )
 NO_TESTS = 5  # pytest's exit status when nothing was collected
-PYTEST = (sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider")
+# --durations: the slowest tests of each process, printed for the budget
+PYTEST = (sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--durations=30")
 
 
 def main(argv: list[str]) -> int:

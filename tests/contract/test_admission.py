@@ -22,9 +22,10 @@ from punctual.execution.targets import TargetResult
 from punctual.execution.worker import Worker
 from punctual.metrics import InMemoryMetrics
 from punctual.model import Job, Run, RunState
-from punctual.port import Delivery, Engine, LeaseOutcome, SlotOutcome, Tenant
+from punctual.port import Beat, Delivery, Engine, Hold, LeaseOutcome, SlotOutcome, Tenant
 from punctual.reaping.reaper import reap_once
 from punctual.runs.alerts import LogAlerter
+from punctual.runs.cancel import cancel_open_run
 from punctual.runs.retry import Jitter
 from punctual.tenancy import rates
 from punctual.tenancy.admission import Gate, repair_slots
@@ -219,6 +220,25 @@ def test_the_reaper_frees_slots_whose_runs_do_not_run(engine, engine_kind, clock
     # Then only the live run keeps its slot
     assert stats.slots_freed == 3
     assert list(store.slot_holders(OWNER)) == [runs[1].run_id]
+
+
+def test_a_run_cancelled_under_its_call_keeps_its_slot_until_its_lease_ends(engine, clock):
+    # Given a running run holding a slot, cancelled under its attempt (its job deleted, or replaced)
+    limit(engine, max_concurrency=1)
+    job = create_job(engine, clock)
+    run = schedule_run(engine, clock, job, send=False)
+    store, now = engine.store, clock.now_ms()
+    assert store.take_slot(OWNER, run.run_id, 1, now) is SlotOutcome.TAKEN
+    leased = store.lease_run(job.id, run.scheduled_at, "w", now, 60_000).run
+    assert leased is not None
+    assert cancel_open_run(store, leased, "job deleted", now, tries=3)
+    # Then its call may go on until its worker's next heartbeat finds it cancelled: the reaper keeps
+    # the slot while the lease lasts (a fault-tier seed saw a third call under max_concurrency 2)
+    cancelled = stored(engine, run)
+    assert cancelled.state is RunState.CANCELLED and cancelled.lease_expires_at == now + 60_000
+    assert store.heartbeat_runs([Beat(Hold(job.id, run.scheduled_at, "w", 1), now + 120_000)]) == [False]
+    assert repair_slots(store, now + 30_000) == 0
+    assert repair_slots(store, now + 61_000) == 1
 
 
 def test_a_message_throttled_many_times_is_resent_fresh_never_dead_lettered(engine, engine_kind, clock, elapse):

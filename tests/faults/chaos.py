@@ -9,8 +9,9 @@ Components (each with its own clock):
   at their instants, heartbeats while a call runs; one of them without pre-leasing (the Lambda
   worker's way); their clocks are corrected (residual error ±1 s);
 - a reaper every 20-60 s (corrected clock);
-- the user (``tests.faults.sim_user``): create, PATCH, pause, resume, delete, trigger, limits, and
-  two concurrent edits of the dependency graph.
+- the user (``tests.faults.sim_user``): create, PATCH, pause, resume, delete, trigger, limits (the
+  owner's, and in a third of the scenarios jobs' keyed ``limits``), and two concurrent edits of the
+  dependency graph.
 
 Faults, through proxies around the store and queue (``tests.faults.injection``): a process killed
 just before or after any write (a killed worker loses what it held and comes back with a new id),
@@ -130,6 +131,9 @@ class Simulation:
         ]
         self.next_reap = clock.now_ms()
         self.limited = self.rng.random() < 1 / 3
+        keyed = random.Random(seed * 15_485_863 + 5)  # its own draws: self.rng's stay as they were
+        self.keyed = keyed.random() < 1 / 3  # a third of the scenarios: jobs with keyed limits
+        self.key_cap, self.key_rate = keyed.choice((1, 2)), keyed.choice((3, 6))
         self.user = User(self, OWNER)
         # job ids from the seed, so that a seed replays the same scenario (shards follow the ids)
         id_rng = random.Random(seed * 31 + 7)

@@ -3,10 +3,11 @@ that compare it with what happened (docs/execution.md, "The run contract").
 
 The ledger records, in true (simulated) time:
 - every target call: which run and attempt, which worker, when it began and ended, the lease its
-  worker believed it held (in that worker's clock) and the job version it used;
+  worker believed it held (in that worker's clock), the job version it used and that job's keyed
+  limits, resolved;
 - every lease a worker committed, with the worker's clock reading at that moment;
-- every user commit (create, PATCH, pause, resume, delete, trigger, tenant limits) with the job as
-  stored right after it.
+- every user commit (create, PATCH, pause, resume, delete, trigger, tenant limits, a job's keyed
+  limits) with the job as stored right after it.
 
 Checks, each named by the invariant of docs/execution.md it checks:
 (a) an attempt is recorded only for a call that began: every attempt number a run counts had its
@@ -20,7 +21,8 @@ Checks, each named by the invariant of docs/execution.md it checks:
 (d) the dependency graph is acyclic after every step, concurrent edits included;
 (e) an owner never has more than ``max_concurrency`` calls in flight nor more than
     ``max_runs_per_minute`` call starts in any 60 s window (:func:`check_limit_rate` checks the
-    floor: at least 90 % of the rate while a backlog exists);
+    floor: at least 90 % of the rate while a backlog exists); the same for each resolved key of a
+    job's keyed ``limits``, counting the calls whose own job limited that key (:func:`key_ceilings`);
 (f) every due run the user did not cancel executes at least once, unless every attempt it was
     allowed was lost at its beginning (its worker died between the lease and the call: as a
     worker dying mid-call, that uses the attempt; ``max_retries`` bounds both).
@@ -32,6 +34,8 @@ may not be seen (the contract promises only what was committed at least 1 s befo
 from __future__ import annotations
 
 import bisect
+import json
+import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 
@@ -42,6 +46,42 @@ from tests.faults.rate_windows import fewest_in_backlog, floor_for
 GRACE_MS = 1_000  # what the user committed at least this long before an instant decides it
 SKEW_TOLERANCE_MS = 2_500  # workers' residual clock error (corrected clocks) on both sides of a comparison
 WINDOW_MS = 60_000
+
+
+@dataclass(frozen=True)
+class KeyCeiling:
+    """One resolved key of a job's ``limits``, with the numbers the job gives it."""
+
+    key: str
+    max_concurrency: int | None
+    max_runs_per_minute: int | None
+
+
+_PLACEHOLDER = re.compile(r"\{(job_id|payload\.[A-Za-z0-9_-]+)\}")
+
+
+def key_ceilings(job: Job) -> tuple[KeyCeiling, ...]:
+    """``job``'s ``limits`` resolved as docs/api.md ("Keyed limits") says, written here apart from the
+    product: ``{job_id}``, and ``{payload.<field>}`` of a top-level field (a string as itself, a
+    missing field as the empty text: the templates the simulated user writes). Entries with the
+    same resolved key merge, the lower number of each kind winning."""
+    merged: dict[str, tuple[int | None, int | None]] = {}
+    for limit in job.limits:
+
+        def value(match: re.Match[str]) -> str:
+            if match.group(1) == "job_id":
+                return job.id
+            found = job.payload.get(match.group(1)[len("payload.") :], "") if isinstance(job.payload, dict) else ""
+            return found if isinstance(found, str) else json.dumps(found, separators=(",", ":"), sort_keys=True)
+
+        key = _PLACEHOLDER.sub(value, limit.key)
+        concurrency, rate = merged.get(key, (None, None))
+        merged[key] = (_lower(concurrency, limit.max_concurrency), _lower(rate, limit.max_runs_per_minute))
+    return tuple(KeyCeiling(key, concurrency, rate) for key, (concurrency, rate) in merged.items())
+
+
+def _lower(a: int | None, b: int | None) -> int | None:
+    return b if a is None else a if b is None else min(a, b)
 
 
 @dataclass
@@ -57,6 +97,7 @@ class Call:
     lease_end: int  # the lease its worker believes it holds, in that worker's clock
     job_version: int
     ended: int | None = None
+    keyed: tuple[KeyCeiling, ...] = ()  # the job's keyed limits, resolved (key_ceilings)
 
 
 @dataclass(frozen=True)
@@ -109,6 +150,7 @@ class Ledger:
                 )
         self._check_instant(call, where)
         self._check_limits(call, where, worker_clock)
+        self._check_keyed(call, where, worker_clock)
         self.calls.append(call)
         self.in_flight[call.run_id].append(call)
 
@@ -190,6 +232,45 @@ class Ledger:
             started = 1 + sum(1 for c in self.calls if c.owner == call.owner and c.began > since)
             if started > rate:
                 self.violations.append(f"(e) {where}: {started} starts within 60 s, max_runs_per_minute {rate}")
+
+    def _check_keyed(self, call: Call, where: str, worker_clock: int) -> None:
+        """(e) for the call's keyed limits, as for the owner's: no more calls in flight that hold a
+        slot of the key (their job capped the key when they began; a call past its lease is lost to
+        the system), and no more starts that counted against the key (their job gave it a rate)
+        within 60 s, than the numbers allow. A job's limits are read with the job, never cached: no
+        propagation allowance. Where jobs give one key different numbers, the loosest number among
+        the calls counted holds (a retry keeps the slot its run already held, whatever the others
+        took meanwhile: docs/api.md asks for one number per key)."""
+        for ceiling in call.keyed:
+            label = f"limit {ceiling.key!r}"
+            if ceiling.max_concurrency is not None:
+                holding = [
+                    k.max_concurrency
+                    for calls in self.in_flight.values()
+                    for c in calls
+                    if c.owner == call.owner and c.lease_end > worker_clock + SKEW_TOLERANCE_MS
+                    for k in c.keyed
+                    if k.key == ceiling.key and k.max_concurrency is not None
+                ]
+                cap = max([ceiling.max_concurrency, *holding])
+                if 1 + len(holding) > cap:
+                    self.violations.append(
+                        f"(e) {where}: {1 + len(holding)} calls of {label} in flight, max_concurrency {cap}"
+                    )
+            if ceiling.max_runs_per_minute is not None:
+                since = call.began - (WINDOW_MS - 2 * SKEW_TOLERANCE_MS)
+                counted = [
+                    k.max_runs_per_minute
+                    for c in self.calls
+                    if c.owner == call.owner and c.began > since
+                    for k in c.keyed
+                    if k.key == ceiling.key and k.max_runs_per_minute is not None
+                ]
+                rate = max([ceiling.max_runs_per_minute, *counted])
+                if 1 + len(counted) > rate:
+                    self.violations.append(
+                        f"(e) {where}: {1 + len(counted)} starts of {label} within 60 s, max_runs_per_minute {rate}"
+                    )
 
     # -- after the scenario ---------------------------------------------------------------------
 

@@ -2,7 +2,8 @@
 ``punctual.tenancy``), at random steps, interleaved with the faults.
 
 Actions: create (cron, one-time or dependent), PATCH (timeout, schedule, target, depends_on),
-pause, resume, delete, trigger, a change of the owner's limits, and two PATCHes of the
+pause, resume, delete, trigger, a change of the owner's limits, a change of a job's keyed
+``limits`` (in a third of the scenarios: ``Simulation.keyed``), and two PATCHes of the
 dependency graph at once (the second request runs entirely while the first is about to write,
 as two API processes can interleave). Every action that succeeds is recorded in the ledger as a
 commit, with the job as stored right after it; refusals (a cycle, a transition the lifecycle
@@ -29,6 +30,10 @@ if TYPE_CHECKING:
 SECOND = 1_000
 OPEN_POLICY = TargetPolicy(allow_private=True, allow_loopback=True)  # the targets are simulated
 SCHEDULES = ("* * * * *", "*/2 * * * *", "*/3 * * * *")
+# keyed limits: two literal keys shared by several jobs (an "upstream API" budget), one per payload
+# value, one per job; LIMIT_CAP and LIMIT_RATE are the numbers the scenario's jobs usually give them
+SHARED_CAP_KEY, SHARED_RATE_KEY = "upstream-a", "upstream-b"
+PAYLOAD_KEY, JOB_KEY = "customer:{payload.x}", "job:{job_id}"
 # the store calls where a request writes (the second request of a concurrent pair runs before the first's)
 GRAPH_WRITES = frozenset({"update_job", "create_job", "link_dependent", "unlink_dependent", "decide_edges"})
 
@@ -78,7 +83,10 @@ class User:
             if not live:
                 return None
             upstream = self.sim.rng.choice(live)
-        spec = JobSpec.model_validate(self.spec(kind, upstream=upstream))
+        fields = self.spec(kind, upstream=upstream)
+        if self.sim.keyed and self.sim.rng.random() < 0.5:  # created with keyed limits
+            fields |= self.keyed_fields()
+        spec = JobSpec.model_validate(fields)
         created = self._do("create", lambda now: service.create_job(
             self.sim.store, self.owner, spec, now, policy=OPEN_POLICY  # type: ignore[arg-type]
         ).job)  # fmt: skip
@@ -92,13 +100,15 @@ class User:
         rng = self.sim.rng
         action = rng.choices(
             ("create", "patch", "pause", "resume", "delete", "trigger", "limits", "graph_race"),
-            weights=(2, 6, 3, 3, 1, 2, 1, 1),
+            weights=(2, 6, 3, 3, 1, 2, 3 if self.sim.keyed else 1, 1),
         )[0]
         if action == "create":
             self.create(rng.choice(("cron", "once", "dependent")))
             return
         if action == "limits":
-            if self.sim.limited:  # a third of the scenarios have an owner with limits
+            if self.sim.keyed and (not self.sim.limited or rng.random() < 0.5):
+                self.keyed_limits()
+            elif self.sim.limited:  # a third of the scenarios have an owner with limits
                 self.limits()
             return
         if action == "graph_race":
@@ -131,7 +141,7 @@ class User:
             return
         job_id = sim.rng.choice(job_ids)
         at = sim.rng.randint(sim.clock.now_ms(), instant + SECOND)
-        action = sim.rng.choice(("patch", "patch", "pause", "delete", "resume"))
+        action = sim.rng.choice(("patch", "patch", "pause", "delete", "resume", *(("limits",) if sim.keyed else ())))
 
         def act() -> None:
             sim.actor = ("user", sim.clock)
@@ -141,6 +151,8 @@ class User:
                 self._do("pause", lambda now: lifecycle.pause_job(sim.store, self.owner, job_id, now))  # type: ignore[arg-type]
             elif action == "resume":
                 self._do("resume", lambda now: lifecycle.resume_job(sim.store, self.owner, job_id, now))  # type: ignore[arg-type]
+            elif action == "limits":
+                self.keyed_limits(job_id)
             else:
                 self._do("delete", lambda now: lifecycle.delete_job(sim.store, self.owner, job_id, now, force=True))  # type: ignore[arg-type]
 
@@ -213,6 +225,47 @@ class User:
             self.sim.engine.store, self.owner, {"max_concurrency": concurrency, "max_runs_per_minute": rate}, now
         )
         self.sim.ledger.set_limits(now, concurrency, rate)
+
+    def keyed_fields(self) -> dict[str, Any]:
+        """A job's keyed ``limits`` at random (none at all now and then), with a payload whose ``x``
+        the payload key resolves (missing now and then: the empty key). Mostly the scenario's
+        numbers for the shared keys; now and then another, as a user who gives one key two numbers."""
+        rng, sim = self.sim.rng, self.sim
+        cap = sim.key_cap if rng.random() < 0.8 else rng.choice((1, 2, 3))
+        rate = sim.key_rate if rng.random() < 0.8 else rng.choice((2, 4, 8))
+        limits = rng.choice(
+            (
+                [],
+                [{"key": SHARED_CAP_KEY, "max_concurrency": cap}],
+                [{"key": SHARED_RATE_KEY, "max_runs_per_minute": rate}],
+                [
+                    {"key": SHARED_CAP_KEY, "max_concurrency": cap},
+                    {"key": SHARED_RATE_KEY, "max_runs_per_minute": rate},
+                ],
+                [{"key": SHARED_CAP_KEY, "max_concurrency": cap, "max_runs_per_minute": rate}],
+                [{"key": PAYLOAD_KEY, "max_concurrency": 1}, {"key": SHARED_RATE_KEY, "max_runs_per_minute": rate}],
+                [{"key": PAYLOAD_KEY, "max_concurrency": cap, "max_runs_per_minute": rate}],
+                [{"key": JOB_KEY, "max_concurrency": 1}, {"key": SHARED_CAP_KEY, "max_concurrency": cap}],
+            )
+        )
+        x = rng.choice(("a", "b", "a", None))
+        return {"limits": limits, "payload": None if x is None else {"x": x}}
+
+    def keyed_limits(self, job_id: str | None = None) -> None:
+        """PATCH a job's keyed ``limits`` (and its payload: the payload key may move)."""
+        live = self._live_jobs()
+        if job_id is None:
+            if not live:
+                return
+            job_id = self.sim.rng.choice(live)
+        changes = self.keyed_fields()
+        if self.sim.rng.random() < 0.3:
+            del changes["payload"]  # the limits alone
+        self._do(
+            "patch",
+            lambda now: service.update_job(self.sim.store, self.owner, job_id, changes, now, policy=OPEN_POLICY),  # type: ignore[arg-type]
+            fields=frozenset(changes),
+        )
 
     def _trigger(self, job_id: str) -> None:
         sim = self.sim

@@ -25,7 +25,7 @@ from punctual.execution.targets.types import TargetResult, timed_out
 from punctual.port import Delivery
 from punctual.runs.alerts import LogAlerter
 from tests.faults.injection import Crash, SkewedClock
-from tests.faults.promises import Call
+from tests.faults.promises import Call, key_ceilings
 
 if TYPE_CHECKING:
     from tests.faults.chaos import Simulation
@@ -227,7 +227,7 @@ class SimWorker:
         run, job = leased.run, leased.job
         call = Call(
             run.run_id, job.id, job.owner, run.scheduled_at, run.trigger, run.attempt, self.worker_id,
-            self.sim.clock.now_ms(), now + leased.lease_ms, job.version,
+            self.sim.clock.now_ms(), now + leased.lease_ms, job.version, keyed=key_ceilings(job),
         )  # fmt: skip
         self.sim.ledger.begin(call, now)
         kind = self.sim.faults.roll("target", ("stall",))

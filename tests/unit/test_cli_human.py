@@ -145,3 +145,72 @@ def test_follow_as_json_is_one_object_per_line() -> None:
 def test_follow_refuses_a_cursor(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["runs", JOB, "--follow", "--cursor", "c", "--api-key", "k", "--api-url", "http://127.0.0.1:9"]) == 1
     assert "--follow follows the newest runs" in capsys.readouterr().err
+
+
+class Listing:
+    """A client whose GET /jobs/{id}/runs pages through ``runs`` (newest first) as the API does."""
+
+    def __init__(self, runs: list[dict[str, Any]]) -> None:
+        self.runs = runs
+        self.calls = 0
+
+    def call(self, method: str, path: str, *, params: Any = None, **_: Any) -> Any:
+        self.calls += 1
+        ordered = sorted(self.runs, key=lambda r: r["scheduled_at"], reverse=True)
+        start = int(params.get("cursor") or 0)
+        end = start + int(params["limit"])
+        return {"items": ordered[start:end], "next_cursor": str(end) if end < len(ordered) else None}
+
+
+def test_follow_follows_a_run_it_showed_open_after_newer_runs_push_it_off_the_page() -> None:
+    # punctual runs JOB --follow --limit 2: two runs wait for a keyed limit, two newer ones are
+    # triggered, then the oldest starts: its start must be printed, not its "waiting" left for good
+    oldest, older = (
+        run(JOB, 1_000, "scheduled", note="waiting: limit k max_concurrency 1 reached"),
+        run(JOB, 2_000, "scheduled"),
+    )
+    listing = Listing([oldest, older])
+    lines: list[str] = []
+    session = follow.Follow(listing, JOB, {"limit": 2}, write=lines.append)
+    session.poll()
+    listing.runs = [{**oldest, "state": "running", "attempt": 1, "note": None}, older]
+    listing.runs += [run(JOB, 3_000, "scheduled"), run(JOB, 4_000, "scheduled")]
+    session.poll()
+    assert [(line.split()[0], line.split()[2]) for line in lines[-3:]] == [
+        (oldest["run_id"], "running"),
+        (run(JOB, 3_000, "x")["run_id"], "scheduled"),
+        (run(JOB, 4_000, "x")["run_id"], "scheduled"),
+    ]
+    listing.runs = [{**r, "state": "succeeded"} for r in listing.runs]
+    calls = listing.calls
+    session.poll()  # every run ended: the next polls read the newest page only
+    session.poll()
+    assert listing.calls - calls == 2 + 1
+
+
+def test_follow_outlives_a_passing_error_but_not_a_wrong_job() -> None:
+    class Flaky(Pages):
+        def call(self, method: str, path: str, *, params: Any = None, **kw: Any) -> Any:
+            if len(self.calls) in (1, 2, 3):  # the API restarts (two polls), then the owner's request rate is reached
+                self.calls.append((method, path, params))
+                raise CliError("cannot reach the Punctual API") if len(self.calls) < 4 else ApiError(429, {})
+            return super().call(method, path, params=params, **kw)
+
+    lines: list[str] = []
+    warnings: list[str] = []
+    started = run(JOB, 1_000, "running", attempt=1)
+    client = Flaky([run(JOB, 1_000, "scheduled")], [started])
+    session = follow.Follow(client, JOB, {"limit": 50}, write=lines.append, warn=warnings.append)
+    clock = Clock()
+    follow.follow(session, interval_s=1.0, for_s=4.0, clock=clock, sleep=clock.sleep)
+    assert len(warnings) == 2 and "trying again" in warnings[0]
+    assert [line.split()[2] for line in lines[1:]] == ["scheduled", "running"]
+
+    class Gone(Pages):
+        def call(self, method: str, path: str, *, params: Any = None, **kw: Any) -> Any:
+            if self.calls:
+                raise ApiError(404, {"code": "not_found"})  # the job's retention ended: no blip
+            return super().call(method, path, params=params, **kw)
+
+    with pytest.raises(ApiError):
+        follow.follow(follow.Follow(Gone([]), JOB, {}, write=lines.append), for_s=2.0, clock=clock, sleep=clock.sleep)

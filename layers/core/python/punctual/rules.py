@@ -292,7 +292,10 @@ def overlap_skip(blocker: Run, now: int) -> RunChange:
 def overlap_replacement(new_run: Run, now: int) -> RunChange:
     """The change that cancels an open earlier run replaced by ``new_run`` (replace)."""
     note = f"replaced by run {new_run.run_id} (overlap=replace)"
-    return RunChange(state=RunState.CANCELLED, now=now, deadline_at=now, finished_at=now, note=_bounded_note(note))
+    # the lease stays: the replaced call may go on until its worker's next heartbeat (repair_slots)
+    return RunChange(
+        state=RunState.CANCELLED, now=now, deadline_at=now, finished_at=now, note=_bounded_note(note), clear_lease=False
+    )
 
 
 def _bounded_note(text: str) -> str:

@@ -9,8 +9,9 @@ from punctual.port import RunChange, Store
 
 
 def cancellation(now: int, note: str) -> RunChange:
-    """The change that ends an open run as ``cancelled``, with why."""
-    return RunChange(state=RunState.CANCELLED, now=now, deadline_at=now, finished_at=now, note=note)
+    """The change that ends an open run as ``cancelled``, with why. The lease its attempt held is
+    kept: its call may go on until its worker's next heartbeat, and its slots with it (``repair_slots``)."""
+    return RunChange(state=RunState.CANCELLED, now=now, deadline_at=now, finished_at=now, note=note, clear_lease=False)
 
 
 def cancel_open_run(store: Store, run: Run, note: str, now: int, *, tries: int) -> bool | None:

@@ -282,4 +282,6 @@ def _runs_live(store: Store, run_id: str, now: int) -> bool:
         run = store.get_run(job_id, scheduled_at)
     except (InvalidId, RunNotFound):
         return False
-    return run.state is RunState.RUNNING and (run.lease_expires_at or 0) >= now
+    # a run cancelled under its attempt (overlap=replace, its job deleted) keeps the lease that
+    # attempt held: its call may go on until its worker's next heartbeat finds the run cancelled
+    return run.state in (RunState.RUNNING, RunState.CANCELLED) and (run.lease_expires_at or 0) >= now
