@@ -115,6 +115,10 @@ def test_a_slow_run_and_an_unclaimed_instant_alert_their_owner_once(system, slow
         by_kind["run_missed"]["run_id"] == f"run_{job['id'][4:]}_{runtime.engine.store.get_job(job['id']).next_run_at}"
     )
 
+    # an edit moves the deadline, and null removes it
+    assert api.patch(f"/jobs/{job['id']}", json={"deadline_s": 120}).json()["deadline_s"] == 120
+    assert api.patch(f"/jobs/{job['id']}", json={"deadline_s": None}).json()["deadline_s"] is None
+
     # the slow call answers at last: the run succeeds, and its alert stays the one it had
     slow.release.set()
     wait_for(lambda: api.get(f"/runs/{run['run_id']}").json()["state"] == "succeeded", WAIT_S)
