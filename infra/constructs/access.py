@@ -95,8 +95,9 @@ TABLE_ACCESS: Mapping[str, Mapping[str, TableAccess]] = {
         "leases": TableAccess((GET, QUERY, PUT, UPDATE)),
     },
     REAPER: {
-        # a burial's failure streak pauses its job (pause_after_failures), as a worker's does
-        "jobs": TableAccess((GET, UPDATE)),
+        # a burial's failure streak pauses its job (pause_after_failures), as a worker's does; deadline
+        # alerts read the due index's old rows (cron instants nobody claimed) and those jobs
+        "jobs": TableAccess((GET, UPDATE), indexes=(resources.DUE_INDEX.name,)),
         # past-deadline runs from the open-runs index, read in batches; requeue or dead-letter them
         # (compare-and-set); a burial inserts the runs it releases for dependent jobs (put) and reads
         # the job's ended runs for its failure streak and notify's recovery (query)

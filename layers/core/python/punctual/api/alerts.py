@@ -26,14 +26,20 @@ router = Router()  # type: ignore[no-untyped-call]  # Powertools leaves __init__
 
 
 class AlertResponse(BaseModel):
-    """One owner alert: a run that needs attention (dead: retries exhausted or poisoned; failed), or a
-    job paused after its runs failed (``pause_after_failures``)."""
+    """One owner alert: a run that needs attention (dead: retries exhausted or poisoned; failed), a
+    job paused after its runs failed (``pause_after_failures``), a run not finished by its job's
+    ``deadline_s`` (``deadline_missed``), or a cron instant that produced no run within it
+    (``run_missed``: ``run_id`` is the id that run would have had)."""
 
     run_id: str
     job_id: str
     created_at: IsoTime
     reason: str = Field(description="why the run ended, e.g. its last error; or why the job was paused")
-    kind: AlertKind = Field(default=AlertKind.RUN, description="run: the run ended; job_paused: its job was paused")
+    kind: AlertKind = Field(
+        default=AlertKind.RUN,
+        description="run: the run ended; job_paused: its job was paused; deadline_missed: the run had not"
+        " finished by scheduled_at + deadline_s; run_missed: the cron instant produced no run by then",
+    )
 
     @classmethod
     def from_alert(cls, alert: Alert) -> AlertResponse:
@@ -54,7 +60,7 @@ class AlertList(BaseModel):
     "/alerts",
     operation_id="listAlerts",
     tags=["alerts"],
-    summary="List the caller's alerts (runs that ended dead or failed), newest first",
+    summary="List the caller's alerts (runs that ended dead or failed, paused jobs, missed deadlines), newest first",
     responses=openapi.responses({200: ("The newest alerts", AlertList)}, openapi.LIST_ERRORS),
 )
 def list_alerts(

@@ -24,6 +24,7 @@ from punctual.model import (
     Attempt,
     AttemptOutcome,
     Catchup,
+    DeadlineSeconds,
     DependsOn,
     HttpTarget,
     Job,
@@ -96,6 +97,7 @@ class JobPatch(BaseModel):
     max_backfill: Annotated[int, Field(strict=True, ge=1, le=MAX_BACKFILL), WHOLE] | None = None
     pause_after_failures: Annotated[int, Field(strict=True, ge=1, le=MAX_PAUSE_AFTER_FAILURES), WHOLE] | None = None
     notify: Notify | None = None
+    deadline_s: Annotated[DeadlineSeconds, WHOLE] | None = None
     priority: Priority | None = None
     limits: Annotated[list[JobLimit], Field(max_length=MAX_JOB_LIMITS)] | None = None
 
@@ -171,6 +173,7 @@ class JobResponse(BaseModel):
     max_backfill: int
     pause_after_failures: int | None = Field(default=None, description="runs in a row that end failed or dead pause it")
     notify: Notify | None = Field(default=None, description="the webhook told of its run outcomes")
+    deadline_s: int | None = Field(default=None, description="a run unfinished this long after it was due alerts")
     paused_after: str | None = Field(
         default=None, description="the run whose failure streak paused it (pause_after_failures); cleared by a resume"
     )
@@ -208,6 +211,7 @@ class JobResponse(BaseModel):
             max_backfill=job.max_backfill,
             pause_after_failures=job.pause_after_failures,
             notify=job.notify,
+            deadline_s=job.deadline_s,
             paused_after=job.paused_after,
             priority=job.priority,
             limits=[LimitView(**limit.model_dump()) for limit in job.limits],

@@ -32,8 +32,11 @@ from punctual.model.bounds import (
 from punctual.model.jobs import WHOLE, DependsOn, Job, JobId, JobName, JobSpec, RetryPolicy
 from punctual.model.limits import DEFAULT_PRIORITY, JobLimit, resolve_key
 from punctual.model.outcomes import (
+    MAX_DEADLINE_S,
     MAX_PAUSE_AFTER_FAILURES,
+    MIN_DEADLINE_S,
     AlertKind,
+    DeadlineSeconds,
     Notification,
     NotificationState,
     NotificationTry,
@@ -71,6 +74,7 @@ __all__ = [
     "JOB_TRANSITIONS",
     "MAX_ATTEMPTS_KEPT",
     "MAX_BACKFILL",
+    "MAX_DEADLINE_S",
     "MAX_ERROR_CHARS",
     "MAX_EXCERPT_CHARS",
     "MAX_HEADERS",
@@ -83,6 +87,7 @@ __all__ = [
     "MAX_SECRET_CHARS",
     "MAX_TIMEOUT_S",
     "MAX_UPSTREAMS",
+    "MIN_DEADLINE_S",
     "OPEN_STATES",
     "REDACTED",
     "RUN_TRANSITIONS",
@@ -93,6 +98,7 @@ __all__ = [
     "AttemptOutcome",
     "AwareRfc3339",
     "Catchup",
+    "DeadlineSeconds",
     "DependencyWhen",
     "DependsOn",
     "EventBridgeTarget",

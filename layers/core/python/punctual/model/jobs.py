@@ -32,7 +32,7 @@ from punctual.model.bounds import (
 )
 from punctual.model.cron_syntax import validate_cron
 from punctual.model.limits import DEFAULT_PRIORITY, LIMITS_EXAMPLE, MAX_JOB_LIMITS, JobLimit, Priority
-from punctual.model.outcomes import MAX_PAUSE_AFTER_FAILURES, Notify
+from punctual.model.outcomes import MAX_DEADLINE_S, MAX_PAUSE_AFTER_FAILURES, MIN_DEADLINE_S, Notify
 from punctual.model.states import Catchup, DependencyWhen, JobStatus, Overlap
 from punctual.model.stored import is_stored
 from punctual.model.targets import Target
@@ -117,6 +117,13 @@ class JobSpec(BaseModel):
         description="pause the job when this many of its runs in a row end failed or dead (a resume counts anew)",
     )
     notify: Notify | None = Field(default=None, exclude_if=lambda value: value is None)
+    deadline_s: Annotated[int, Field(strict=True, ge=MIN_DEADLINE_S, le=MAX_DEADLINE_S), WHOLE] | None = Field(
+        default=None,
+        exclude_if=lambda value: value is None,
+        examples=[900],
+        description="alert the owner when a run has not finished this long after its scheduled time,"
+        " or a cron instant produced no run by then (punctual.reaping.deadlines)",
+    )
     priority: Priority = DEFAULT_PRIORITY  # punctual.model.limits
     limits: Annotated[list[JobLimit], Field(max_length=MAX_JOB_LIMITS, examples=[LIMITS_EXAMPLE])] = Field(
         default_factory=list

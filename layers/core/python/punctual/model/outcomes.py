@@ -14,6 +14,11 @@ from punctual.model.bounds import MAX_ERROR_CHARS, STRICT
 from punctual.model.stored import is_stored
 
 MAX_PAUSE_AFTER_FAILURES = 100  # bounds the runs a failed run's settlement reads to count the streak
+# deadline_s: a run not finished this long after its scheduled time alerts its owner. At least a
+# reaper interval (the reaper looks each minute), at most a week (a run's history outlives it).
+MIN_DEADLINE_S = 60
+MAX_DEADLINE_S = 7 * 86_400
+DeadlineSeconds = Annotated[int, Field(strict=True, ge=MIN_DEADLINE_S, le=MAX_DEADLINE_S)]
 
 
 class NotifyEvent(StrEnum):
@@ -89,3 +94,5 @@ class AlertKind(StrEnum):
 
     RUN = "run"  # a run ended dead (or failed)
     JOB_PAUSED = "job_paused"  # a job was paused after pause_after_failures runs in a row ended failed or dead
+    DEADLINE_MISSED = "deadline_missed"  # a run had not finished by scheduled_at + its job's deadline_s
+    RUN_MISSED = "run_missed"  # a cron job's instant produced no run within its deadline_s

@@ -7,10 +7,11 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 
 from punctual.model import Job, Notification
+from punctual.port.watch import DeadlineWatch
 
 
-class OutcomeStore(ABC):
-    """Pausing a job for its failures, and the notification outbox."""
+class OutcomeStore(DeadlineWatch, ABC):
+    """Pausing a job for its failures, the notification outbox, and the reads deadline alerts make."""
 
     @abstractmethod
     def pause_for_failures(self, job: Job, run_id: str, now: int) -> bool:

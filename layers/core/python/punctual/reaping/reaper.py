@@ -42,7 +42,8 @@ Dead runs alert their owner exactly once (``punctual.runs.alerts.alert_once``), 
    freed (``punctual.tenancy.admission.repair_slots``).
 
 After its passes, the long-running reaper (and the reaper Lambda each minute) tries the notifications
-runs owe their jobs' ``notify`` webhooks that are due (``punctual.execution.notify``).
+runs owe their jobs' ``notify`` webhooks that are due (``punctual.execution.notify``), then alerts the
+owners of runs and cron instants past their job's ``deadline_s`` (``punctual.reaping.deadlines``).
 """
 
 from __future__ import annotations
@@ -60,6 +61,7 @@ from punctual.errors import ConcurrentModification, InvalidId, RunNotFound
 from punctual.execution.notify import Notifier
 from punctual.model import MAX_ERROR_CHARS, Attempt, AttemptOutcome, Job, Run, RunState, truncate
 from punctual.port import Alert, Delivery, Dispatch, Engine, Queue, RunChange, Store
+from punctual.reaping.deadlines import DeadlineMemo, watch_deadlines
 from punctual.resources import MAX_BATCH, MAX_DELAY_S
 from punctual.runs.alerts import Alerter, LogAlerter, alert_once
 from punctual.runs.cancel import cancellation, live_job
@@ -97,6 +99,7 @@ class ReapStats:
     purged: int = 0  # expired runs and deleted jobs removed (embedded engine; DynamoDB uses TTL)
     slots_freed: int = 0  # tenant concurrency slots held by runs that no longer run
     notifications: int = 0  # notification tries made (punctual.execution.notify)
+    deadline_alerts: int = 0  # deadline_missed and run_missed alerts recorded (punctual.reaping.deadlines)
     errors: int = 0  # runs that could not be handled this pass (logged; retried next pass)
 
     def add(self, other: ReapStats) -> None:
@@ -216,6 +219,7 @@ class Reaper:
         self.options = options or ReapOptions()
         self.interval_s, self.max_passes = interval_s, max_passes
         self.stats = ReapStats()
+        self.deadlines = DeadlineMemo()
 
     def run(self, stop: threading.Event) -> None:
         """Reap until ``stop`` is set. Errors are logged; the next pass tries again."""
@@ -249,10 +253,19 @@ class Reaper:
                 break
         if self.notifier is not None:  # after the runs: a notification can wait a pass, a run should not
             total.notifications = self._notify(until_ms)
+        total.deadline_alerts = self._watch()  # last: bounded reads, and an alert a minute late is no loss
         self.stats.add(total)
         if total.redispatched or total.requeued or total.dead or total.cancelled or total.dead_letters:
             logger.info("reaper: %s", total)
         return total
+
+    def _watch(self) -> int:
+        """Alert runs and instants past their job's deadline; how many alerts were new."""
+        try:
+            return watch_deadlines(self.engine.store, self.alerter, self.clock.now_ms(), memo=self.deadlines)
+        except Exception:  # storage outage: the next tick looks again
+            logger.exception("deadline round failed")
+            return 0
 
     def _notify(self, until_ms: int | None) -> int:
         """Try the notifications that are due (within ``until_ms``); how many were tried."""

@@ -42,6 +42,7 @@ from punctual.model import (
 )
 from punctual.port import Alert, RunQuery, Store
 from punctual.runs.alerts import Alerter, alert_once
+from punctual.runs.deadlines import alert_if_late
 
 ENDED = frozenset({RunState.SUCCEEDED, RunState.FAILED, RunState.DEAD})  # runs that ran and ended
 FAILURES = frozenset({RunState.FAILED, RunState.DEAD})
@@ -50,8 +51,11 @@ _PAUSE_ROUNDS = 3  # reads of the job when its version moves under the pause (a 
 
 
 def owes(job: Job, state: RunState) -> bool:
-    """Whether a run of ``job`` that ended in ``state`` owes a pause decision or a notification (its
-    message then waits for :func:`settle_outcomes`). False for every job without the options."""
+    """Whether a run of ``job`` that ended in ``state`` owes a pause decision, a notification or a
+    deadline check (its message then waits for :func:`settle_outcomes`). False for every job
+    without the options."""
+    if state in ENDED and job.deadline_s is not None:
+        return True  # a run that ends after its deadline alerts (punctual.runs.deadlines)
     if job.pause_after_failures is None and job.notify is None:
         return False
     if state in FAILURES:
@@ -60,11 +64,13 @@ def owes(job: Job, state: RunState) -> bool:
 
 
 def settle_outcomes(store: Store, alerter: Alerter, job: Job, run: Run, now: int) -> None:
-    """Pause ``job`` if ``run`` completed a failure streak (and alert its owner), and record the
-    notification ``run`` owes (see the module docstring). Idempotent. Storage errors propagate (the
-    caller's message then comes back and this is done again)."""
+    """Alert ``run``'s owner if it ended after its job's ``deadline_s``, pause ``job`` if ``run``
+    completed a failure streak (and alert its owner), and record the notification ``run`` owes
+    (see the module docstring). Idempotent. Storage errors propagate (the caller's message then
+    comes back and this is done again)."""
     if run.state not in ENDED or not owes(job, run.state):
         return
+    alert_if_late(store, alerter, job, run, now)
     if run.state in FAILURES and job.pause_after_failures is not None:
         pause_if_streak(store, alerter, job, run, now)
     notify = job.notify

@@ -101,6 +101,7 @@ def job_to_items(job: Job, *, retention_days: int) -> tuple[Item, Item]:
     _put(spec, "payload", None if job.payload is None else js(job.payload))
     _put(spec, "pause_after_failures", None if job.pause_after_failures is None else n(job.pause_after_failures))
     _put(spec, "notify", None if job.notify is None else {"S": job.notify.model_dump_json()})
+    _put(spec, "deadline_s", None if job.deadline_s is None else n(job.deadline_s))
     # priority and keyed limits: written only when set, so a job without them is stored as before
     _put(spec, "priority", None if job.priority == DEFAULT_PRIORITY else n(job.priority))
     _put(spec, "limits", None if not job.limits else js([limit.model_dump(exclude_none=True) for limit in job.limits]))
@@ -165,6 +166,7 @@ def items_to_job(head: Item, spec: Item | None = None) -> Job:
     for name, value in (
         ("pause_after_failures", get_n(whole, "pause_after_failures")),
         ("notify", None if (notify := get_s(whole, "notify")) is None else json.loads(notify)),
+        ("deadline_s", get_n(whole, "deadline_s")),
         ("paused_after", get_s(head, "paused_after")),
         ("resumed_at", get_n(head, "resumed_at")),
     ):

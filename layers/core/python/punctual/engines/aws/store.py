@@ -42,6 +42,7 @@ from punctual.engines.aws.reservations import DynamoReservations
 from punctual.engines.aws.shards import DynamoShards
 from punctual.engines.aws.tables import Tables, Written
 from punctual.engines.aws.tenants import DynamoTenants
+from punctual.engines.aws.watch import DynamoWatch
 from punctual.errors import (
     ConcurrentModification,
     LeaseLost,
@@ -72,7 +73,15 @@ _MAX_QUERY_LIMIT = 1000
 
 
 class DynamoStore(
-    DynamoEdges, DynamoReservations, DeadlineReads, DynamoShards, DynamoTenants, DynamoOutcomes, DynamoCalendars, Store
+    DynamoEdges,
+    DynamoReservations,
+    DeadlineReads,
+    DynamoShards,
+    DynamoTenants,
+    DynamoOutcomes,
+    DynamoWatch,
+    DynamoCalendars,
+    Store,
 ):
     """Jobs, runs, shard leases and alerts in three DynamoDB tables (see ``punctual.resources``)."""
 

@@ -46,6 +46,7 @@ from punctual.engines.embedded.set_writes import reserve_scheduled
 from punctual.engines.embedded.shards import EmbeddedShards
 from punctual.engines.embedded.stats import EmbeddedStats
 from punctual.engines.embedded.tenants import EmbeddedTenants
+from punctual.engines.embedded.watch import EmbeddedWatch
 from punctual.errors import ConcurrentModification, InvalidCursor, JobAlreadyExists, JobNotFound, RunNotFound
 from punctual.model import Job, JobStatus, Run
 from punctual.port import (
@@ -121,7 +122,14 @@ _PAST_DEADLINE = (
 
 
 class EmbeddedStore(
-    EmbeddedShards, EdgeDecisions, EmbeddedTenants, EmbeddedStats, EmbeddedOutcomes, EmbeddedCalendars, Store
+    EmbeddedShards,
+    EdgeDecisions,
+    EmbeddedTenants,
+    EmbeddedStats,
+    EmbeddedOutcomes,
+    EmbeddedWatch,
+    EmbeddedCalendars,
+    Store,
 ):
     """The Store port on one SQLite file (see the module docstring for the row layout)."""
 

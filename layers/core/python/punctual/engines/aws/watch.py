@@ -1,0 +1,60 @@
+"""The ``aws`` engine's reads for deadline alerts (``punctual.port.watch``): keys of old open runs
+from the sparse ``open`` index, and old due jobs from the sparse ``due`` index. A mixin of
+:class:`~punctual.engines.aws.store.DynamoStore`.
+
+Both are Queries of index rows older than a bound (a minute or more ago), one page per shard at
+most, projecting keys only: a deployment whose scheduler keeps up and whose runs finish within a
+minute reads one empty page per shard (0.5 read units each) per reaper pass, and writes nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from punctual.engines.aws.items import n
+from punctual.engines.aws.tables import Tables
+
+_MAX_PAGE = 1_000
+
+
+class DynamoWatch:
+    """Old open runs and old due jobs, read from the ``open`` and ``due`` indexes."""
+
+    _tables: Tables
+    runs_table: str
+    jobs_table: str
+    shards: int
+    open_shards: int
+    open_index: bool
+
+    def stale_open_runs(self, scheduled_before: int, limit: int) -> list[tuple[str, int]]:
+        if not self.open_index:  # without it the reaper's sweep is the only read of open runs
+            return []
+        return self._oldest(
+            "open", "open_shard", "scheduled_at", self.runs_table, self.open_shards, scheduled_before, limit
+        )
+
+    def stale_due_jobs(self, due_before: int, limit: int) -> list[tuple[str, int]]:
+        return self._oldest("due", "due_shard", "next_run_at", self.jobs_table, self.shards, due_before, limit)
+
+    def _oldest(  # noqa: PLR0917 - one query shape, two indexes
+        self, index: str, shard_key: str, sort_key: str, table: str, shards: int, before: int, limit: int
+    ) -> list[tuple[str, int]]:
+        found: list[tuple[str, int]] = []
+        per_shard = max(1, min(_MAX_PAGE, -(-limit // max(1, shards))))
+        for shard in range(shards):
+            page = self._tables.client.query(
+                TableName=table,
+                IndexName=index,
+                KeyConditionExpression=f"{shard_key} = :shard AND {sort_key} <= :before",
+                ExpressionAttributeValues={":shard": n(shard), ":before": n(before)},
+                ProjectionExpression=f"job_id, {sort_key}",
+                Limit=per_shard,
+            )
+            found.extend((row["job_id"]["S"], int(row[sort_key]["N"])) for row in _items(page))
+        found.sort(key=lambda key: key[1])
+        return found[: max(0, limit)]
+
+
+def _items(page: dict[str, Any]) -> list[dict[str, Any]]:
+    return list(page.get("Items", []))
