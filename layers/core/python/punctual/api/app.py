@@ -324,6 +324,15 @@ app.include_router(preview.router)
 app.include_router(calendars.router)
 
 
+def _resolve_routes() -> None:
+    """Compute every route's parameters and body model now. powertools computes them on a route's
+    first use, and the OpenAPI document is built from the same objects: a request thread computing
+    them while another generates the document left it looking up a field it never saw (a KeyError,
+    a 500 to a console that fetched /openapi.json beside its first preview request)."""
+    for route in [*app._static_routes, *app._dynamic_routes]:
+        _ = route.dependant, route.body_field
+
+
 # -- documentation --------------------------------------------------------------------------------
 
 
@@ -366,3 +375,6 @@ def _caller() -> tuple[Services, str]:
 
 def _json(status: int, body: Any, headers: dict[str, str]) -> Response[Any]:
     return Response(status_code=status, content_type=content_types.APPLICATION_JSON, body=body, headers=headers)
+
+
+_resolve_routes()  # last: every route of the module is registered
