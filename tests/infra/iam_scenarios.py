@@ -219,11 +219,20 @@ def _run_due_ahead(stack: Stack, target: TargetServer, *, prefix: str, long_run:
 
 
 def _settled(stack: Stack, runs: dict[str, str]) -> bool:
-    """Every run finished, except bob's waiting one, which must have been told to wait: its note while
-    it waits, or, once his next minute let it start (a slow run of the scenario), its attempt's ``waited``."""
-    return _waited(_run(stack, runs["waiting"])) and _all_terminal(
-        stack, [r for name, r in runs.items() if name != "waiting"]
-    )
+    """Every run finished, except one of bob's two (he may start one a minute), which must have been
+    told to wait: its note while it waits, or, once his next minute let it start (a slow run of the
+    scenario), its attempt's ``waited``. Which of the two waits is the worker's choice (it admits a
+    batch by priority, then in any order)."""
+    others = [r for name, r in runs.items() if name not in BOB]
+    return _bob_settled(stack, runs) and _all_terminal(stack, others)
+
+
+BOB = ("first", "waiting")
+
+
+def _bob_settled(stack: Stack, runs: dict[str, str]) -> bool:
+    first, second = (_run(stack, runs[name]) for name in BOB)
+    return any(not one.is_open and _waited(other) for one, other in ((first, second), (second, first)))
 
 
 def _waited(run: Run) -> bool:
@@ -235,7 +244,7 @@ def _unsettled(stack: Stack, runs: dict[str, str]) -> str:
     left = []
     for name, run_id in runs.items():
         run = _run(stack, run_id)
-        if (name == "waiting" and not _waited(run)) or (name != "waiting" and _open(stack, run_id)):
+        if (name in BOB and not _bob_settled(stack, runs)) or (name not in BOB and _open(stack, run_id)):
             waited = [attempt.waited for attempt in run.attempts]
             left.append(f"{name} {run_id} {run.state.value} attempt={run.attempt} note={run.note!r} waited={waited}")
     return "; ".join(left) or "none"

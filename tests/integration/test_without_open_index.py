@@ -43,7 +43,7 @@ def test_the_runs_table_has_no_index(engine: AwsEngine) -> None:
     table = engine.clients.dynamodb.describe_table(TableName=engine.store.runs_table)["Table"]
     assert not table.get("GlobalSecondaryIndexes")
     jobs = engine.clients.dynamodb.describe_table(TableName=engine.store.jobs_table)["Table"]
-    assert {i["IndexName"] for i in jobs["GlobalSecondaryIndexes"]} == {"due", "by_owner"}
+    assert {i["IndexName"] for i in jobs["GlobalSecondaryIndexes"]} == {"due", "by_owner", "by_calendar"}
 
 
 def test_the_sweep_finds_open_runs_past_their_deadline(engine: AwsEngine, clock: ManualClock) -> None:

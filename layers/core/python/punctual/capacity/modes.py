@@ -90,6 +90,7 @@ def table_loads(load: Load, s: Scheduling, counts: PerRun, extras: Extras, *, pr
         # each due shard queried once a second (0.5 RRU at least), plus the rows claimed
         TableLoad("jobs.due", b * w.claim_due, b * 0.5 * DUE_ROW_BYTES / 4096, steady_reads=s.due_shards * 0.5),
         TableLoad("jobs.by_owner", 0.0, 0.0),  # written by the API only; claims leave it alone
+        TableLoad("jobs.by_calendar", 0.0, 0.0),  # job writes that name a calendar (API only)
         TableLoad(
             "runs",
             b * (w.insert_runs + w.lease_runs + w.finish_runs + extras.runs_write_units),
@@ -104,6 +105,7 @@ def table_loads(load: Load, s: Scheduling, counts: PerRun, extras: Extras, *, pr
     rows.append(
         TableLoad("leases", b * (w.finish_stats + extras.leases_write_units), 0.0, steady_writes=s.due_shards / 3)
     )
+    rows.append(TableLoad("leases.outbox", 0.0, 0.0))  # pending notifications of jobs that notify (issue 33)
     return rows
 
 

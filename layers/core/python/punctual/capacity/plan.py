@@ -178,6 +178,7 @@ def _tables(
         # each owned shard is queried once a second (0.5 RRU at least), plus the rows claimed
         ("jobs.due", c * w.claim_due, s.due_shards * 0.5 + c * 0.5 * modes.DUE_ROW_BYTES / 4096),
         ("jobs.by_owner", 0.0, 0.0),  # written by the API only; claims leave it alone
+        ("jobs.by_calendar", 0.0, 0.0),  # job writes that name a calendar (API only)
         (
             "runs",
             c * w.insert_runs + r * (w.lease_runs + w.finish_runs + more.runs_write_units),
@@ -188,6 +189,7 @@ def _tables(
         rows.append(("runs.open", c * w.insert_open + r * w.finish_open, s.open_shards * 0.5 / 60))
     # shard leases renewed every 3 s, the owners' GET /stats counters (one ADD per finished run), rate records
     rows.append(("leases", s.due_shards / 3 + r * (w.finish_stats + more.leases_write_units), 0.0))
+    rows.append(("leases.outbox", 0.0, 0.0))  # pending notifications of jobs that notify (issue 33)
     owner = owner_peak(load)
     if w.finish_stats and owner > STATS_ITEM_LIMIT:
         warnings.append(
