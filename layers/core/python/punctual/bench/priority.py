@@ -18,14 +18,14 @@ from pathlib import Path
 from typing import Any
 
 from punctual import metrics as m
-from punctual.bench.burst import LEAD_MS, SHARDS, _run_until_claimed, _start_worker
+from punctual.bench.burst import LEAD_MS, SHARDS, _run_until_claimed, _scheduler_options, _start_worker
 from punctual.bench.jobs import bench_jobs
 from punctual.clock import SystemClock
 from punctual.config import Settings
 from punctual.engines.embedded import EmbeddedEngine
 from punctual.model import Job, Run, RunState
 from punctual.port import Tenant
-from punctual.scheduling.scheduler import Scheduler, SchedulerOptions
+from punctual.scheduling.scheduler import Scheduler
 
 OWNER = "bench-priority"
 HIGH = 9
@@ -65,9 +65,8 @@ def bench_priority(
             ]
             store: Any = engine.store
             store.bulk_load_jobs(jobs)
-            scheduler = Scheduler(
-                engine, clock, metrics=m.InMemoryMetrics(), options=SchedulerOptions(lookahead_ms=lookahead_ms)
-            )
+            # the deployed scheduler's options: messages visible early enough for the workers' pre-lease
+            scheduler = Scheduler(engine, clock, metrics=m.InMemoryMetrics(), options=_scheduler_options(lookahead_ms))
             _run_until_claimed(scheduler, low + high, until_ms=due_at + 20_000)
             deadline = time.monotonic() + timeout_s
             done = _decided if until_decided else _all_done

@@ -39,7 +39,7 @@ from punctual.execution.leasing import (
     lease_length_ms,
     may_have_waited,
     visibility_short,
-    wait_for_limits,
+    wait_all_for_limits,
     waited_before,
     withdrawal_of,
 )
@@ -51,6 +51,8 @@ from punctual.port import Delivery, Finish, Hold, LeaseOutcome, LeaseRequest, Qu
 from punctual.runs import retry
 from punctual.runs.alerts import Alerter
 from punctual.tenancy.admission import Admission, Gate
+from punctual.tenancy.handoff import Refusals
+from punctual.tenancy.line import LAST_PLACE
 
 logger = logging.getLogger(__name__)
 
@@ -179,8 +181,10 @@ def prepare(
     waiting: list[tuple[Delivery, Job, str | None]] = []  # with the limit each one waited for
     admissions: list[Admission | None] = []  # one per request: the gate's, for owners it limits
     drops: list[str] = []
+    refused: list[tuple[Delivery, Admission]] = []  # runs over a limit: they wait (no attempt used)
+    seen_full = Refusals()  # the slot refusals of this batch (Gate.admit)
     limited = _limited_owners(port, jobs.values())
-    for delivery, (job_id, scheduled_at) in by_priority(deliveries, parsed, jobs):
+    for delivery, (job_id, scheduled_at) in by_priority(deliveries, parsed, jobs, port.gate):
         job = jobs.get(job_id)
         if job is None:
             outcome = cancel_orphan(port.store, job_id, scheduled_at, now)
@@ -195,11 +199,17 @@ def prepare(
         if port.gate is not None and (job.owner in limited or job.limits):
             returning = may_have_waited(delivery, scheduled_at)
             admission = port.gate.admit(
-                job.owner, delivery.run_id, now, tries=delivery.receive_count, returning=returning, job=job
+                job.owner,
+                delivery.run_id,
+                now,
+                tries=delivery.receive_count,
+                returning=returning,
+                job=job,
+                seen=seen_full,
             )
-            if not admission.admitted:
-                outcome = wait_for_limits(port.store, port.queue, port.clock, delivery, admission, options=port.options)
-                prepared.settled.append((delivery, outcome))
+            if not admission.admitted:  # it waits; its wait is written after the leases (wait_all_for_limits)
+                refused.append((delivery, admission))
+                prepared.settled.append((delivery, Outcome.THROTTLED))
                 continue
         admissions.append(admission)
         lease_ms = lease_length_ms(job, port.options)
@@ -218,6 +228,7 @@ def prepare(
         for admission, lease in zip(admissions, results, strict=True):
             if admission is not None:
                 _after_leases("give back a concurrency slot", gate.settle, admission, lease.outcome)
+        _after_leases("wake runs waiting for a slot", wake_waiters, port)
     for (delivery, job, waited), request, lease in zip(waiting, requests, results, strict=True):
         if lease.outcome is LeaseOutcome.LEASED and lease.run is not None:
             prepared.leased.append(Leased(delivery, job, lease.run, request.lease_ms, waited))
@@ -239,9 +250,30 @@ def prepare(
     for visibility, receipts in hides.items():
         _after_leases("extend or hide messages", port.queue.extend_many, receipts, visibility)
     _after_leases("hide or re-send waiting messages", waits.apply, port.queue)
+    if refused:  # after the leases: the admitted runs' calls never wait for the others' waits
+        _after_leases("let the runs over a limit wait", _wait_for_limits, port, refused)
     if drops:
         _after_leases("delete messages", port.queue.delete_many, drops)
     return prepared
+
+
+def _wait_for_limits(port: Port, refused: Sequence[tuple[Delivery, Admission]]) -> None:
+    """Let the runs over a limit wait (``leasing.wait_all_for_limits``); those refused a slot whose
+    messages now wait hidden take their place in the worker's line for it (``tenancy.line``)."""
+    hidden = wait_all_for_limits(port.store, port.queue, port.clock, refused, options=port.options)
+    if port.gate is not None:
+        for delivery, admission in hidden:
+            port.gate.line_up(admission, delivery.receipt, port.queue.name)
+
+
+def wake_waiters(port: Port) -> None:
+    """Hand the slots freed meanwhile over: the messages of the runs first in this worker's line for
+    them turn visible now (``tenancy.line``; a wake that fails leaves them to come back on their own)."""
+    if port.gate is None:
+        return
+    receipts = port.gate.take_wakes(port.queue.name, port.clock.now_ms())
+    if receipts:
+        port.queue.wake(receipts)
 
 
 def cover(port: Port, leased: Sequence[Leased]) -> None:
@@ -300,12 +332,25 @@ def provisional_run(delivery: Delivery, job: Job) -> Run:
 
 
 def by_priority(
-    deliveries: Sequence[Delivery], parsed: Sequence[tuple[str, int]], jobs: Mapping[str, Job | None]
+    deliveries: Sequence[Delivery],
+    parsed: Sequence[tuple[str, int]],
+    jobs: Mapping[str, Job | None],
+    gate: Gate | None = None,
 ) -> list[tuple[Delivery, tuple[str, int]]]:
-    """The batch in the order its runs pass the gate: higher job priority first, the queue's order
-    among equals (so within one batch the higher priority takes the free slots and starts first)."""
+    """The batch in the order its runs pass the gate: higher job priority first; among equals, the
+    runs in the worker's line for a slot by their places (``Gate.place``: a run handed a freed slot
+    is not refused it for one behind it), then the queue's order (so within one batch the higher
+    priority takes the free slots and starts first)."""
     pairs = list(zip(deliveries, parsed, strict=True))
-    if any(job is not None and job.priority != DEFAULT_PRIORITY for job in jobs.values()):
+    if gate is not None and len(gate.line):
+
+        def rank(pair: tuple[Delivery, tuple[str, int]]) -> tuple[int, int]:
+            job = jobs.get(pair[1][0])
+            place = LAST_PLACE if job is None else gate.place(pair[0].run_id, gate.slot_scopes(job.owner, job))
+            return -_priority(job), place
+
+        pairs.sort(key=rank)  # stable
+    elif any(job is not None and job.priority != DEFAULT_PRIORITY for job in jobs.values()):
         pairs.sort(key=lambda pair: -_priority(jobs.get(pair[1][0])))  # stable
     return pairs
 

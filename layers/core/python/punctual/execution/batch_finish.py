@@ -20,7 +20,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from punctual.execution.batch import Leased, Port
+from punctual.execution.batch import Leased, Port, wake_waiters
 from punctual.execution.changes import (
     acks_with_finish,
     attempt_change,
@@ -87,6 +87,10 @@ def settle(port: Port, done: Sequence[Done]) -> list[Outcome]:
         for item, run in zip(done, runs, strict=True):
             if run is not None and (run.owner in holding or item.leased.job.limits):
                 gate.release(run.owner, item.leased.run.run_id, item.leased.job)
+        try:
+            wake_waiters(port)
+        except Exception:  # the waiters come back on their own, after their backoff
+            logger.warning("could not wake the runs waiting for the slots freed", exc_info=True)
     outcomes: list[Outcome] = []
     waits = Waits(now, port.options)
     drops: list[str] = []

@@ -55,6 +55,64 @@ class Holding:
     def _start(self, state: LoopState, leased: batch.Leased, future: asyncio.Future[Settled]) -> Running | None:
         raise NotImplementedError
 
+    async def _prepare(
+        self, futures: dict[str, asyncio.Future[Settled]], deliveries: list[Delivery], *, urgent: bool = False
+    ) -> batch.Prepared | None:
+        raise NotImplementedError
+
+    async def _prepare_due(
+        self, futures: dict[str, asyncio.Future[Settled]], deliveries: list[Delivery]
+    ) -> batch.Prepared | None:
+        """Lease ``deliveries`` (due now) and start their calls. While runs wait in this worker's
+        line for slots (``tenancy.line``), through the lane (``execution.lane``: best first, the calls
+        started by the lane's turn; returns None once they were), else at once (returns what was
+        leased: the caller starts their calls)."""
+        gate = self.port.gate
+        if gate is None or not len(gate.line):
+            return await self._prepare(futures, deliveries, urgent=True)
+        state = self._require_state()
+        loop = state.loop
+        done = [loop.create_future() for _ in deliveries]
+        for delivery, one in zip(deliveries, done, strict=True):
+            state.lane.add(delivery, gate.line.standing(delivery.run_id), one)
+            state.turns[delivery.receipt] = futures[delivery.receipt]
+        if not state.lane.busy:
+            state.lane.busy = True
+            task = asyncio.create_task(self._take_turns(state))
+            state.tasks.add(task)
+            task.add_done_callback(state.tasks.discard)
+        await asyncio.gather(*done)
+        return None
+
+    async def _take_turns(self, state: LoopState) -> None:
+        """Lease the lane's best deliveries, a turn at a time, and start their calls, until it is empty."""
+        try:
+            while taken := state.lane.take():
+                futures = {delivery.receipt: state.turns.pop(delivery.receipt) for delivery, _ in taken}
+                prepared = await self._prepare(futures, [delivery for delivery, _ in taken], urgent=True)
+                leased = [] if prepared is None else prepared.leased
+                for one in leased:
+                    self._start(state, one, futures[one.delivery.receipt])
+                for _, done in taken:
+                    done.set_result(True)
+                if leased:  # their messages hidden for their lease, off the lane's path
+                    task = asyncio.create_task(self._cover(leased))
+                    state.tasks.add(task)
+                    task.add_done_callback(state.tasks.discard)
+        finally:
+            state.lane.busy = False
+            for _, _, delivery, done in state.lane.heap:  # only if a turn raised: never left waiting
+                if not done.done():
+                    self._resolve(state.turns.pop(delivery.receipt), RuntimeError("the lane stopped"))
+                    done.set_result(True)
+            state.lane.heap.clear()
+
+    async def _cover(self, leased: list[batch.Leased]) -> None:
+        try:
+            await self._blocking(batch.cover, self.port, leased)
+        except Exception:  # a redelivery meanwhile finds the run held and hides itself again
+            logger.warning("could not hide the messages of %d runs for their lease", len(leased), exc_info=True)
+
     async def _held_until(
         self, not_before: int, futures: dict[str, asyncio.Future[Settled]], deliveries: list[Delivery]
     ) -> None:

@@ -13,6 +13,8 @@ its run comes back (:func:`hidden_until`), and what becomes of the run of a dele
 from __future__ import annotations
 
 import contextlib
+from collections import defaultdict
+from collections.abc import Sequence
 
 from punctual import ids
 from punctual import metrics as m
@@ -113,24 +115,87 @@ def wait_for_limits(
     """
     job_id, scheduled_at = ids.parse_run_id(delivery.run_id)
     now = clock.now_ms()
-    retry_at = admission.retry_at or now + 1000
-    note = bounded_note(waiting_note(admission.reason))
     with contextlib.suppress(RunNotFound, ConcurrentModification):
-        run = store.get_run(job_id, scheduled_at)
-        if run.state in (RunState.SCHEDULED, RunState.RETRYING) and (
-            run.note != note or run.deadline_at < retry_at + 1000
-        ):
-            deadline = max(run.deadline_at, retry_at + options.throttle_grace_ms)
-            store.transition_run(run, RunChange(run.state, now, deadline, note=note, clear_lease=False))
-    fresh = admission.turn or delivery.receive_count >= options.requeue_after_receives
-    if fresh or retry_at - now > options.hold_max_ms:  # a long wait is not held in flight (execution.waits)
-        delay_s = min(max(0, (retry_at - now) // 1000), MAX_DELAY_S)  # never late: the worker waits the rest
-        not_before = max(delivery.not_before, retry_at)
-        queue.send([Dispatch(delivery.run_id, not_before, delay_s, group=admission.owner)])
+        change = _waiting_change(store.get_run(job_id, scheduled_at), admission, now, options)
+        if change is not None:
+            store.transition_run(*change)
+    resend = _resend(delivery, admission, now, options)
+    if resend is not None:
+        queue.send([resend])
         queue.delete(delivery.receipt)
     else:
-        queue.extend(delivery.receipt, retry.visibility_s(retry_at - now))
+        queue.extend(delivery.receipt, retry.visibility_s(_retry_at(admission, now) - now))
     return Outcome.THROTTLED
+
+
+def wait_all_for_limits(
+    store: Store, queue: Queue, clock: Clock, waits: Sequence[tuple[Delivery, Admission]], *, options: ExecutionOptions
+) -> list[tuple[Delivery, Admission]]:
+    """:func:`wait_for_limits` for a batch of refused runs (each ``THROTTLED``): one read of their
+    runs, one write of the notes that change (``Store.transition_runs``), then the messages hidden
+    (one request per visibility), resent and deleted in batches. A knock of a backlog waiting for a
+    slot then costs a share of a few requests, not a few of its own. Returns the waits whose
+    messages were hidden (their receipts stay valid: such a run can be woken through it)."""
+    if not waits:
+        return []
+    now = clock.now_ms()
+    keys = [ids.parse_run_id(delivery.run_id) for delivery, _ in waits]
+    runs = store.get_runs(keys)
+    changes = [
+        change
+        for (_, admission), key in zip(waits, keys, strict=True)
+        if (run := runs.get(key)) is not None and (change := _waiting_change(run, admission, now, options)) is not None
+    ]
+    if changes:
+        store.transition_runs(changes)
+    hides: defaultdict[int, list[str]] = defaultdict(list)
+    hidden: list[tuple[Delivery, Admission]] = []
+    resends: list[Dispatch] = []
+    gone: list[str] = []
+    for delivery, admission in waits:
+        resend = _resend(delivery, admission, now, options)
+        if resend is None:
+            hides[retry.visibility_s(_retry_at(admission, now) - now)].append(delivery.receipt)
+            hidden.append((delivery, admission))
+        else:
+            resends.append(resend)
+            gone.append(delivery.receipt)
+    for visibility, receipts in hides.items():
+        queue.extend_many(receipts, visibility)
+    if resends:  # sent before the old messages go: a crash between leaves two, never none
+        queue.send(resends)
+        queue.delete_many(gone)
+    return hidden
+
+
+def _retry_at(admission: Admission, now: int) -> int:
+    return admission.retry_at or now + 1000
+
+
+def _waiting_change(
+    run: Run, admission: Admission, now: int, options: ExecutionOptions
+) -> tuple[Run, RunChange] | None:
+    """The write that shows ``run`` waiting (its note, a deadline past its next try), or None if
+    the run shows it already (or is not waiting to start)."""
+    retry_at = _retry_at(admission, now)
+    note = bounded_note(waiting_note(admission.reason))
+    if run.state not in (RunState.SCHEDULED, RunState.RETRYING):
+        return None
+    if run.note == note and run.deadline_at >= retry_at + 1000:
+        return None
+    deadline = max(run.deadline_at, retry_at + options.throttle_grace_ms)
+    return run, RunChange(run.state, now, deadline, note=note, clear_lease=False)
+
+
+def _resend(delivery: Delivery, admission: Admission, now: int, options: ExecutionOptions) -> Dispatch | None:
+    """The message that replaces ``delivery`` for a wait that is not held in flight (a turn, a
+    message received too often, a long wait: see :func:`wait_for_limits`), or None: it is hidden."""
+    retry_at = _retry_at(admission, now)
+    fresh = admission.turn or delivery.receive_count >= options.requeue_after_receives
+    if not fresh and retry_at - now <= options.hold_max_ms:  # a long wait is not held in flight (execution.waits)
+        return None
+    delay_s = min(max(0, (retry_at - now) // 1000), MAX_DELAY_S)  # never late: the worker waits the rest
+    return Dispatch(delivery.run_id, max(delivery.not_before, retry_at), delay_s, group=admission.owner)
 
 
 def hidden_until(lease: LeaseResult, now: int, options: ExecutionOptions) -> int:

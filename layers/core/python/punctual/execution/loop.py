@@ -19,6 +19,7 @@ from typing import Any
 
 from punctual import ids
 from punctual.execution import batch, batch_finish
+from punctual.execution.lane import Lane
 from punctual.execution.options import ExecutionOptions, Outcome
 from punctual.execution.targets.aio import AsyncTargetExecutor, Calling, Cancellable, Prebuilding, Reply, in_task
 from punctual.model import Job, Run
@@ -86,6 +87,8 @@ class LoopState:
         self.starting: dict[str, str] = {}
         self.parked: dict[str, tuple[batch_finish.Done, asyncio.Future[Settled]]] = {}
         self.tasks: set[asyncio.Task[None]] = set()  # strong references: the loop keeps only weak ones
+        self.lane = Lane()  # deliveries due now while runs wait in line for slots (Holding._prepare_due)
+        self.turns: dict[str, asyncio.Future[Settled]] = {}  # receipt -> its delivery's, while in the lane
 
 
 FIRST_ATTEMPT = 1  # what a held run's request is built for (a run held for its instant was never leased)

@@ -260,7 +260,7 @@ class Worker(Holding):
             return
         else:
             await self._until(not_before)
-            prepared = await self._prepare(futures, deliveries, urgent=True)
+            prepared = await self._prepare_due(futures, deliveries)
             leased = [] if prepared is None else prepared.leased
         state = self._require_state()
         for one in leased:  # each call written (or queued for a connection) now, before anything else runs

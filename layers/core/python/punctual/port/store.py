@@ -1,6 +1,6 @@
 """The :class:`Store`: jobs, runs, shard leases, dependencies and tenants, as every engine stores them,
-with its parts (``port.run_reads``, ``port.outcomes``, ``port.alerts``, ``port.calendars``). See
-``punctual.port`` for the rules every engine keeps."""
+with its parts (``port.run_reads``, ``port.run_changes``, ``port.outcomes``, ``port.alerts``,
+``port.calendars``). See ``punctual.port`` for the rules every engine keeps."""
 
 from __future__ import annotations
 
@@ -32,11 +32,12 @@ from punctual.port.records import (
     SlotOutcome,
     Tenant,
 )
+from punctual.port.run_changes import RunChanges
 from punctual.port.run_reads import RunReads
 from punctual.port.stats import OpenRuns, RunStats
 
 
-class Store(RunReads, OutcomeStore, AlertStore, CalendarStore, ABC):
+class Store(RunReads, RunChanges, OutcomeStore, AlertStore, CalendarStore, ABC):
     """Jobs, runs, shard leases and more (the parts it inherits). Every conditional write of the
     system lives below this."""
 
@@ -366,6 +367,10 @@ class Store(RunReads, OutcomeStore, AlertStore, CalendarStore, ABC):
     @abstractmethod
     def mark_slot_wait(self, owner: str, priority: int, until: int) -> None:
         """A run of ``priority`` waits for one of the owner's slots until ``until`` (the later mark stays)."""
+
+    @abstractmethod
+    def clear_slot_wait(self, owner: str, priority: int, until: int) -> bool:
+        """End the mark of ``priority`` iff it is still ``until`` (a later mark stays). True if it ended."""
 
     @abstractmethod
     def release_slot(self, owner: str, run_id: str) -> bool:

@@ -27,7 +27,10 @@ a run of the highest waiting priority never yields.
 When to come back: a rate-refused run gets its turn from the scope's rate record (at most a
 minute ahead; see ``rates``), and its message is resent for that instant (``Admission.turn``). A
 slot-refused run's message is hidden for a short jittered backoff (``SLOT_BACKOFF_MS``, growing
-slowly with the receive count, except above the default priority), since nothing says when a slot frees.
+slowly with the receive count, except above the default priority), and the run takes its place in
+the worker's line for that scope (``punctual.tenancy.handoff``, ``.line``): a slot the worker frees
+is handed to the first in line, by priority then by how long it has waited, whose message is woken
+at once; its mark ends when the last of its priority in line got its slot.
 
 Leaks: a crash between taking a slot and leasing, or between finishing and releasing, leaves a
 slot held by a run that does not run. :func:`repair_slots` (run by the reaper) frees every slot
@@ -51,9 +54,10 @@ from punctual.clock import Clock
 from punctual.config import Settings
 from punctual.errors import InvalidId, RunNotFound
 from punctual.model import Job, RunState
-from punctual.model.limits import DEFAULT_PRIORITY, MAX_PRIORITY, MIN_PRIORITY
+from punctual.model.limits import DEFAULT_PRIORITY, MIN_PRIORITY
 from punctual.port import LeaseOutcome, SlotOutcome, Store
 from punctual.tenancy import rates
+from punctual.tenancy.handoff import HandOff, Refusals
 from punctual.tenancy.keyed import Ceiling, keyed_ceilings, keyed_slot_scopes
 from punctual.tenancy.limits import LimitCache, defaults_from
 
@@ -61,11 +65,6 @@ logger = logging.getLogger(__name__)
 
 SLOT_BACKOFF_MS = 1_000  # first wait of a run refused a slot; grows by half per receive, up to the max
 MAX_SLOT_BACKOFF_MS = 5_000
-# A run refused a slot marks its priority as waiting until it is back: its wait, plus a second for
-# whole-second message visibility, plus slack. A worker renews its mark once it covers less than
-# MARK_RENEW_MS past a new wait (about one write per priority, scope and worker per second).
-MARK_GRACE_MS = 2_000
-MARK_RENEW_MS = 1_500
 _RUN_OVER = frozenset({LeaseOutcome.FINISHED, LeaseOutcome.NOT_FOUND, LeaseOutcome.SKIPPED})  # it never runs again
 _REFUSED = frozenset({SlotOutcome.FULL, SlotOutcome.YIELDED})
 
@@ -81,6 +80,8 @@ class Admission:
     counted: tuple[tuple[str, int], ...] = ()  # (scope, limit) of each rate the start was counted under
     at: int = 0  # when it was decided (epoch ms)
     turn: bool = False  # not admitted: retry_at is the run's turn of the rate, to come back at that very instant
+    scope: str = ""  # refused a slot: the slot scope that refused it
+    priority: int = DEFAULT_PRIORITY  # refused a slot: its job's priority (its place in that scope's line)
 
     @property
     def slot(self) -> SlotOutcome | None:
@@ -93,14 +94,14 @@ class Admission:
         return bool(self.slots or self.counted)
 
 
-class Gate:
+class Gate(HandOff):
     """Applies each run's ceilings: its owner's ``max_concurrency`` and ``max_runs_per_minute``, and
     its job's keyed ``limits`` (``punctual.tenancy.keyed``), in its job's priority (module docstring)."""
 
     def __init__(self, store: Store, limits: LimitCache, clock: Clock, *, rng: random.Random | None = None) -> None:
-        self.store, self.limits, self.clock = store, limits, clock
+        super().__init__(store)
+        self.limits, self.clock = limits, clock
         self._rng = rng or random.Random()
-        self._marks: dict[tuple[str, int], int] = {}  # (scope, priority) -> the mark this worker last wrote
 
     def ceilings(self, owner: str, job: Job | None = None) -> list[Ceiling]:
         """The ceilings a run of ``owner`` (and of ``job``, if given) starts under; empty: none."""
@@ -109,12 +110,26 @@ class Gate:
         return found + keyed_ceilings(job) if job is not None and job.limits else found
 
     def admit(
-        self, owner: str, run_id: str, now: int, *, tries: int = 1, returning: bool = False, job: Job | None = None
+        self,
+        owner: str,
+        run_id: str,
+        now: int,
+        *,
+        tries: int = 1,
+        returning: bool = False,
+        job: Job | None = None,
+        seen: Refusals | None = None,
     ) -> Admission:
         """May ``run_id`` of ``owner`` be leased now? ``tries`` is how often its message was received
         (it lengthens the wait after a refused slot a little); ``returning``: the run waited before
         (back for its turn: a near miss keeps its place, ``rates.decide``). ``job``: the run's job,
-        whose keyed limits apply too and whose priority orders the owner's runs for slots."""
+        whose keyed limits apply too and whose priority orders the owner's runs for slots.
+
+        ``seen``: the slot refusals of the caller's batch so far (:class:`Refusals`, filled here). A
+        batch admitted highest priority first refuses the rest of a scope's runs of no higher
+        priority the same way without asking the store again (but a run that holds a slot there
+        already, a takeover: :meth:`Refusals.may_hold`): a backlog's knocks cost one slot request
+        per scope and batch, not one per run."""
         ceilings = self.ceilings(owner, job)
         if not ceilings:
             return Admission(owner, run_id, admitted=True)
@@ -130,13 +145,20 @@ class Gate:
         slots: list[tuple[str, SlotOutcome]] = []
         for ceiling in capped:
             assert ceiling.max_concurrency is not None
-            if priority is not None and self._yields(ceiling.scope, priority, now):
-                slot = SlotOutcome.YIELDED  # a mark this worker wrote says so: no need to ask the store
-            else:
-                slot = self.store.take_slot(ceiling.scope, run_id, ceiling.max_concurrency, now, priority=priority)
+            rank = DEFAULT_PRIORITY if priority is None else priority
+            # slots freed here and handed to runs ahead of this one in line are theirs (tenancy.line)
+            free = ceiling.max_concurrency - self.line.woken_ahead(ceiling.scope, run_id, rank, now)
+            local = self._refused_here(ceiling.scope, rank, priority=priority, free=free, now=now, seen=seen)
+            if local is not None and (seen is None or not seen.may_hold(self.store, ceiling.scope, run_id)):
+                slot = local
+            else:  # the store decides (a run holding a slot already keeps it: ALREADY_HELD)
+                slot = self.store.take_slot(ceiling.scope, run_id, free, now, priority=priority)
             if slot in _REFUSED:
+                if seen is not None:
+                    seen.refused[ceiling.scope] = (slot, rank)
                 self._give_back(run_id, slots, ())
                 return self._slot_refusal(owner, run_id, ceiling, slot, priority=priority, tries=tries, now=now)
+            self._left_line(ceiling.scope, run_id, now)
             slots.append((ceiling.scope, slot))
         counted: list[tuple[str, int]] = []
         for ceiling in rated:
@@ -147,6 +169,19 @@ class Gate:
                 return _rate_refusal(owner, run_id, ceiling, retry_at)
             counted.append((ceiling.scope, ceiling.max_runs_per_minute))
         return Admission(owner, run_id, True, tuple(slots), counted=tuple(counted), at=now)
+
+    def _refused_here(
+        self, scope: str, rank: int, *, priority: int | None, free: int, now: int, seen: Refusals | None
+    ) -> SlotOutcome | None:
+        """The refusal of a slot of ``scope`` this worker can tell without asking the store, if any:
+        a run of this batch of no lower priority was refused a moment ago, a run of higher priority
+        waits in this worker's line, or the free slots are handed to runs ahead in line."""
+        refused = None if seen is None else seen.refused.get(scope)
+        if refused is not None and rank <= refused[1]:
+            return refused[0]
+        if priority is not None and self._yields(scope, priority, now):
+            return SlotOutcome.YIELDED
+        return SlotOutcome.FULL if free <= 0 else None
 
     def _slot_refusal(
         self,
@@ -162,29 +197,14 @@ class Gate:
         """A run refused a slot waits a short jittered backoff (growing with its receives, except above
         the default priority), and marks its priority as waiting so that lower ones yield to it."""
         growth = 1.0 if priority is not None and priority > DEFAULT_PRIORITY else 1.5 ** max(0, tries - 1)
-        at = now + int(min(SLOT_BACKOFF_MS * growth, MAX_SLOT_BACKOFF_MS) * self._rng.uniform(0.5, 1.0))
+        back_at = now + int(min(SLOT_BACKOFF_MS * growth, MAX_SLOT_BACKOFF_MS) * self._rng.uniform(0.5, 1.0))
         if priority is not None and priority > MIN_PRIORITY:
-            self._mark(ceiling.scope, priority, at)
+            self._mark(ceiling.scope, priority, back_at)
         # one note for both (a yielding run finds the slots left to it taken): a note that changed
         # between knocks would be written again at every knock
         reason = f"{ceiling.name}max_concurrency {ceiling.max_concurrency} reached"
-        return Admission(owner, run_id, False, (), at, reason)
-
-    def _yields(self, scope: str, priority: int, now: int) -> bool:
-        """Whether a mark this worker wrote says a run of higher priority than ``priority`` waits for
-        a slot of ``scope`` now (what the store would answer, without a write: the knocks of a
-        backlog yielding to a few urgent runs stay cheap, so the urgent ones come back sooner)."""
-        marks = self._marks
-        return bool(marks) and any(marks.get((scope, p), 0) >= now for p in range(priority + 1, MAX_PRIORITY + 1))
-
-    def _mark(self, scope: str, priority: int, back_at: int) -> None:
-        if self._marks.get((scope, priority), 0) >= back_at + MARK_RENEW_MS:
-            return
-        until = back_at + MARK_GRACE_MS
-        self.store.mark_slot_wait(scope, priority, until)
-        if len(self._marks) > 100_000:  # bounded: scopes come and go
-            self._marks.clear()
-        self._marks[(scope, priority)] = until
+        rank = DEFAULT_PRIORITY if priority is None else priority
+        return Admission(owner, run_id, False, (), back_at, reason, at=now, scope=ceiling.scope, priority=rank)
 
     def _give_back(
         self, run_id: str, slots: list[tuple[str, SlotOutcome]], counted: Sequence[tuple[str, int]], at: int = 0
@@ -194,7 +214,7 @@ class Gate:
             rates.give_back(self.store, scope, limit, at)
         for scope, slot in slots:
             if slot is SlotOutcome.TAKEN:
-                self.store.release_slot(scope, run_id)
+                self._free(scope, run_id)
 
     def limits_starts(self, owner: str, job: Job | None = None) -> bool:
         """Whether runs of ``owner`` (of ``job``, if given) wait for a slot or their turn when they start."""
@@ -214,7 +234,7 @@ class Gate:
             rates.give_back(self.store, scope, limit, admission.at)
         for scope, slot in admission.slots:
             if outcome in _RUN_OVER or slot is SlotOutcome.TAKEN:
-                self.store.release_slot(scope, admission.run_id)
+                self._free(scope, admission.run_id)
 
     def holds_slots(self, owner: str) -> bool:
         """Whether ``owner``'s runs hold slots of its own ``max_concurrency``."""
@@ -232,7 +252,7 @@ class Gate:
         ``max_concurrency`` and jobs without a keyed one it writes nothing at all.
         """
         for scope in self.slot_scopes(owner, job):
-            self.store.release_slot(scope, run_id)
+            self._free(scope, run_id)
 
 
 def _rate_refusal(owner: str, run_id: str, ceiling: Ceiling, retry_at: int) -> Admission:

@@ -47,6 +47,7 @@ RATE_UNCHANGED = "version = :read"
 LIVE_JOB = "#status IN (:active, :paused)"
 NO_WAIT_ABOVE = "(attribute_not_exists({w}) OR {w} < :now)"  # no run of that higher priority waits now
 WAIT_EARLIER = "attribute_not_exists(#w) OR #w < :until"
+WAIT_STILL = "#w = :until"  # the mark is still the one its writer ends
 MAX_PRIORITY = 9
 
 
@@ -162,6 +163,22 @@ class DynamoTenants:
         except ClientError as exc:
             if exc.response.get("Error", {}).get("Code") != _CONDITION_FAILED:
                 raise  # a later mark stands: nothing to do
+
+    def clear_slot_wait(self, owner: str, priority: int, until: int) -> bool:
+        try:
+            self._client.update_item(
+                TableName=self.leases_table,
+                Key=slot_key(owner),
+                UpdateExpression="REMOVE #w",
+                ConditionExpression=WAIT_STILL,
+                ExpressionAttributeNames={"#w": wait_attr(priority)},
+                ExpressionAttributeValues={":until": n(until)},
+            )
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") != _CONDITION_FAILED:
+                raise
+            return False  # a later mark stands (another worker's runs wait)
+        return True
 
     def release_slot(self, owner: str, run_id: str) -> bool:
         try:

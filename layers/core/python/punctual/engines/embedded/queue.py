@@ -13,7 +13,8 @@ a stale receipt (its message was redelivered to someone else since) changes noth
 Fair hand-out: each message carries its run's owner (``grp``, from ``Dispatch.group``; '' for
 none), and ``receive`` hands visible messages out round-robin across owners, weighted by the
 owners' tenant ``weight`` (``punctual.tenancy.fairness``): one owner's backlog never sits in front
-of another owner's due run. Within an owner, oldest visible first.
+of another owner's due run. Within an owner, oldest visible first; a message woken for a freed
+concurrency slot (``wake``) first of all.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ POLL_S = 0.05  # longest pause between two looks at an empty queue during a long
 _MIN_PAUSE_S = 0.001
 
 WEIGHTS_TTL_MS = 5_000  # how long the owners' weights are reused before being read again
+WAKE_AHEAD_MS = 86_400_000  # a woken message counts as visible since a day ago (see wake)
 
 # One group's oldest visible messages, in one step (reads.one_step), each row led by its sort key.
 _GROUP_VISIBLE = (
@@ -156,6 +158,20 @@ class EmbeddedQueue(Queue):
         if not rows:
             return
         visible_at = self._clock.now_ms() + visibility_s * 1000
+        with self._db.write() as conn:
+            conn.executemany(
+                "UPDATE queue SET visible_at = ? WHERE id = ? AND receipt = ? AND queue = ?",
+                [(visible_at, m, r, self.name) for m, r in rows],
+            )
+
+    def wake(self, receipts: Sequence[str]) -> None:
+        """Visible now, and first of their owners' visible messages: the hand-out takes an owner's
+        oldest visible first, so a woken message is made visible since ``WAKE_AHEAD_MS`` ago (the
+        owners' shares are unchanged: the round-robin across owners comes first)."""
+        rows = [(m, r) for r in receipts if (m := _message_id(r)) is not None]
+        if not rows:
+            return
+        visible_at = self._clock.now_ms() - WAKE_AHEAD_MS  # woken ones among themselves: in wake order
         with self._db.write() as conn:
             conn.executemany(
                 "UPDATE queue SET visible_at = ? WHERE id = ? AND receipt = ? AND queue = ?",

@@ -30,6 +30,7 @@ from punctual.engines.embedded.db import Database
 from punctual.engines.embedded.edges import EdgeDecisions
 from punctual.engines.embedded.outcomes import EmbeddedOutcomes, purge_notifications
 from punctual.engines.embedded.reads import SELECT_JOB, due_job_from_row, job_from_row
+from punctual.engines.embedded.run_changes import EmbeddedRunChanges
 from punctual.engines.embedded.runs import (
     extend_in,
     finish_all_in,
@@ -129,6 +130,7 @@ class EmbeddedStore(
     EmbeddedOutcomes,
     EmbeddedWatch,
     EmbeddedCalendars,
+    EmbeddedRunChanges,
     Store,
 ):
     """The Store port on one SQLite file (see the module docstring for the row layout)."""

@@ -81,6 +81,16 @@ class EmbeddedTenants:
                 (WAITS_PREFIX + owner, doc),
             )
 
+    def clear_slot_wait(self, owner: str, priority: int, until: int) -> bool:
+        with self._db.write() as conn:
+            waits = _waits(conn, owner)
+            if waits.get(priority) != until:
+                return False
+            del waits[priority]
+            doc = json.dumps({str(p): at for p, at in waits.items()}, separators=(",", ":"))
+            conn.execute("UPDATE tenant_starts SET doc = ? WHERE owner = ?", (doc, WAITS_PREFIX + owner))
+        return True
+
     def release_slot(self, owner: str, run_id: str) -> bool:
         with self._db.write() as conn:
             deleted = conn.execute("DELETE FROM tenant_slots WHERE owner = ? AND run_id = ?", (owner, run_id))
