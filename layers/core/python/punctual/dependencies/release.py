@@ -154,7 +154,7 @@ def _release(
         run = store.get_run(dependent.id, at)  # inserted by an earlier (crashed or racing) call
     if run.is_open:  # possibly a second message for it: the worker's conditional lease drops duplicates
         long = is_long_run(dependent.timeout_s, options.long_run_after_s)
-        queue.send([dispatch_for(run, dependent.jitter_s, now, long_run=long)])
+        queue.send([dispatch_for(run, dependent.jitter_s, now, long_run=long, priority=dependent.priority)])
     return run
 
 

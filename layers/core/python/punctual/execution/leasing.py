@@ -23,7 +23,7 @@ from punctual.errors import ConcurrentModification, InvalidId, RunNotFound
 from punctual.execution.changes import bounded_note
 from punctual.execution.options import ExecutionOptions, Outcome
 from punctual.model import Job, JobStatus, Run, RunState, Withdrawal
-from punctual.port import Delivery, Dispatch, LeaseOutcome, LeaseResult, Queue, RunChange, Store
+from punctual.port import Delivery, Dispatch, LeaseOutcome, LeaseResult, Queue, RunChange, Store, message_priority
 from punctual.resources import MAX_DELAY_S
 from punctual.runs import retry
 from punctual.runs.cancel import cancel_open_run
@@ -195,7 +195,8 @@ def _resend(delivery: Delivery, admission: Admission, now: int, options: Executi
     if not fresh and retry_at - now <= options.hold_max_ms:  # a long wait is not held in flight (execution.waits)
         return None
     delay_s = min(max(0, (retry_at - now) // 1000), MAX_DELAY_S)  # never late: the worker waits the rest
-    return Dispatch(delivery.run_id, max(delivery.not_before, retry_at), delay_s, group=admission.owner)
+    not_before = max(delivery.not_before, retry_at)
+    return Dispatch(delivery.run_id, not_before, delay_s, group=admission.owner, priority=message_priority(delivery))
 
 
 def hidden_until(lease: LeaseResult, now: int, options: ExecutionOptions) -> int:

@@ -39,7 +39,7 @@ from enum import StrEnum
 
 from punctual.execution.options import ExecutionOptions
 from punctual.model import Run, RunState
-from punctual.port import Delivery, Dispatch, Queue
+from punctual.port import Delivery, Dispatch, Queue, message_priority
 from punctual.runs import retry
 
 
@@ -71,9 +71,10 @@ def way_to_wait(wait_ms: int, options: ExecutionOptions, *, parked_run: bool = F
 
 def resend_of(delivery: Delivery, until: int, now: int, options: ExecutionOptions, group: str | None) -> Dispatch:
     """The message that replaces ``delivery``: due at ``until``, visible at most a second before it
-    (whole-second delays, rounded down) or after the longest delay, whichever comes first."""
+    (whole-second delays, rounded down) or after the longest delay, whichever comes first. It keeps
+    the priority ``delivery`` was sent with."""
     delay_s = min(max(0, (until - now) // 1000), options.resend_max_ms // 1000)
-    return Dispatch(delivery.run_id, until, delay_s, group=group)
+    return Dispatch(delivery.run_id, until, delay_s, group=group, priority=message_priority(delivery))
 
 
 @dataclass(slots=True)

@@ -46,7 +46,8 @@ def trigger_job(
     if not store.insert_runs([run])[0]:
         run = store.get_run(job.id, now)
     if run.is_open:
-        queue.send([dispatch_for(run, 0, now, long_run=is_long_run(job.timeout_s, long_run_after_s))])
+        long_run = is_long_run(job.timeout_s, long_run_after_s)
+        queue.send([dispatch_for(run, 0, now, long_run=long_run, priority=job.priority)])
     return run
 
 

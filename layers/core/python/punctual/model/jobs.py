@@ -226,7 +226,7 @@ class JobSpec(BaseModel):
     def timing_text(self) -> str | None:
         """The stored form of its timing rules, which the due index carries (``model.timing``)."""
         once = None if self.run_at is None else from_datetime(self.run_at)
-        return timing_text(self.dst, self.calendar, once)
+        return timing_text(self.dst, self.calendar, once, self.priority)
 
     @property
     def is_recurring(self) -> bool:

@@ -29,6 +29,7 @@ from typing import Annotated
 from pydantic import BaseModel, Field
 
 from punctual.model.bounds import STRICT
+from punctual.model.limits import DEFAULT_PRIORITY
 
 # A calendar's name: letters, digits, '.', '_' and '-' (never ';' or ':', which the stored timing uses)
 CALENDAR_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
@@ -88,10 +89,11 @@ class JobCalendar(BaseModel):
 # -- the stored form ------------------------------------------------------------------------------
 # The due index carries a job's timing rules to the claim as one small text attribute (``timing``),
 # absent for a job that keeps the defaults: such jobs pay not a byte more per claim. Every other job
-# pays a few bytes of it on each claim's write, so it is terse: ``r=<code>;s=<code>;o=<ms>;c=<code>:<name>``,
-# each part only when set (``r=l``: dst_repeated once_last; ``s=k``: dst_skipped skip; ``c=n:us-bank``:
-# calendar us-bank, next_business_day; ``o``: a one-time job's run_at in epoch ms, kept with a calendar
-# only: its due time may be a time moved from it). The calendar comes last: its name is the rest.
+# pays a few bytes of it on each claim's write, so it is terse: ``r=<code>;s=<code>;p=<n>;o=<ms>;c=<code>:<name>``,
+# each part only when set (``r=l``: dst_repeated once_last; ``s=k``: dst_skipped skip; ``p=9``: the job's
+# priority, which its messages carry, only when not the default 5; ``c=n:us-bank``: calendar us-bank,
+# next_business_day; ``o``: a one-time job's run_at in epoch ms, kept with a calendar only: its due time
+# may be a time moved from it). The calendar comes last: its name is the rest.
 _REPEATED_CODES = {DstRepeated.ONCE_FIRST: "f", DstRepeated.ONCE_LAST: "l", DstRepeated.TWICE: "t"}
 _SKIPPED_CODES = {DstSkipped.SHIFT: "h", DstSkipped.SKIP: "k"}
 _MODE_CODES = {CalendarMode.SKIP: "s", CalendarMode.NEXT_BUSINESS_DAY: "n", CalendarMode.PREVIOUS_BUSINESS_DAY: "p"}
@@ -107,12 +109,15 @@ class Timing:
     dst: DstPolicy = CRON_RULE
     calendar: JobCalendar | None = None
     once: int | None = None  # a one-time calendar job's run_at (epoch ms)
+    priority: int = DEFAULT_PRIORITY  # the job's priority (its messages carry it: Dispatch.priority)
 
 
 DEFAULT_TIMING = Timing()
 
 
-def timing_text(dst: DstPolicy, calendar: JobCalendar | None = None, once: int | None = None) -> str | None:
+def timing_text(
+    dst: DstPolicy, calendar: JobCalendar | None = None, once: int | None = None, priority: int = DEFAULT_PRIORITY
+) -> str | None:
     """The stored text of a job's rules; None when every one is the default. ``once`` (a one-time
     job's run_at) is kept only with a calendar."""
     parts = []
@@ -120,6 +125,8 @@ def timing_text(dst: DstPolicy, calendar: JobCalendar | None = None, once: int |
         parts.append("r=" + _REPEATED_CODES[dst.repeated])
     if dst.skipped is not None:
         parts.append("s=" + _SKIPPED_CODES[dst.skipped])
+    if priority != DEFAULT_PRIORITY:
+        parts.append(f"p={priority}")
     if calendar is not None:
         if once is not None:
             parts.append(f"o={once}")
@@ -139,10 +146,11 @@ def read_timing(text: str | None) -> Timing:
             repeated=None if repeated is None else _REPEATED_BY_CODE[repeated],
             skipped=None if skipped is None else _SKIPPED_BY_CODE[skipped],
         )
+        priority = int(fields.get("p", DEFAULT_PRIORITY))
         if not calendar:
-            return Timing(dst)
+            return Timing(dst, priority=priority)
         mode, _, name = calendar.partition(":")
         once = int(fields["o"]) if "o" in fields else None
-        return Timing(dst, JobCalendar.model_construct(name=name, mode=_MODE_BY_CODE[mode]), once)
+        return Timing(dst, JobCalendar.model_construct(name=name, mode=_MODE_BY_CODE[mode]), once, priority)
     except KeyError as exc:
         raise ValueError(f"stored timing {text!r} is not one this version writes") from exc

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from punctual.port.edges import EdgeChange, EdgeReads
 from punctual.port.engine import Engine, Keys, SkewSource
-from punctual.port.queue import Delivery, Dispatch, Queue
+from punctual.port.queue import Delivery, Dispatch, Queue, message_priority
 from punctual.port.records import (
     Advance,
     Alert,
@@ -79,4 +79,5 @@ __all__ = [
     "SlotOutcome",
     "Store",
     "Tenant",
+    "message_priority",
 ]

@@ -24,6 +24,9 @@ class Dispatch:
     # The run may take longer than a Lambda worker can: an engine with a long-run queue sends it
     # there (consumed only by long-running workers); others ignore it.
     long_run: bool = False
+    # The run's job's priority (0..9; None: the default, 5). A queue that orders a group's messages
+    # (the embedded one) hands a group's visible messages out highest priority first; SQS ignores it.
+    priority: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,3 +84,10 @@ class Queue(ABC):
     @abstractmethod
     def depth(self) -> int:
         """Approximate number of messages (visible, delayed and in flight)."""
+
+
+def message_priority(delivery: Delivery) -> int | None:
+    """The priority the message of ``delivery`` was sent with, where the queue keeps it (None: the
+    default, or a queue that does not): a message re-sent for the same run keeps it."""
+    value = delivery.extra.get("priority")
+    return None if value is None else int(value)

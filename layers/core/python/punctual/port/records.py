@@ -8,6 +8,7 @@ from enum import StrEnum
 from typing import Generic, TypeVar
 
 from punctual.model import AlertKind, Attempt, Catchup, JobStatus, Overlap, Run, RunState, Withdrawal
+from punctual.model.limits import DEFAULT_PRIORITY
 from punctual.model.timing import CRON_RULE, DstPolicy, JobCalendar
 
 T = TypeVar("T")
@@ -41,6 +42,7 @@ class DueJob:
     dst: DstPolicy = CRON_RULE
     calendar: JobCalendar | None = None
     run_at: int | None = None  # a one-time calendar job's own time (its next_run_at may be moved from it)
+    priority: int = DEFAULT_PRIORITY  # the job's (the due index's ``timing``: its messages carry it)
 
 
 @dataclass(frozen=True, slots=True)

@@ -53,7 +53,10 @@ def calendar_plan(job: DueJob, now: int, options: PlanOptions, days: BusinessDay
     last = max(e.at for e in events) if events else (job.last_run_at or job.next_run_at)
     long = is_long_run(job.timeout_s, options.long_run_after_s)
     # a dispatch per run, as every plan has; the claim sends only those of open runs (not the skips)
-    dispatches = [dispatch_for(run, job.jitter_s, now, long_run=long, early_s=options.early_s) for run in runs]
+    dispatches = [
+        dispatch_for(run, job.jitter_s, now, long_run=long, early_s=options.early_s, priority=job.priority)
+        for run in runs
+    ]
     return Plan(job, runs, dispatches, Advance(job.job_id, due, nxt, last, now))
 
 

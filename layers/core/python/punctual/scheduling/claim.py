@@ -135,7 +135,7 @@ def _passed_over(store: Store, plans: list[Plan], now: int, early_s: int) -> lis
             continue  # the plan covers the stored time itself (a calendar's skip record does not: it is not sent)
         run = _open_run(store, p.job.job_id, p.job.next_run_at)
         if run is not None and run.state is RunState.SCHEDULED:
-            found.append(dispatch_for(run, p.job.jitter_s, now, early_s=early_s))
+            found.append(dispatch_for(run, p.job.jitter_s, now, early_s=early_s, priority=p.job.priority))
     return found
 
 

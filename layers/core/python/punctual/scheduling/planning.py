@@ -54,12 +54,18 @@ def plan(job: DueJob, now: int, options: PlanOptions) -> Plan:
     last = max(times) if times else (job.last_run_at or job.next_run_at)
     advance = Advance(job.job_id, job.next_run_at, nxt, last, now)
     long = is_long_run(job.timeout_s, options.long_run_after_s)
-    dispatches = [dispatch_for(run, job.jitter_s, now, long_run=long, early_s=options.early_s) for run in runs]
+    dispatches = [
+        dispatch_for(run, job.jitter_s, now, long_run=long, early_s=options.early_s, priority=job.priority)
+        for run in runs
+    ]
     return Plan(job, runs, dispatches, advance)
 
 
-def dispatch_for(run: Run, jitter_s: int, now: int, *, long_run: bool = False, early_s: int = 0) -> Dispatch:
-    """The message for ``run``: it becomes visible at most ``early_s`` + 1 seconds before ``not_before``.
+def dispatch_for(
+    run: Run, jitter_s: int, now: int, *, long_run: bool = False, early_s: int = 0, priority: int | None = None
+) -> Dispatch:
+    """The message for ``run`` (of a job of ``priority``: ``Dispatch.priority``): it becomes visible
+    at most ``early_s`` + 1 seconds before ``not_before``.
 
     SQS delays are whole seconds, so the delay is rounded down and the worker waits out the rest;
     a run is never started late because of rounding. ``early_s`` gives a pre-leasing worker time
@@ -67,7 +73,7 @@ def dispatch_for(run: Run, jitter_s: int, now: int, *, long_run: bool = False, e
     """
     not_before = run.scheduled_at + jitter_offset_ms(run.run_id, jitter_s)
     delay_s = min(max(0, (not_before - now) // 1000 - early_s), MAX_DELAY_S)
-    return Dispatch(run.run_id, not_before, delay_s, group=run.owner, long_run=long_run)
+    return Dispatch(run.run_id, not_before, delay_s, group=run.owner, long_run=long_run, priority=priority)
 
 
 def is_long_run(timeout_s: int | None, long_run_after_s: int | None) -> bool:

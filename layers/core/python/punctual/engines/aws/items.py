@@ -127,7 +127,7 @@ def item_to_due_job(item: Item) -> DueJob:
 
 def _timing(text: str | None) -> dict[str, Any]:
     timing = read_timing(text)
-    return {"dst": timing.dst, "calendar": timing.calendar, "run_at": timing.once}
+    return {"dst": timing.dst, "calendar": timing.calendar, "run_at": timing.once, "priority": timing.priority}
 
 
 def by_owner_key(item: Item) -> Key:

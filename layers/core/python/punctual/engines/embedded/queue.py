@@ -13,8 +13,10 @@ a stale receipt (its message was redelivered to someone else since) changes noth
 Fair hand-out: each message carries its run's owner (``grp``, from ``Dispatch.group``; '' for
 none), and ``receive`` hands visible messages out round-robin across owners, weighted by the
 owners' tenant ``weight`` (``punctual.tenancy.fairness``): one owner's backlog never sits in front
-of another owner's due run. Within an owner, oldest visible first; a message woken for a freed
-concurrency slot (``wake``) first of all.
+of another owner's due run. Within an owner, highest priority first (``pri``, from
+``Dispatch.priority``: the run's job's priority, 5 where the sender does not give it; schema v13),
+then oldest visible first, a message woken for a freed concurrency slot (``wake``) first of its
+priority: an urgent run's first message is not handed out behind its owner's backlog.
 """
 
 from __future__ import annotations
@@ -28,11 +30,12 @@ from collections.abc import Sequence
 from punctual.clock import Clock
 from punctual.engines.embedded.db import Database
 from punctual.engines.embedded.reads import chunks, json_rows, one_step, shape, values
+from punctual.model.limits import DEFAULT_PRIORITY, MAX_PRIORITY, MIN_PRIORITY
 from punctual.port import Delivery, Dispatch, Queue
 from punctual.resources import MAX_DELAY_S
 from punctual.tenancy.fairness import RoundRobin
 
-_Row = tuple[int, str, int, int, str]  # a _VISIBLE row: id, body, receive_count, sent_at, and its group
+_Row = tuple[int, str, int, int, str, int]  # a _VISIBLE row: id, body, receive_count, sent_at, its group, pri
 
 # A body as _body writes it, for a run id and an integer not_before (no escapes in either).
 _BODY = re.compile(r'\{"run_id":"(run_[0-9a-f]{32}_[0-9]{1,15})","not_before":(-?(?:0|[1-9][0-9]{0,17}))\}')
@@ -43,11 +46,18 @@ _MIN_PAUSE_S = 0.001
 WEIGHTS_TTL_MS = 5_000  # how long the owners' weights are reused before being read again
 WAKE_AHEAD_MS = 86_400_000  # a woken message counts as visible since a day ago (see wake)
 
-# One group's oldest visible messages, in one step (reads.one_step), each row led by its sort key.
+# Every priority, as an IN list: the index (queue, grp, pri DESC, visible_at, id) is then one seek
+# per priority, each a range on visible_at, read in the index's order (no sort, and a LIMIT stops
+# it); without the list, a scan of the owner's messages would pass every hidden one of a higher
+# priority (a backlog in flight) before the first visible one of a lower.
+_PRIORITIES = ", ".join(str(p) for p in range(MAX_PRIORITY, MIN_PRIORITY - 1, -1))
+# One group's first visible messages (highest priority, then oldest), in one step (reads.one_step),
+# each row led by its sort key.
 _GROUP_VISIBLE = (
-    "SELECT json_group_array(json_array(visible_at, id, body, receive_count, sent_at)) FROM ("
-    "SELECT visible_at, id, body, receive_count, sent_at FROM queue INDEXED BY queue_group_visible"
-    " WHERE queue = ? AND grp = ? AND visible_at <= ? ORDER BY visible_at, id LIMIT ?)"
+    "SELECT json_group_array(json_array(-pri, visible_at, id, body, receive_count, sent_at, pri)) FROM ("
+    "SELECT pri, visible_at, id, body, receive_count, sent_at FROM queue INDEXED BY queue_group_visible"
+    f" WHERE queue = ? AND grp = ? AND pri IN ({_PRIORITIES}) AND visible_at <= ?"
+    " ORDER BY pri DESC, visible_at, id LIMIT ?)"
 )
 # The owners with messages, one index seek each (a skip-scan): cheap however deep the backlog.
 _GROUPS = (
@@ -60,11 +70,13 @@ _WEIGHTS = "SELECT owner, weight FROM tenants WHERE weight != 1"
 # The idle poll's reads, one index seek per owner with messages (as _GROUPS).
 _ANY_VISIBLE = (
     f"{_GROUPS[: _GROUPS.rindex(' SELECT grp FROM g')]} SELECT 1 FROM g WHERE EXISTS (SELECT 1 FROM queue"
-    " INDEXED BY queue_group_visible WHERE queue = ?1 AND grp = g.grp AND visible_at <= ?2) LIMIT 1"
+    f" INDEXED BY queue_group_visible WHERE queue = ?1 AND grp = g.grp AND pri IN ({_PRIORITIES})"
+    " AND visible_at <= ?2) LIMIT 1"
 )
 _NEXT_VISIBLE = (
-    f"{_GROUPS[: _GROUPS.rindex(' SELECT grp FROM g')]} SELECT min((SELECT min(visible_at) FROM queue"
-    " INDEXED BY queue_group_visible WHERE queue = ?1 AND grp = g.grp)) FROM g"
+    f"{_GROUPS[: _GROUPS.rindex(' SELECT grp FROM g')]}, p(pri) AS (VALUES ({_PRIORITIES.replace(', ', '), (')}))"
+    " SELECT min((SELECT min(visible_at) FROM queue INDEXED BY queue_group_visible"
+    " WHERE queue = ?1 AND grp = g.grp AND pri = p.pri)) FROM g, p"
 )
 # Every message of a receive in one statement; the receipt is "<id>.<token>" (see _take).
 _DELIVER = (
@@ -107,11 +119,13 @@ class EmbeddedQueue(Queue):
         """Enqueue every dispatch in one transaction (all or none). Raises ValueError for a delay
         outside 0..900 s (as SQS refuses it)."""
         now = self._clock.now_ms()
-        rows = [(self.name, _body(d), now + _delay_ms(d), now, d.group or "") for d in dispatches]
+        rows = [(self.name, _body(d), now + _delay_ms(d), now, d.group or "", _priority(d)) for d in dispatches]
         if not rows:
             return
         with self._db.write() as conn:
-            conn.executemany("INSERT INTO queue (queue, body, visible_at, sent_at, grp) VALUES (?, ?, ?, ?, ?)", rows)
+            conn.executemany(
+                "INSERT INTO queue (queue, body, visible_at, sent_at, grp, pri) VALUES (?, ?, ?, ?, ?, ?)", rows
+            )
 
     def receive(self, max_messages: int, visibility_s: int, wait_s: float = 0.0) -> list[Delivery]:
         """Up to ``max_messages`` visible messages, round-robin across owners, each hidden for
@@ -219,7 +233,7 @@ class EmbeddedQueue(Queue):
                 picked = seen.setdefault(group, set())
                 # sorted here: an aggregate's order of rows is not promised (ORDER BY in one: SQLite 3.44)
                 found = sorted(json_rows(one_step(conn, _GROUP_VISIBLE, (self.name, group, now, n + len(picked)))))
-                rows: list[_Row] = [(r[1], r[2], r[3], r[4], group) for r in found if r[1] not in picked][:n]
+                rows: list[_Row] = [(r[2], r[3], r[4], r[5], group, r[6]) for r in found if r[2] not in picked][:n]
                 picked.update(r[0] for r in rows)
                 return rows
 
@@ -250,7 +264,7 @@ class EmbeddedQueue(Queue):
     def _take(self, conn: sqlite3.Connection, row: _Row, now: int, token: str) -> Delivery | None:
         """The delivery of one visible message (a ``_VISIBLE`` row; the caller marks it delivered),
         or None if it was dropped (past retention) or moved to the dead-letter queue (receives used up)."""
-        message_id, body, count, sent_at, group = row
+        message_id, body, count, sent_at, group, priority = row
         if sent_at + self._retention_ms < now:
             conn.execute("DELETE FROM queue WHERE id = ?", (message_id,))
             return None
@@ -261,6 +275,8 @@ class EmbeddedQueue(Queue):
         extra = {"message_id": str(message_id), "sent_at": str(sent_at)}
         if group:  # the run's owner, as SQS gives its MessageGroupId (a message re-sent keeps it)
             extra["group"] = group
+        if priority != DEFAULT_PRIORITY:  # a re-send keeps it (port.message_priority)
+            extra["priority"] = str(priority)
         return Delivery(run_id, not_before, f"{message_id}.{token}", count + 1, extra)
 
     def _pause(self, now: int, deadline: int) -> float:
@@ -283,6 +299,14 @@ def _read_body(body: str) -> tuple[str, int]:
         return match[1], int(match[2])
     data = json.loads(body)
     return data["run_id"], data["not_before"]
+
+
+def _priority(dispatch: Dispatch) -> int:
+    if dispatch.priority is None:
+        return DEFAULT_PRIORITY
+    if not MIN_PRIORITY <= dispatch.priority <= MAX_PRIORITY:
+        raise ValueError(f"priority must be within {MIN_PRIORITY}..{MAX_PRIORITY}, not {dispatch.priority}")
+    return dispatch.priority
 
 
 def _delay_ms(dispatch: Dispatch) -> int:

@@ -56,7 +56,7 @@ def due_job_from_row(row: Sequence[Any]) -> DueJob:
     rules = read_timing(timing)
     return DueJob(
         job_id, owner, next_run_at, schedule, timezone, jitter_s, _OVERLAP[overlap], _CATCHUP[catchup],
-        backfill, last_run, shard, dst=rules.dst, calendar=rules.calendar, run_at=rules.once,
+        backfill, last_run, shard, dst=rules.dst, calendar=rules.calendar, run_at=rules.once, priority=rules.priority,
     )  # fmt: skip
 
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterable
 
+from punctual.engines.embedded.schema_v13 import V13  # priority in the queue
 from punctual.errors import ConfigError
 from punctual.model import OPEN_STATES, TERMINAL_STATES, RunState
 from punctual.resources import DUE_INDEX, ROUTING_ATTRIBUTES
@@ -296,7 +297,7 @@ _V12 = (
 )
 
 # MIGRATIONS[n] takes a file from version n to n + 1
-MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9, _V10, _V11, _V12)
+MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9, _V10, _V11, _V12, V13)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 SYNCHRONOUS_MODES = frozenset({"NORMAL", "FULL", "EXTRA"})
