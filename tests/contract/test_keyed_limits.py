@@ -40,6 +40,13 @@ def test_the_store_yields_a_free_slot_to_a_waiting_higher_priority(engine, clock
     assert store.take_slot("scope", "run_full", 3, now, priority=9) is SlotOutcome.FULL
     assert set(store.slot_holders("scope")) == {"run_low", "run_high", "run_more"}
     assert store.slot_owners() == ["scope"]  # a scope with only marks lists no holders
+    # a mark ends only as its writer wrote it: a later one (another worker's runs wait) stays
+    store.mark_slot_wait("other", 9, now + 3_000)
+    assert not store.clear_slot_wait("other", 9, now + 2_000)
+    assert store.take_slot("other", "run_a", 3, now, priority=5) is SlotOutcome.YIELDED
+    assert store.clear_slot_wait("other", 9, now + 3_000)
+    assert not store.clear_slot_wait("other", 9, now + 3_000)  # ended already
+    assert store.take_slot("other", "run_a", 3, now, priority=5) is SlotOutcome.TAKEN
 
 
 def test_jobs_sharing_a_literal_key_share_its_ceiling(engine, engine_kind, clock):

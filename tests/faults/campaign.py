@@ -1,7 +1,8 @@
 """Running scenarios of the simulation by seed, on either engine, in worker processes.
 
 One scenario per seed: every ``LIMIT_EVERY``-th seed is the limits scenario
-(:func:`tests.faults.chaos.limit_scenario`), the others a full :class:`~tests.faults.chaos.Simulation`
+(:func:`tests.faults.chaos.limit_scenario`), every ``PRIORITY_EVERY``-th another the priority scenario
+(:func:`tests.faults.chaos.priority_scenario`), the others a full :class:`~tests.faults.chaos.Simulation`
 with faults and user actions. A seed replays the same scenario (job ids, faults, user actions and
 clocks all come from it). :func:`run_parallel` spreads seeds over processes (one per core): each
 scenario is single-threaded and independent, and the embedded ones write to a memory-backed folder.
@@ -21,9 +22,10 @@ from pathlib import Path
 from punctual.clock import ManualClock
 from punctual.port import Engine
 from tests.conftest import START_MS
-from tests.faults.chaos import Simulation, check_invariants, limit_scenario, quiet_logs
+from tests.faults.chaos import Simulation, check_invariants, limit_scenario, priority_scenario, quiet_logs
 
 LIMIT_EVERY = 5  # every fifth seed: the limits scenario
+PRIORITY_EVERY = 10  # every tenth seed that is not a limits scenario: the priority scenario
 SIZES = {
     "embedded": {"rate": 0.1, "jobs": 8, "fault_s": 150, "max_step_s": 2},
     # moto answers ~100-200 requests a second: smaller scenarios, and fewer of them (docs/decisions/0122)
@@ -54,6 +56,9 @@ def run_seeds(kind: str, seeds: Sequence[int]) -> Result:
                 if seed % LIMIT_EVERY == LIMIT_EVERY - 1:
                     result.problems.extend(limit_scenario(engine, clock, seed))
                     result.injected["limit_scenario"] += 1
+                elif seed % PRIORITY_EVERY == PRIORITY_EVERY - 3:
+                    result.problems.extend(priority_scenario(engine, clock, seed))
+                    result.injected["priority_scenario"] += 1
                 else:
                     sim = Simulation(engine, clock, seed, **SIZES[kind])  # type: ignore[arg-type]
                     result.injected.update(sim.run().injected)

@@ -28,7 +28,10 @@ Checks, each named by the invariant of docs/execution.md it checks:
     worker dying mid-call, that uses the attempt; ``max_retries`` bounds both). A time the job's
     calendar excludes is recorded cancelled when claimed (never sent, never attempted);
 (g) an edit of a calendar never decides a run already claimed: every run that existed when the
-    calendar was edited is never afterwards cancelled for the calendar.
+    calendar was edited is never afterwards cancelled for the calendar;
+(h) within one owner's ``max_concurrency``, a run of higher priority is not passed over: no run of
+    lower priority due at the same instant starts more than :data:`PASSED_OVER_MS` after it while
+    one of higher priority has not started (:func:`check_priority`; the priority scenario).
 
 Times the user commits are true times; a commit within the last second before an instant may or
 may not be seen (the contract promises only what was committed at least 1 s before).
@@ -49,6 +52,34 @@ from tests.faults.rate_windows import fewest_in_backlog, floor_for
 GRACE_MS = 1_000  # what the user committed at least this long before an instant decides it
 SKEW_TOLERANCE_MS = 2_500  # workers' residual clock error (corrected clocks) on both sides of a comparison
 WINDOW_MS = 60_000
+# (h): the slots taken before the urgent runs were seen, a refused urgent run's backoff (1 s), a
+# worker's turn (1 s) and slack: a lower priority starting later passed a higher one over
+PASSED_OVER_MS = 3_000
+
+
+def check_priority(calls: list[Call], priorities: dict[str, int], due: int) -> list[str]:
+    """(h) for runs due at ``due``, whose jobs have ``priorities`` (job id -> priority): a run's
+    first call never begins after ``due`` + :data:`PASSED_OVER_MS` while a run of a higher
+    priority has not begun yet (or never does)."""
+    first: dict[str, Call] = {}
+    for call in sorted(calls, key=lambda c: c.began):
+        if call.scheduled_at == due and call.job_id in priorities:
+            first.setdefault(call.run_id, call)
+    waiting = {p: [c for c in first.values() if priorities[c.job_id] == p] for p in set(priorities.values())}
+    problems = []
+    for priority, runs in waiting.items():
+        higher = [c for p, cs in waiting.items() if p > priority for c in cs]
+        never = len([j for j, p in priorities.items() if p > priority]) - len(higher)
+        for call in runs:
+            if call.began <= due + PASSED_OVER_MS:
+                continue
+            later = [c for c in higher if c.began > call.began]
+            if later or never:
+                problems.append(
+                    f"(h) a run of priority {priority} ({call.run_id}) started {call.began - due} ms after its"
+                    f" instant while {len(later) + never} of higher priority had not"
+                )
+    return problems[:5]
 
 
 @dataclass(frozen=True)

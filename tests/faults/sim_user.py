@@ -81,10 +81,13 @@ class User:
                 fields["calendar"] = {"name": CALENDAR, "mode": self.days_rng.choice(list(CalendarMode)).value}
         return fields
 
-    def create_backlog(self, count: int, at: int) -> None:
-        """``count`` one-time jobs due at ``at`` (true time), overlap allow, that succeed at once."""
+    def create_backlog(self, count: int, at: int, *, priority: int | None = None) -> None:
+        """``count`` one-time jobs due at ``at`` (true time), overlap allow, that succeed at once
+        (of ``priority``, if given)."""
         for _ in range(count):
             fields = {**self.spec("once"), "run_at": to_datetime(at).astimezone(UTC).isoformat(), "overlap": "allow"}
+            if priority is not None:
+                fields["priority"] = priority
             spec = JobSpec.model_validate(fields)
             job = service.create_job(self.sim.store, self.owner, spec, self.sim.clock.now_ms(), policy=OPEN_POLICY).job  # type: ignore[arg-type]
             self.sim.ledger.commit(self.sim.clock.now_ms(), "create", job)
