@@ -36,8 +36,10 @@ def trigger_job(
     Works for active, paused and completed jobs; a deleted job is InvalidTransition. The run is
     inserted before it is sent, so a crash in between leaves a run the reaper finds past its
     ``deadline_at`` and requeues. A second trigger within the same millisecond returns the same
-    run (runs are unique per (job, scheduled_at)). Overlap policy does not apply: a manual run
-    is an explicit request.
+    run (runs are unique per (job, scheduled_at)). The job's overlap policy applies to it as to
+    every run, when a worker first leases it: under forbid, an earlier run still open then skips it
+    (cancelled, never called); under replace, it cancels the earlier open runs. A trigger is no
+    override (docs/api.md).
     """
     job = get_job(store, owner, job_id)
     if job.status is JobStatus.DELETED:
