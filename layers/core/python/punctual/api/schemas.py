@@ -171,8 +171,9 @@ class JobResponse(BaseModel):
     )
     next_run_at: IsoTime | None = Field(description="when it is due next; null unless active")
     last_run_at: IsoTime | None = Field(
-        description="scheduled time of its newest run due by now, from its schedule, a trigger or a dependency"
-        " release (not whether it started: its runs say that); null before its first run"
+        description="scheduled time of its newest run due by now that was not cancelled, from its schedule, a"
+        " trigger, a dependency release or a replay (not whether it started: its runs say that); null before its"
+        " first run, and while its runs were all cancelled (skipped by overlap or its calendar)"
     )
     payload: Any
     target: Target
