@@ -16,6 +16,7 @@ from punctual.jobs.replay import ReplayOptions, ReplayQuery
 from punctual.jobs.replay_keys import replay_with_key
 from punctual.model import RunState, Trigger
 from punctual.port import Dispatch, Engine, Queue, RunQuery
+from punctual.scheduling.planning import off_schedule
 from tests.contract.factories import MINUTE, drain
 from tests.contract.test_replay import DEAD_ONLY, ended_runs, new_job
 
@@ -109,7 +110,9 @@ def test_two_requests_carrying_one_key_out_at_once_insert_each_replay_once(engin
     query = ReplayQuery(since=start, until=at, states=DEAD_ONLY)
     found = replay.find(engine.store, OWNER, query, at)
     # a run of the job holds one of the instants: both move that replay on alike
-    engine.store.insert_runs([dead[0].model_copy(update={"scheduled_at": at + 2, "state": RunState.SCHEDULED})])
+    engine.store.insert_runs(
+        [dead[0].model_copy(update={"scheduled_at": off_schedule(at, 2), "state": RunState.SCHEDULED})]
+    )
     # When both insert (the first half way when the second starts: it left two of four)
     half = replay.Found(found.jobs, found.originals[:2])
     first = replay.start(engine.store, engine.queue, OWNER, half, at, at, options=OPTIONS)
@@ -119,7 +122,7 @@ def test_two_requests_carrying_one_key_out_at_once_insert_each_replay_once(engin
     assert replays_of(engine, job) == sorted(r.run_id for r in dead)
     assert (len(first.runs), len(second.runs), len(rest.runs)) == (2, 2, 0)
     assert (first.count, second.count, rest.count) == (2, 4, 4)
-    moved = engine.store.get_run(job.id, at + replay.STRIDE_MS + 2)
+    moved = engine.store.get_run(job.id, off_schedule(at + replay.STRIDE_MS, 2))
     assert moved.replay_of == dead[2].run_id  # its own instant was taken: a stride later (sent, due then)
     due_now = [r.run_id for r in first.runs + second.runs if r.scheduled_at < at + replay.STRIDE_MS]
     assert sorted(d.run_id for d in drain(engine.queue)) == sorted(due_now)

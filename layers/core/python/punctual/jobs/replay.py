@@ -14,8 +14,10 @@ reads again with its first ``at``).
 What a replay writes: one new run per original, trigger ``replay``, ``replay_of`` naming it, due at
 once, inserted then sent, as a manual trigger's (a crash in between leaves runs the reaper finds
 past their deadline and sends). Where: a run is keyed by its instant, so the replay of a job's
-original of rank ``k`` (oldest scheduled first among that job's originals) is at ``at + k`` ms; an
-instant another run holds is left for ``at + STRIDE_MS + k``, then ``at + 2 * STRIDE_MS + k``. The
+original of rank ``k`` (oldest scheduled first among that job's originals) is at ``at + k`` ms,
+counting only milliseconds that are not whole seconds (a schedule's instants are whole seconds, so a
+replay never takes the instant of a run the scheduler has yet to insert); an instant another run
+holds is left for the same count from ``at + STRIDE_MS``, then ``at + 2 * STRIDE_MS``. The
 same request at the same ``at`` therefore names the same runs, and a second insert of one is a no-op
 on both engines: what makes a keyed replay safe to repeat (``punctual.jobs.replay_keys``).
 Nothing else is special about them: they run through the workers' lease path like any run, so the
@@ -36,7 +38,7 @@ from punctual.errors import InvalidInput, InvalidTransition, TooManyRuns
 from punctual.jobs.service import get_job
 from punctual.model import TERMINAL_STATES, Job, JobStatus, Run, RunState, Trigger
 from punctual.port import Queue, RunQuery, Store
-from punctual.scheduling.planning import PlanOptions, dispatch_for, is_long_run, manual_run
+from punctual.scheduling.planning import PlanOptions, dispatch_for, is_long_run, manual_run, off_schedule
 
 MAX_REPLAY = 10_000  # runs one call may replay
 MAX_REPLAY_JOBS = 100  # jobs one call may name
@@ -47,7 +49,9 @@ REPLAYABLE = TERMINAL_STATES  # runs that ended; an open run is still on its way
 _PAGE = 1_000  # runs read per query
 _CHUNK = 500  # runs inserted (and sent) per step
 _ROUNDS = 3  # instants tried for one replay: its own, then a stride later, twice
-STRIDE_MS = 10_000  # between one replay's instants: more than a job's ranks (at most MAX_REPLAY)
+# between one replay's instants: more than a job's ranks (at most MAX_REPLAY ms, plus the whole
+# seconds off_schedule steps over: 10,011 ms)
+STRIDE_MS = 11_000
 WINDOW_MS = _ROUNDS * STRIDE_MS  # a request's replays are scheduled in [at, at + WINDOW_MS)
 
 
@@ -225,12 +229,13 @@ def _insert(
     when: tuple[int, PlanOptions],
     missed: list[tuple[int, Run]],
 ) -> tuple[list[Run], int]:
-    """Insert the replays of ``chunk`` (one job's originals, with their ranks) at ``base + rank``.
+    """Insert the replays of ``chunk`` (one job's originals, with their ranks) at ``base + rank``
+    counted in milliseconds that are not whole seconds (``off_schedule``: never a scheduled instant).
     Returns the runs inserted here, and how many of the others are replays of the same originals
     already (another request with this key placed them); the originals whose instant another run
     holds are added to ``missed``."""
     now, plan = when
-    runs = [_replay_of(original, owner, base + rank, now, plan) for rank, original in chunk]
+    runs = [_replay_of(original, owner, off_schedule(base, rank), now, plan) for rank, original in chunk]
     flags = store.insert_runs(runs)
     inserted = [run for run, new in zip(runs, flags, strict=True) if new]
     if len(inserted) == len(runs):
