@@ -367,7 +367,7 @@ def limit_scenario(engine: Engine, clock: ManualClock, seed: int) -> list[str]:
 
 
 def priority_scenario(engine: Engine, clock: ManualClock, seed: int) -> list[str]:
-    """(h): an owner at ``max_concurrency`` 1 or 2 with a backlog of priority-5 runs and a few
+    """(i): an owner at ``max_concurrency`` 1 or 2 with a backlog of priority-5 runs and a few
     urgent ones (priority 9, created last) due at once, calls that take a while (the slots are
     handed over: ``punctual.tenancy.line``), no faults. No run of the backlog may start more than
     a few seconds after the instant while an urgent one has not; the ceilings are checked as in
@@ -414,7 +414,8 @@ def _schedule_kept(sim: Simulation, job_id: str) -> list[str]:
     """For jobs the user never touched after creating them: one run per fire time, none missing
     (a job that names a calendar follows the calendar's edits: its own times are not all runs)."""
     commits = sim.ledger.commits.get(job_id, [])
-    if any(c.kind != "create" for c in commits) or not commits or commits[0].job.calendar is not None:
+    # a trigger is a run of its own: it leaves the schedule's runs as they were ((h): never takes one's instant)
+    if any(c.kind not in ("create", "trigger") for c in commits) or not commits or commits[0].job.calendar is not None:
         return []
     created = commits[0].job
     runs = sorted(sim.engine.store.list_runs(job_id, RunQuery(limit=500)).items, key=lambda r: r.scheduled_at)

@@ -205,7 +205,7 @@ def engine(tmp_path: Path) -> Any:
 
 def test_an_owners_messages_go_out_highest_priority_first_and_a_woken_one_first_of_its_priority(engine: Any) -> None:
     rid = [ids.run_id_for(f"job_{i:032x}", T) for i in range(9)]
-    engine.queue.send([Dispatch(r, T, group="alice") for r in rid[:4]])  # as messages from before v13 read
+    engine.queue.send([Dispatch(r, T, group="alice") for r in rid[:4]])  # as messages from before v14 read
     engine.queue.send([Dispatch(r, T, group="alice", priority=9) for r in rid[4:6]])
     engine.queue.send([Dispatch(rid[6], T, group="alice", priority=0), Dispatch(rid[7], T, group="bob")])
     first = engine.queue.receive(4, 30)

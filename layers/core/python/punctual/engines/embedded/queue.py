@@ -14,7 +14,7 @@ Fair hand-out: each message carries its run's owner (``grp``, from ``Dispatch.gr
 none), and ``receive`` hands visible messages out round-robin across owners, weighted by the
 owners' tenant ``weight`` (``punctual.tenancy.fairness``): one owner's backlog never sits in front
 of another owner's due run. Within an owner, highest priority first (``pri``, from
-``Dispatch.priority``: the run's job's priority, 5 where the sender does not give it; schema v13),
+``Dispatch.priority``: the run's job's priority, 5 where the sender does not give it; schema v14),
 then oldest visible first, a message woken for a freed concurrency slot (``wake``) first of its
 priority: an urgent run's first message is not handed out behind its owner's backlog.
 """
