@@ -4,6 +4,7 @@ the embedded queue's order (priority, a woken message first: ``engines.embedded.
 
 from __future__ import annotations
 
+import asyncio
 import random
 from pathlib import Path
 from typing import Any
@@ -13,8 +14,10 @@ import pytest
 from punctual import ids
 from punctual.clock import ManualClock
 from punctual.engines.embedded import EmbeddedEngine, queue
+from punctual.execution.holding import COPY_BACK_S
 from punctual.execution.leasing import wait_all_for_limits
 from punctual.execution.options import ExecutionOptions
+from punctual.execution.worker import Worker
 from punctual.model import Catchup, HttpTarget, Job, Overlap, Run
 from punctual.model.timing import CRON_RULE, read_timing, timing_text
 from punctual.port import Delivery, Dispatch, DueJob, SlotOutcome
@@ -236,3 +239,29 @@ def test_a_jobs_first_message_carries_its_priority_from_the_due_index() -> None:
     assert read_timing(job.timing_text()).priority == 9
     due = DueJob(job.id, "alice", T, "* * * * *", "UTC", 0, Overlap.ALLOW, Catchup.LATEST, 0, None, 0, priority=9)
     assert [d.priority for d in plan(due, T - 2_000, PlanOptions()).dispatches] == [9]
+
+
+def test_a_copy_of_a_message_the_worker_is_starting_comes_back_after_a_second(engine: Any) -> None:
+    # Given two messages of one run received by one worker (a waiting run re-sent fresh while its
+    # worker was still leasing the batch it came in: the first message is gone, the copy is all it has)
+    run_id = ids.run_id_for("job_" + "c" * 32, T)
+    engine.queue.send([Dispatch(run_id, T), Dispatch(run_id, T)])
+    first, copy = engine.queue.receive(2, 60)
+    worker = Worker(engine, ManualClock(T), worker_id="w")
+
+    async def claim() -> None:
+        async with worker.session():
+            state = worker._require_state()
+            state.in_flight += 2  # as _submit counts them
+            futures = {d.receipt: state.loop.create_future() for d in (first, copy)}
+            assert worker._claim_starts([first], futures) == [first]
+            # When the copy is claimed while the first is being started
+            assert worker._claim_starts([copy], futures) == []
+            await asyncio.gather(*list(state.tasks))
+            worker._resolve(futures[first.receipt], RuntimeError("not started here"))
+
+    asyncio.run(claim())
+    # Then the copy waits a second, not its whole visibility timeout (60 s)
+    visible = dict(engine._db.connection().execute("SELECT receipt, visible_at FROM queue"))
+    assert visible[copy.receipt] == T + COPY_BACK_S * 1000
+    assert visible[first.receipt] == T + 60_000

@@ -33,6 +33,7 @@ T = TypeVar("T")
 # reading its answers, which is what the targets see; the finishes follow, a run ends that much later.
 QUIET_AFTER_CALLS = 1_000
 QUIET_S = 0.75
+COPY_BACK_S = 1  # a copy of a message whose run this worker is starting comes back after this
 
 
 class Holding:
@@ -216,17 +217,30 @@ class Holding:
     def _claim_starts(self, deliveries: list[Delivery], futures: dict[str, asyncio.Future[Settled]]) -> list[Delivery]:
         """The deliveries this worker may start: one per run, the first to claim it. Another copy of
         a run's message, while this worker is starting that run from the first (holding it for its
-        instant, calling it before the confirm, leasing it), is left alone (``LEASE_LOST``: its
-        message comes back after its visibility and finds the run running or finished). The loop is
-        the lock: nothing awaits between a check and its claim."""
-        starting = self._require_state().starting
-        claimed = []
+        instant, calling it before the confirm, leasing it), is left alone (``LEASE_LOST``) and comes
+        back after ``COPY_BACK_S``: by then the first's start is in the store (the copy finds the run
+        running or finished), or the first waited and was re-sent as this copy (a run over a limit:
+        its old message is gone, and the copy must not wait out a whole visibility timeout). The loop
+        is the lock: nothing awaits between a check and its claim."""
+        state = self._require_state()
+        claimed, copies = [], []
         for delivery in deliveries:
-            if starting.setdefault(delivery.run_id, delivery.receipt) == delivery.receipt:
+            if state.starting.setdefault(delivery.run_id, delivery.receipt) == delivery.receipt:
                 claimed.append(delivery)
             else:
                 self._resolve(futures[delivery.receipt], Outcome.LEASE_LOST)
+                copies.append(delivery.receipt)
+        if copies:
+            task = asyncio.create_task(self._copies_back(copies))
+            state.tasks.add(task)
+            task.add_done_callback(state.tasks.discard)
         return claimed
+
+    async def _copies_back(self, receipts: list[str]) -> None:
+        try:
+            await self._blocking(self.port.queue.extend_many, receipts, COPY_BACK_S)
+        except Exception:  # they come back after their visibility timeout instead
+            logger.warning("could not hide %d copies of messages being started", len(receipts), exc_info=True)
 
     def _release_starts(self, deliveries: list[Delivery]) -> None:
         """The starts of ``deliveries`` are in the store (leased, confirmed) or given up."""
