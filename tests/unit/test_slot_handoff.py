@@ -156,11 +156,11 @@ class _Runs:
     """The run reads and writes, and the queue calls, of a batch of waits."""
 
     def __init__(self, runs: dict[tuple[str, int], Run]) -> None:
-        self.runs, self.calls = runs, []  # type: ignore[var-annotated]
+        self.runs, self.calls, self.reads = runs, [], 0  # type: ignore[var-annotated]
 
-    def get_runs(self, keys: Any) -> dict[tuple[str, int], Run]:
-        self.calls.append(("get_runs", len(keys)))
-        return {k: self.runs[k] for k in keys if k in self.runs}
+    def get_run(self, job_id: str, scheduled_at: int) -> Run:
+        self.reads += 1
+        return self.runs[(job_id, scheduled_at)]
 
     def transition_runs(self, changes: Any) -> list[Run | None]:
         self.calls.append(("transition_runs", len(changes)))
@@ -190,8 +190,8 @@ def test_a_batch_of_waits_is_a_few_requests_and_a_resend_keeps_its_priority() ->
     ]
     hidden = wait_all_for_limits(io, io, clock, refused, options=ExecutionOptions())  # type: ignore[arg-type]
     assert [d.receipt for d, _ in hidden] == ["r0", "r1", "r2"]  # the fourth was received too often: re-sent
+    assert io.reads == 4
     assert io.calls == [
-        ("get_runs", 4),
         ("transition_runs", 4),  # their notes, once
         ("extend_many", 3, 1),
         ("send", [9]),

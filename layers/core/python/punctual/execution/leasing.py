@@ -131,21 +131,20 @@ def wait_for_limits(
 def wait_all_for_limits(
     store: Store, queue: Queue, clock: Clock, waits: Sequence[tuple[Delivery, Admission]], *, options: ExecutionOptions
 ) -> list[tuple[Delivery, Admission]]:
-    """:func:`wait_for_limits` for a batch of refused runs (each ``THROTTLED``): one read of their
-    runs, one write of the notes that change (``Store.transition_runs``), then the messages hidden
+    """:func:`wait_for_limits` for a batch of refused runs (each ``THROTTLED``): a read of each run,
+    one write of the notes that change (``Store.transition_runs``), then the messages hidden
     (one request per visibility), resent and deleted in batches. A knock of a backlog waiting for a
     slot then costs a share of a few requests, not a few of its own. Returns the waits whose
     messages were hidden (their receipts stay valid: such a run can be woken through it)."""
     if not waits:
         return []
     now = clock.now_ms()
-    keys = [ids.parse_run_id(delivery.run_id) for delivery, _ in waits]
-    runs = store.get_runs(keys)
-    changes = [
-        change
-        for (_, admission), key in zip(waits, keys, strict=True)
-        if (run := runs.get(key)) is not None and (change := _waiting_change(run, admission, now, options)) is not None
-    ]
+    changes = []
+    for delivery, admission in waits:  # one read each, as one wait reads (a worker Lambda may not batch-read runs)
+        with contextlib.suppress(RunNotFound):
+            change = _waiting_change(store.get_run(*ids.parse_run_id(delivery.run_id)), admission, now, options)
+            if change is not None:
+                changes.append(change)
     if changes:
         store.transition_runs(changes)
     hides: defaultdict[int, list[str]] = defaultdict(list)
