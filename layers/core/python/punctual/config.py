@@ -89,6 +89,9 @@ class Settings(BaseModel):
     tenant_api_requests_per_second: Annotated[int | None, Field(ge=1, le=1_000_000)] = None
     # principals (owners) allowed to call the admin routes (/admin/...), comma-separated
     admin_principals: str = ""
+    # The API's base URL (the stage URL on AWS, the dev API's locally): each attempt of a completion
+    # callback job carries <it>/runs/<run id> as X-Punctual-Callback-Url (punctual.runs.tokens)
+    callback_base_url: Annotated[str | None, Field(pattern=r"^https?://[^\s]+$", max_length=2048)] = None
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:

@@ -28,7 +28,7 @@ from aws_lambda_powertools.event_handler.openapi.models import Server
 from aws_lambda_powertools.event_handler.openapi.params import Header, Path, Query
 
 from punctual import __version__, ids
-from punctual.api import alerts, calendars, edges, errors, openapi, preview, replay, signing, stats, tenants
+from punctual.api import alerts, calendars, callbacks, edges, errors, openapi, preview, replay, signing, stats, tenants
 from punctual.api.caller import Services, caller
 from punctual.api.graph_schemas import JobGraph
 from punctual.api.resolver import ConcurrentResolver
@@ -322,6 +322,7 @@ app.include_router(signing.router)
 app.include_router(tenants.router)
 app.include_router(preview.router)
 app.include_router(calendars.router)
+app.include_router(callbacks.router)
 
 
 def _resolve_routes() -> None:

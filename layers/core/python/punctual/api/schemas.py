@@ -24,6 +24,7 @@ from punctual.model import (
     Attempt,
     AttemptOutcome,
     Catchup,
+    Completion,
     DeadlineSeconds,
     DependsOn,
     HttpTarget,
@@ -44,6 +45,7 @@ from punctual.model import (
     Target,
     Trigger,
 )
+from punctual.model.callbacks import MAX_HEARTBEAT_TIMEOUT_S, MIN_HEARTBEAT_TIMEOUT_S
 from punctual.model.limits import MAX_JOB_LIMITS, Priority
 from punctual.model.timing import DstRepeated, DstSkipped, JobCalendar
 
@@ -57,6 +59,7 @@ IsoTime = Annotated[
 ]
 
 JobCreate = JobSpec  # the body of POST /jobs is exactly the domain's spec
+HeartbeatSeconds = Annotated[int, Field(strict=True, ge=MIN_HEARTBEAT_TIMEOUT_S, le=MAX_HEARTBEAT_TIMEOUT_S), WHOLE]
 
 
 def _required_never_null(schema: dict[str, Any]) -> None:
@@ -100,6 +103,8 @@ class JobPatch(BaseModel):
     deadline_s: Annotated[DeadlineSeconds, WHOLE] | None = None
     priority: Priority | None = None
     limits: Annotated[list[JobLimit], Field(max_length=MAX_JOB_LIMITS)] | None = None
+    completion: Completion | None = None
+    heartbeat_timeout_s: HeartbeatSeconds | None = None
 
     def changes(self) -> dict[str, Any]:
         """The fields the client sent (explicit nulls included), as plain JSON-like values."""
@@ -177,6 +182,10 @@ class JobResponse(BaseModel):
     paused_after: str | None = Field(
         default=None, description="the run whose failure streak paused it (pause_after_failures); cleared by a resume"
     )
+    completion: Completion = Field(description="response: the answer ends an attempt; callback: a 202 accepts it")
+    heartbeat_timeout_s: int | None = Field(
+        description="completion callback: an accepted attempt silent this long times out (null otherwise)"
+    )
     priority: int = Field(description="0-9, higher first among this owner's runs competing for a limit")
     limits: list[LimitView] = Field(description="keyed ceilings its runs share (docs/api.md, Keyed limits)")
     created_at: IsoTime
@@ -213,6 +222,8 @@ class JobResponse(BaseModel):
             notify=job.notify,
             deadline_s=job.deadline_s,
             paused_after=job.paused_after,
+            completion=job.completion,
+            heartbeat_timeout_s=job.heartbeat_ms // 1000 if job.completion is Completion.CALLBACK else None,
             priority=job.priority,
             limits=[LimitView(**limit.model_dump()) for limit in job.limits],
             created_at=_iso(job.created_at),
@@ -304,6 +315,13 @@ class RunResponse(BaseModel):
         default=None, description="trigger dependency: the upstream runs that released it"
     )
     replay_of: str | None = Field(default=None, description="trigger replay: the run it replays")
+    heartbeat_deadline_at: IsoTime | None = Field(
+        default=None,
+        description="accepted (completion callback): the attempt times out unless a heartbeat or its completion"
+        " comes by then",
+    )
+    heartbeat_at: IsoTime | None = Field(default=None, description="the last heartbeat its callback sent")
+    progress: str | None = Field(default=None, description="the last heartbeat's progress note")
     attempts: list[AttemptResponse]
     notification: NotificationResponse | None = Field(
         default=None, description="GET /runs/{id}: what its job's notify webhook was told of it, with every try"
@@ -326,6 +344,9 @@ class RunResponse(BaseModel):
             note=run.note,
             released_by=run.released_by,
             replay_of=run.replay_of,
+            heartbeat_deadline_at=iso(run.lease_expires_at) if run.state is RunState.ACCEPTED else None,
+            heartbeat_at=iso(run.heartbeat_at),
+            progress=run.progress,
             attempts=[AttemptResponse.from_attempt(a) for a in run.attempts],
             notification=None if notification is None else NotificationResponse.from_notification(notification),
         )

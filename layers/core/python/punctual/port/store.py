@@ -1,6 +1,6 @@
 """The :class:`Store`: jobs, runs, shard leases, dependencies and tenants, as every engine stores them,
-with its parts (``port.run_reads``, ``port.outcomes``, ``port.alerts``, ``port.calendars``). See
-``punctual.port`` for the rules every engine keeps."""
+with its parts (``port.run_reads``, ``port.outcomes``, ``port.alerts``, ``port.calendars``,
+``port.callbacks``). See ``punctual.port`` for the rules every engine keeps."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from punctual.errors import JobNotFound, RunNotFound
 from punctual.model import Job, JobStatus, Overlap, Run, Withdrawal
 from punctual.port.alerts import AlertStore
 from punctual.port.calendars import CalendarStore
+from punctual.port.callbacks import CallbackStore
 from punctual.port.edges import EdgeChange, EdgeReads
 from punctual.port.outcomes import OutcomeStore
 from punctual.port.records import (
@@ -36,7 +37,7 @@ from punctual.port.run_reads import RunReads
 from punctual.port.stats import OpenRuns, RunStats
 
 
-class Store(RunReads, OutcomeStore, AlertStore, CalendarStore, ABC):
+class Store(RunReads, OutcomeStore, AlertStore, CalendarStore, CallbackStore, ABC):
     """Jobs, runs, shard leases and more (the parts it inherits). Every conditional write of the
     system lives below this."""
 

@@ -70,13 +70,14 @@ class DeadlineReads:
         """
         request: dict[str, Any] = {
             "TableName": self.runs_table,
-            "FilterExpression": "#state IN (:scheduled, :running, :retrying) AND scheduled_at <= :before"
+            "FilterExpression": "#state IN (:scheduled, :running, :retrying, :accepted) AND scheduled_at <= :before"
             " AND deadline_at < :now",
             "ExpressionAttributeNames": {"#state": "state"},
             "ExpressionAttributeValues": {
                 ":scheduled": s(RunState.SCHEDULED.value),
                 ":running": s(RunState.RUNNING.value),
                 ":retrying": s(RunState.RETRYING.value),
+                ":accepted": s(RunState.ACCEPTED.value),
                 ":before": n(scheduled_before),
                 ":now": n(now),
             },
@@ -140,7 +141,7 @@ class DeadlineReads:
         if len(keys) > at_most:
             keys, complete = keys[:at_most], False
         states = [r.get("state", {}).get("S") for r in self._tables.batch_get(self.runs_table, keys, consistent=False)]
-        running = states.count(RunState.RUNNING.value)
+        running = states.count(RunState.RUNNING.value) + states.count(RunState.ACCEPTED.value)
         waiting = sum(1 for state in states if state in (RunState.SCHEDULED.value, RunState.RETRYING.value))
         return OpenRuns(waiting=waiting, executing=running, complete=complete)
 

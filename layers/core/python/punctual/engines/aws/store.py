@@ -6,8 +6,8 @@ update requests from them, :mod:`.items` owns the item layout and cursors, :mod:
 paging, batches and conditional-write plumbing, and this module maps each port method to those
 requests: the claim, runs, stats and alerts here; jobs (:mod:`.jobs`), the reaper's reads
 (:mod:`.deadlines`), shard leases (:mod:`.shards`), dependencies (:mod:`.dependencies`, and
-their decisions in :mod:`.edges`), tenants, run outcomes (:mod:`.outcomes`) and calendars
-(:mod:`.calendars`) in mixins. Every
+their decisions in :mod:`.edges`), tenants, run outcomes (:mod:`.outcomes`), calendars
+(:mod:`.calendars`) and callbacks (:mod:`.callbacks`) in mixins. Every
 ``ConditionalCheckFailedException`` becomes the outcome the port documents (False, None, a
 :class:`LeaseOutcome`, or the named exception); every other ``ClientError`` propagates unchanged.
 Conditional writes that fail ask DynamoDB for the item as it was
@@ -34,6 +34,7 @@ from punctual.engines.aws import overlap as ov
 from punctual.engines.aws import stats
 from punctual.engines.aws import updates as u
 from punctual.engines.aws.calendars import DynamoCalendars
+from punctual.engines.aws.callbacks import DynamoCallbacks
 from punctual.engines.aws.deadlines import SWEEP_PAGES, DeadlineReads
 from punctual.engines.aws.edges import DynamoEdges
 from punctual.engines.aws.items import n, s
@@ -43,11 +44,7 @@ from punctual.engines.aws.shards import DynamoShards
 from punctual.engines.aws.tables import Tables, Written
 from punctual.engines.aws.tenants import DynamoTenants
 from punctual.engines.aws.watch import DynamoWatch
-from punctual.errors import (
-    ConcurrentModification,
-    LeaseLost,
-    RunNotFound,
-)
+from punctual.errors import ConcurrentModification, LeaseLost, RunNotFound
 from punctual.model import JobStatus, Overlap, Run, RunState, Withdrawal
 from punctual.port import (
     Advance,
@@ -81,6 +78,7 @@ class DynamoStore(
     DynamoOutcomes,
     DynamoWatch,
     DynamoCalendars,
+    DynamoCallbacks,
     Store,
 ):
     """Jobs, runs, shard leases and alerts in three DynamoDB tables (see ``punctual.resources``)."""

@@ -30,6 +30,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterable
 
+from punctual.engines.embedded.schema_callbacks import step_v13
 from punctual.errors import ConfigError
 from punctual.model import OPEN_STATES, TERMINAL_STATES, RunState
 from punctual.resources import DUE_INDEX, ROUTING_ATTRIBUTES
@@ -295,8 +296,9 @@ _V12 = (
     " PRIMARY KEY (owner, name)) WITHOUT ROWID",
 )
 
+_V13 = step_v13(OPEN_RUN_SQL)  # accepted runs (punctual.engines.embedded.schema_callbacks)
 # MIGRATIONS[n] takes a file from version n to n + 1
-MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9, _V10, _V11, _V12)
+MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9, _V10, _V11, _V12, _V13)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 SYNCHRONOUS_MODES = frozenset({"NORMAL", "FULL", "EXTRA"})

@@ -26,6 +26,7 @@ from punctual import ids, rules
 from punctual.clock import Clock
 from punctual.engines.embedded import bulk
 from punctual.engines.embedded.calendars import EmbeddedCalendars
+from punctual.engines.embedded.callbacks import EmbeddedCallbacks
 from punctual.engines.embedded.db import Database
 from punctual.engines.embedded.edges import EdgeDecisions
 from punctual.engines.embedded.outcomes import EmbeddedOutcomes, purge_notifications
@@ -129,6 +130,7 @@ class EmbeddedStore(
     EmbeddedOutcomes,
     EmbeddedWatch,
     EmbeddedCalendars,
+    EmbeddedCallbacks,
     Store,
 ):
     """The Store port on one SQLite file (see the module docstring for the row layout)."""

@@ -1,0 +1,21 @@
+"""Schema step v13 of the embedded engine (``punctual.engines.embedded.schema``): accepted runs.
+
+A callback job's run is ``accepted`` while its target works (``punctual.model.callbacks``): an open
+state, so the open-runs index is rebuilt to hold it (its WHERE names every open state, and a query
+spelling the new list cannot use an index built for the old one), and a partial index of accepted
+runs by deadline lets the reaper find the timed-out ones every few seconds without reading the open
+runs of anything else (``Store.expired_acceptances``). A run that is never accepted never enters it.
+"""
+
+from __future__ import annotations
+
+ACCEPTED_RUN_SQL = "state = 'accepted'"  # the partial index's WHERE, repeated verbatim by its query
+
+
+def step_v13(open_run_sql: str) -> tuple[str, ...]:
+    """The statements of v13, given the open-runs predicate of the current states."""
+    return (
+        "DROP INDEX runs_open",
+        f"CREATE INDEX runs_open ON runs(deadline_at, scheduled_at) WHERE {open_run_sql}",
+        f"CREATE INDEX runs_accepted ON runs(deadline_at) WHERE {ACCEPTED_RUN_SQL}",
+    )
