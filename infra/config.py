@@ -323,6 +323,7 @@ class InfraConfig(BaseModel):
             - constants.UNRESERVED_CONCURRENCY
             - self.api_reserved_concurrency
             - constants.REAPER_RESERVED_CONCURRENCY
+            - constants.CALLBACK_AUTHORIZER_RESERVED_CONCURRENCY
             - self.scheduler_reserved_concurrency
         )
 

@@ -205,3 +205,27 @@ def test_the_reaper_looks_for_timed_out_acceptances_between_its_passes(monkeypat
     the_reaper.interval_s = 0.3
     the_reaper._between_passes(waited)  # an engine that keeps no index: one look, then the pass
     assert rounds == [NOW]
+
+
+def test_the_authorizer_opens_exactly_the_two_callback_routes_of_the_tokens_run() -> None:
+    from punctual.api.authorizer import authorize
+
+    stage = "arn:aws:execute-api:us-east-1:123456789012:abc123/v1"
+    event = {
+        "type": "REQUEST",
+        "methodArn": f"{stage}/POST/runs/{RUN_ID}/heartbeat",
+        "headers": {"x-punctual-callback-token": tokens.mint(KEY, RUN_ID, 2, "w")},  # headers in any case
+        "pathParameters": {"run_id": RUN_ID},
+    }
+    answer = authorize(event, KEY)
+    (statement,) = answer["policyDocument"]["Statement"]
+    assert statement["Effect"] == "Allow"
+    assert statement["Resource"] == [f"{stage}/POST/runs/{RUN_ID}/heartbeat", f"{stage}/POST/runs/{RUN_ID}/complete"]
+    assert answer["context"] == {"run_id": RUN_ID, "attempt": 2}
+    for bad in (
+        {**event, "pathParameters": {"run_id": RUN_ID.replace("a", "b")}},  # another run's path
+        {**event, "headers": {}},
+        {**event, "pathParameters": {"run_id": "replay"}},
+    ):
+        with pytest.raises(InvalidCallbackToken):
+            authorize(bad, KEY)

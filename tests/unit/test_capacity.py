@@ -90,7 +90,7 @@ def test_mission_load_sizes_the_design_target() -> None:
     assert w.in_flight_runs == 29_182  # 20,000 x (10/11 s hold + 0.5 s target + 0.05 s), under 120,000
     # the Fargate tier: 9 tasks of 1 vCPU (punctual.capacity.fargate; test_fargate_workers_are_sized_by_cpu)
     assert (w.tier, w.fargate_tasks, w.fargate_prelease_s) == ("fargate", 9, 10)
-    assert w.account_concurrency_needed == 1_000  # 2 (the idle Lambda worker) + 8 + 204: the default quota
+    assert w.account_concurrency_needed == 1_000  # 2 (the idle Lambda worker) + 8 + 214: the default quota
     assert mission.lateness.met and mission.lateness.steady["p99"] <= 1_000
     assert codes(MISSION) == {
         "ddb_warm_throughput",
