@@ -11,7 +11,9 @@ Components (each with its own clock):
 - a reaper every 20-60 s (corrected clock);
 - the user (``tests.faults.sim_user``): create, PATCH, pause, resume, delete, trigger, limits (the
   owner's, and in a third of the scenarios jobs' keyed ``limits``), and two concurrent edits of the
-  dependency graph.
+  dependency graph;
+- in a third of the scenarios, callback jobs' targets (``tests.faults.sim_callbacks``): they answer
+  202, then heartbeat and complete through the API's callback service, lost, twice or late.
 
 Faults, through proxies around the store and queue (``tests.faults.injection``): a process killed
 just before or after any write (a killed worker loses what it held and comes back with a new id),
@@ -43,7 +45,7 @@ from punctual.execution import batch
 from punctual.execution.options import ExecutionOptions
 from punctual.execution.targets.types import TargetResult
 from punctual.jobs.lifecycle import pause_job
-from punctual.model import JobStatus, Run, RunState
+from punctual.model import Completion, JobStatus, Run, RunState
 from punctual.port import Engine, Finish, LeaseOutcome, RunQuery
 from punctual.reaping.reaper import ReapOptions, reap_once
 from punctual.runs.alerts import LogAlerter
@@ -56,6 +58,7 @@ from punctual.tenancy.admission import Gate
 from punctual.tenancy.limits import LimitCache, defaults_from
 from tests.faults.injection import WRITE_FAULTS, Crash, Faults, FaultyEngine, FaultyQueue, FaultyStore, SkewedClock
 from tests.faults.promises import Ledger, check_acyclic, check_limit_rate
+from tests.faults.sim_callbacks import Targets
 from tests.faults.sim_user import User
 from tests.faults.sim_worker import SimWorker, scripted
 
@@ -134,6 +137,7 @@ class Simulation:
         keyed = random.Random(seed * 15_485_863 + 5)  # its own draws: self.rng's stay as they were
         self.keyed = keyed.random() < 1 / 3  # a third of the scenarios: jobs with keyed limits
         self.key_cap, self.key_rate = keyed.choice((1, 2)), keyed.choice((3, 6))
+        self.callbacks = Targets(self)  # callback jobs' targets, in a third of the scenarios (own draws)
         self.user = User(self, OWNER)
         # job ids from the seed, so that a seed replays the same scenario (shards follow the ids)
         id_rng = random.Random(seed * 31 + 7)
@@ -188,7 +192,11 @@ class Simulation:
         return self._gates[key]
 
     def target_result(self, leased: batch.Leased, timed_out: bool) -> TargetResult:
-        return scripted(leased.run.attempt <= self.plans.get(leased.job.id, 0))
+        fail = leased.run.attempt <= self.plans.get(leased.job.id, 0)
+        if fail or timed_out or leased.job.completion is not Completion.CALLBACK:
+            return scripted(fail)
+        self.callbacks.accepted(leased, leased.run.worker_id or "")  # it takes the work, and reports later
+        return TargetResult(ok=True, status_code=202)
 
     # -- events -------------------------------------------------------------------------------------
 
@@ -257,6 +265,7 @@ class Simulation:
             current = args[0]
             if current.state is RunState.RUNNING:
                 self.ledger.taken_from(current, actor, clock.now_ms())
+        self.callbacks.observe(name, args, result, actor)
 
     def step(self) -> None:
         """One slice of simulated time: the events due in it, then each component's turn, in a random order."""
@@ -371,7 +380,7 @@ def check_invariants(sim: Simulation) -> list[str]:
     store = sim.engine.store
     runs = sim.all_runs()
     sim.ledger.check_runs(runs, {job_id: store.get_job(job_id).max_retries for job_id in sim.job_ids})
-    problems = list(sim.ledger.violations)
+    problems = list(sim.ledger.violations) + sim.callbacks.ledger.check(sim.ledger.calls)  # (h)
     for job_id in sim.job_ids:
         problems.extend(_schedule_kept(sim, job_id))
     if sim.engine.queue.depth():

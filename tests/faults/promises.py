@@ -28,7 +28,9 @@ Checks, each named by the invariant of docs/execution.md it checks:
     worker dying mid-call, that uses the attempt; ``max_retries`` bounds both). A time the job's
     calendar excludes is recorded cancelled when claimed (never sent, never attempted);
 (g) an edit of a calendar never decides a run already claimed: every run that existed when the
-    calendar was edited is never afterwards cancelled for the calendar.
+    calendar was edited is never afterwards cancelled for the calendar;
+(h) a run completes at most once per attempt, and a completion is never accepted for an attempt that
+    timed out or was superseded (``tests.faults.sim_callbacks.Completions``: callback jobs' targets).
 
 Times the user commits are true times; a commit within the last second before an instant may or
 may not be seen (the contract promises only what was committed at least 1 s before).
