@@ -229,3 +229,14 @@ def test_the_authorizer_opens_exactly_the_two_callback_routes_of_the_tokens_run(
     ):
         with pytest.raises(InvalidCallbackToken):
             authorize(bad, KEY)
+
+
+def test_a_callback_run_is_priced_apart_and_the_models_per_run_counts_stay_as_they_were() -> None:
+    from punctual.capacity.callbacks import callback_run
+    from punctual.capacity.counts import per_run
+
+    thirty = callback_run(heartbeats=6, accepted_minutes=30)  # 30 minutes, a heartbeat every 5
+    assert (thirty.write_units, thirty.api_requests) == (7.0, 7)  # the acceptance and 6 heartbeats; 7 callbacks
+    assert thirty.read_units == 7 * 2.5 + 29  # each callback's reads, and the reaper's pass each minute after the first
+    assert 0 < thirty.usd < 0.0001  # about $43 per million such runs (API Gateway: 7 requests, $24.50)
+    assert per_run().writes.total == 9  # a run whose answer ends it: unchanged (callback jobs are opt-in)
