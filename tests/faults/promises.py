@@ -28,8 +28,11 @@ Checks, each named by the invariant of docs/execution.md it checks:
     worker dying mid-call, that uses the attempt; ``max_retries`` bounds both). A time the job's
     calendar excludes is recorded cancelled when claimed (never sent, never attempted);
 (g) an edit of a calendar never decides a run already claimed: every run that existed when the
-    calendar was edited is never afterwards cancelled for the calendar;
-(h) a run completes at most once per attempt, and a completion is never accepted for an attempt that
+    calendar was edited is never afterwards cancelled for the calendar.
+(h) a trigger is a run of its own: a trigger on a scheduled instant (the user acts at that very
+    millisecond) returns a manual run, never the scheduled one, and the job's scheduled runs stay
+    one per fire time (``chaos._schedule_kept`` counts jobs the user only triggered);
+(i) a run completes at most once per attempt, and a completion is never accepted for an attempt that
     timed out or was superseded (``tests.faults.sim_callbacks.Completions``: callback jobs' targets).
 
 Times the user commits are true times; a commit within the last second before an instant may or

@@ -6,7 +6,7 @@ the 202 (the target calls back during its own call). The API may die at any writ
 faults: ``callback_beat`` and ``callback_complete`` are writes), and a target retries a request that
 got no answer.
 
-Invariant (h) of docs/execution.md, checked by :meth:`Completions.check` after every scenario: **a run
+Invariant (i) of docs/execution.md, checked by :meth:`Completions.check` after every scenario: **a run
 completes at most once per attempt, and a completion is never accepted for an attempt that timed out
 or was superseded** (a completion written after the reaper timed its attempt out, or after a later
 attempt of its run began, is a violation; so is a second completion of one attempt).
@@ -41,18 +41,18 @@ MAX_RESIDUAL_MS = 1_000  # the API's clock, corrected as the workers' are
 
 @dataclass
 class Completions:
-    """What (h) needs: every completion the store applied, every timeout the reaper wrote."""
+    """What (i) needs: every completion the store applied, every timeout the reaper wrote."""
 
     completed: dict[tuple[str, int], list[int]] = field(default_factory=lambda: defaultdict(list))
     timed_out: dict[tuple[str, int], int] = field(default_factory=dict)  # (run, attempt) -> true time
     refused: int = 0  # callbacks answered 401/403/409 (for the report)
 
     def check(self, calls: list[Call]) -> list[str]:
-        """(h) over the scenario: ``calls`` are the ledger's target calls (when each attempt began)."""
+        """(i) over the scenario: ``calls`` are the ledger's target calls (when each attempt began)."""
         began = {(c.run_id, c.attempt): c.began for c in calls}
         problems = []
         for (run_id, attempt), times in sorted(self.completed.items()):
-            where = f"(h) run {run_id} attempt {attempt}"
+            where = f"(i) run {run_id} attempt {attempt}"
             if len(times) > 1:
                 problems.append(f"{where}: completed {len(times)} times, at {times}")
             at = times[0]
@@ -155,7 +155,7 @@ class Targets:
     # -- what the store saw ------------------------------------------------------------------------
 
     def observe(self, name: str, args: tuple[object, ...], result: object, actor: str) -> None:
-        """Writes that (h) judges: completions applied, and the reaper's timeouts of accepted runs."""
+        """Writes that (i) judges: completions applied, and the reaper's timeouts of accepted runs."""
         now = self.sim.clock.now_ms()
         if name == "callback_complete" and isinstance(result, Run):
             self.ledger.completed[(result.run_id, result.attempt)].append(now)

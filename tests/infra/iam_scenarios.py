@@ -30,7 +30,8 @@ from punctual.port import Dispatch, RunChange, RunQuery
 from punctual.runs import tokens
 from tests.infra.iam_calls import ACCOUNT
 from tests.infra.iam_grants import Grant
-from tests.infra.iam_harness import OWNER, LambdaContext, Stack, TargetServer, api_event, sqs_records, wait_until
+from tests.infra.iam_harness import OWNER, LambdaContext, Stack, TargetServer, api_event, sqs_records
+from tests.waiting import wait_until
 
 MINUTE = 60_000
 HOUR = 60 * MINUTE

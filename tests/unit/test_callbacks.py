@@ -240,3 +240,10 @@ def test_a_callback_run_is_priced_apart_and_the_models_per_run_counts_stay_as_th
     assert thirty.read_units == 7 * 2.5 + 29  # each callback's reads, and the reaper's pass each minute after the first
     assert 0 < thirty.usd < 0.0001  # about $43 per million such runs (API Gateway: 7 requests, $24.50)
     assert per_run().writes.total == 9  # a run whose answer ends it: unchanged (callback jobs are opt-in)
+
+
+def test_the_accepted_runs_step_names_the_open_runs_index_as_the_schema_does() -> None:
+    from punctual.engines.embedded import schema, schema_callbacks
+
+    assert schema_callbacks.OPEN_RUN_SQL == schema.OPEN_RUN_SQL  # or the reaper's query cannot use it
+    assert schema.MIGRATIONS[-1] == schema_callbacks.V14

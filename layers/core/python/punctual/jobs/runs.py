@@ -17,7 +17,7 @@ from punctual.jobs.service import get_job
 from punctual.model import Job, JobStatus, Notification, Run
 from punctual.port import Page, Queue, RunQuery, Store
 from punctual.runs.outcomes import ENDED
-from punctual.scheduling.planning import PlanOptions, dispatch_for, is_long_run, manual_run
+from punctual.scheduling.planning import PlanOptions, dispatch_for, is_long_run, manual_run, off_schedule
 
 
 def trigger_job(
@@ -35,16 +35,23 @@ def trigger_job(
 
     Works for active, paused and completed jobs; a deleted job is InvalidTransition. The run is
     inserted before it is sent, so a crash in between leaves a run the reaper finds past its
-    ``deadline_at`` and requeues. A second trigger within the same millisecond returns the same
-    run (runs are unique per (job, scheduled_at)). Overlap policy does not apply: a manual run
-    is an explicit request.
+    ``deadline_at`` and requeues. The run's instant is ``now``, or the next millisecond that is not
+    a whole second (:func:`~punctual.scheduling.planning.off_schedule`), so it never takes a
+    scheduled run's instant. A second trigger within the same millisecond returns the same run
+    (runs are unique per (job, scheduled_at)). The job's overlap policy applies to it as to every
+    run, when a worker first leases it: under forbid, an earlier run still open then skips it
+    (cancelled, never called); under replace, it cancels the earlier open runs. A trigger is no
+    override (docs/api.md).
     """
     job = get_job(store, owner, job_id)
     if job.status is JobStatus.DELETED:
         raise InvalidTransition(f"job {job_id} is deleted; it cannot be triggered", field="status")
-    run = manual_run(job.id, owner, now, PlanOptions(dispatch_grace_ms=dispatch_grace_ms, retention_s=retention_s))
+    at = off_schedule(now)  # never the instant of a run the schedule makes (off_schedule says why)
+    if at == job.next_run_at:  # a one-time job's own instant, given to the millisecond
+        at = off_schedule(at, 1)
+    run = manual_run(job.id, owner, at, PlanOptions(dispatch_grace_ms=dispatch_grace_ms, retention_s=retention_s))
     if not store.insert_runs([run])[0]:
-        run = store.get_run(job.id, now)
+        run = store.get_run(job.id, at)
     if run.is_open:
         queue.send([dispatch_for(run, 0, now, long_run=is_long_run(job.timeout_s, long_run_after_s))])
     return run
@@ -84,12 +91,16 @@ def notification_of(store: Store, run: Run) -> Notification | None:
 
 def last_run_times(store: Store, jobs: Sequence[Job], now: int) -> dict[str, int | None]:
     """When each job last ran, as the API shows it (``last_run_at``): the ``scheduled_at`` of its
-    newest run due by ``now``, whatever created it (its schedule, a trigger, a dependency release);
-    None before the first. A run claimed ahead of its instant counts from its instant.
+    newest run due by ``now`` that was not cancelled, whatever created it (its schedule, a trigger, a
+    dependency release, a replay); None before the first, and while every run it has (among its
+    newest ``LAST_RUN_SCAN``) was cancelled: an instant skipped by overlap=forbid or by its
+    calendar, a paused one-time job's instant, a run cancelled with its job. A run claimed ahead of
+    its instant counts from its instant.
 
     ``Job.last_run_at`` is the scheduler's own mark (the newest run *it* created: the catch-up
-    anchor and the overlap reference), so the newest run is read among the runs, one read per
-    job and no write on any run's path; the scheduler's mark answers once retention removed them.
+    anchor and the overlap reference), so the last run is read among the runs (``Store.newest_run_times``:
+    one read per job, two when the newest was cancelled) and no run's path writes anything for it;
+    the scheduler's mark answers once retention removed every run of the job.
     """
     newest = store.newest_run_times([job.id for job in jobs], now)
     return {job.id: newest.get(job.id, _due_by(job.last_run_at, now)) for job in jobs}

@@ -1,7 +1,7 @@
 """The embedded engine's part of async completion (``punctual.port.callbacks``): a callback's
 heartbeat and completion, each one ``BEGIN IMMEDIATE`` transaction that reads the run and decides
 with ``rules.callback_open``, and the accepted runs past their deadline, read from the partial index
-``runs_accepted`` (schema v13). A mixin of :class:`~punctual.engines.embedded.store.EmbeddedStore`.
+``runs_accepted`` (schema v14). A mixin of :class:`~punctual.engines.embedded.store.EmbeddedStore`.
 """
 
 from __future__ import annotations
