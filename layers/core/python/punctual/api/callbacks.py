@@ -51,6 +51,9 @@ class HeartbeatRequest(BaseModel):
     )
 
 
+NO_NOTE = HeartbeatRequest()  # a heartbeat without a body (or with {})
+
+
 class CompleteRequest(BaseModel):
     """The end of the attempt the target accepted."""
 
@@ -100,10 +103,9 @@ class CallbackResponse(BaseModel):
     responses=openapi.responses({200: ("The heartbeat was recorded", CallbackResponse)}, openapi.CALLBACK_ERRORS),
 )
 def heartbeat(
-    run_id: RunId, token: Token = None, body: Annotated[HeartbeatRequest | None, Body()] = None
+    run_id: RunId, token: Token = None, body: Annotated[HeartbeatRequest, Body()] = NO_NOTE
 ) -> CallbackResponse:
-    progress = None if body is None else body.progress
-    return CallbackResponse.of(_callbacks().heartbeat(run_id, token, progress))
+    return CallbackResponse.of(_callbacks().heartbeat(run_id, token, body.progress))
 
 
 @router.post(
