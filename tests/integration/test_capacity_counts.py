@@ -20,6 +20,7 @@ from moto import mock_aws
 
 from punctual import resources
 from punctual.capacity.counts import (
+    CLAIM_WINDOW_S,
     READ_REQUESTS_LAMBDA_WORKER,
     READS_PER_RUN,
     REFERENCE_EXCERPT_CHARS,
@@ -28,6 +29,7 @@ from punctual.capacity.counts import (
     SQS_EVENT_SOURCE,
     SQS_LAMBDA_WORKER,
     SQS_SCHEDULER,
+    claim_runs_of,
     per_run,
 )
 from punctual.clock import ManualClock
@@ -38,6 +40,7 @@ from punctual.execution.sqs_events import LambdaWorker
 from punctual.execution.targets import TargetResult
 from punctual.model import HttpTarget, Job, Run, RunState
 from punctual.scheduling.claim import claim_page
+from punctual.scheduling.planning import PlanOptions, window_end
 from tests.contract.factories import make_job
 from tests.integration.wire import ReadMeter, RequestCounter, WriteMeter, item_size
 
@@ -189,3 +192,45 @@ def _event(engine: AwsEngine) -> dict[str, Any]:
 def _runs(engine: AwsEngine) -> list[Run]:
     items = engine.clients.dynamodb.scan(TableName=engine.store.runs_table)["Items"]
     return [engine.store.get_run(i["job_id"]["S"], int(i["scheduled_at"]["N"])) for i in items]
+
+
+WINDOW_S = CLAIM_WINDOW_S
+WINDOW_JOBS = 4
+
+
+@pytest.fixture(params=[True, False], ids=lambda o: f"open_index={o}")
+def windowed(request: pytest.FixtureRequest, clock: ManualClock) -> Iterator[AwsEngine]:
+    with mock_aws():
+        settings = Settings(engine=EngineKind.AWS, shards=4, open_shards=2, name_prefix="cap", open_index=request.param)
+        engine = AwsEngine(ensure_resources(settings), clock=clock, serialize=True)
+        yield engine
+        engine.close()
+
+
+def test_a_claim_window_pays_the_claim_once_per_window(windowed: AwsEngine, clock: ManualClock) -> None:
+    """The plan's claim window (``counts.CLAIM_WINDOW_S``) on minute jobs at their window boundary:
+    one claim takes 10 times of each, moves its head once, and inserts 10 runs."""
+    engine, store = windowed, windowed.store
+    interval_s = 60
+    claim_runs = claim_runs_of(WINDOW_S, interval_s)
+    model = per_run(open_index=engine.settings.open_index, claim_runs=claim_runs)
+    jobs = []
+    while len(jobs) < WINDOW_JOBS:  # jobs due at T0 (a whole minute) whose last boundary was in the minute before
+        job = reference_job(clock, store.shards)
+        if window_end(job.id, T0, WINDOW_S * 1000) > T0 + (WINDOW_S - interval_s) * 1000:
+            jobs.append(job)
+    for job in jobs:
+        store.create_job(job)
+    meter = WriteMeter(engine, resources.tables(open_index=engine.settings.open_index))
+    options = PlanOptions(window_ms=WINDOW_S * 1000)
+    with meter.phase("claim"):
+        stats = claim_page(store, engine.queue, SHARD, T0 - 3_000, lookahead_ms=3_000, options=options)
+    meter.close()
+    runs = WINDOW_JOBS * claim_runs
+    assert (stats.inserted, stats.dispatched, stats.advanced) == (runs, runs, WINDOW_JOBS)
+    assert max(meter.largest.values()) <= 1024, meter.largest
+    # 3 units per job (its head and its due-index move), the insert's per run: the model's shares
+    steps = model.writes.by_step
+    assert meter.units["claim"] == WINDOW_JOBS * 3 + runs * steps["insert"]
+    assert meter.units["claim"] / runs == pytest.approx(steps["claim"] + steps["insert"])
+    assert steps["claim"] == 0.3 and claim_runs == 10

@@ -21,7 +21,10 @@ finish     UpdateItem runs                       table 1 + ``open`` entry delete
 stats      UpdateItem leases (ADD)               1 (the per-owner minute counters of GET /stats)
 =========  ====================================  =====================================
 
-9 in all. Two deploy options drop units: without the ``open`` index (``-c open_index=false``)
+9 in all. With a claim window (``Settings.claim_window_s``, ``punctual.scheduling.planning``) one
+claim takes a job's times up to its window boundary: the claim's 3 units are paid once per
+``claim_runs`` runs (10 for a minute job and the plan's 600 s window: 0.3 a run, 6.3 in all).
+Two deploy options drop units: without the ``open`` index (``-c open_index=false``)
 insert and finish cost 1 each, and without the GET /stats counters (``-c stats_counters=false``)
 the stats step costs 0: 9, 8, 7, and the design budget's 6 with both off. They do not grow with the
 payload or the headers (up to ``MAX_JOB_BYTES``): only the worker's read of the spec does.
@@ -38,6 +41,7 @@ class WriteUnits:
 
     claim_jobs: int = 1  # the job's head rewritten by the advance (under 1 KB; its spec is not written)
     claim_due: int = 2  # its due-index key moved: delete + put
+    claim_runs: int = 1  # runs one claim takes (a claim window's times; 1 without one): the claim's share
     insert_runs: int = 1
     insert_open: int = 1  # the run's entry in the sparse open index (0 without it)
     lease_runs: int = 1
@@ -46,9 +50,17 @@ class WriteUnits:
     finish_stats: int = 1  # GET /stats: the owner's minute counter in the leases table (0 without it)
 
     @property
-    def by_step(self) -> dict[str, int]:
+    def claim_jobs_per_run(self) -> float:
+        return self.claim_jobs / self.claim_runs
+
+    @property
+    def claim_due_per_run(self) -> float:
+        return self.claim_due / self.claim_runs
+
+    @property
+    def by_step(self) -> dict[str, float]:
         return {
-            "claim": self.claim_jobs + self.claim_due,
+            "claim": round((self.claim_jobs + self.claim_due) / self.claim_runs, 4),
             "insert": self.insert_runs + self.insert_open,
             "lease": self.lease_runs,
             "finish": self.finish_runs + self.finish_open,
@@ -56,8 +68,8 @@ class WriteUnits:
         }
 
     @property
-    def total(self) -> int:
-        return sum(self.by_step.values())
+    def total(self) -> float:
+        return round(sum(self.by_step.values()), 4)
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,9 +82,12 @@ class PerRun:
     sqs_detail: dict[str, float]
 
 
-def per_run(*, open_index: bool = True, stats_counters: bool = True, worker: str = "lambda") -> PerRun:
+def per_run(
+    *, open_index: bool = True, stats_counters: bool = True, worker: str = "lambda", claim_runs: int = 1
+) -> PerRun:
     """The measured per-run counts for a deployment with or without the ``open`` index and the
-    GET /stats counters (``Settings.open_index``, ``Settings.stats_counters``).
+    GET /stats counters (``Settings.open_index``, ``Settings.stats_counters``), whose claims take
+    ``claim_runs`` runs each (a claim window's times of a job: :func:`claim_runs_of`).
 
     ``worker`` is ``lambda`` (the SQS event source receives and deletes in batches of 10) or
     ``process`` (``punctual worker``, the Fargate task).
@@ -81,9 +96,28 @@ def per_run(*, open_index: bool = True, stats_counters: bool = True, worker: str
         insert_open=1 if open_index else 0,
         finish_open=1 if open_index else 0,
         finish_stats=1 if stats_counters else 0,
+        claim_runs=claim_runs,
     )
     sqs = dict(SQS_LAMBDA if worker == "lambda" else SQS_PROCESS)
     return PerRun(writes=writes, dynamodb_reads=READS_PER_RUN, sqs_requests=sum(sqs.values()), sqs_detail=sqs)
+
+
+# The claim window the plan deploys for jobs that fire at least twice in it (Settings.claim_window_s):
+# 10 minutes, 10 runs of a minute job per claim. Its bound (780 s) leaves room for the longest
+# lookahead and pre-lease in one SQS delay; 600 s keeps a margin for jitter.
+CLAIM_WINDOW_S = 600
+
+
+def claim_window_for(interval_s: int) -> int:
+    """The claim window for jobs firing every ``interval_s``: :data:`CLAIM_WINDOW_S` if they fire at
+    least twice in it, else 0 (one time per claim: a window would change nothing)."""
+    return CLAIM_WINDOW_S if 2 * interval_s <= CLAIM_WINDOW_S else 0
+
+
+def claim_runs_of(window_s: int, interval_s: int) -> int:
+    """Runs one claim takes on average for jobs firing every ``interval_s`` with a claim window of
+    ``window_s``: each job claims once per window (its boundary), its times in the window."""
+    return max(1, window_s // interval_s)
 
 
 # The reference job of these counts (tests/integration/test_capacity_counts.py builds it).

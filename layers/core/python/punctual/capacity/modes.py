@@ -85,10 +85,10 @@ def table_loads(load: Load, s: Scheduling, counts: PerRun, extras: Extras, *, pr
     b = load.burst_runs
     w = counts.writes
     rows = [
-        # a job is two items: the claim rewrites its head; the worker reads its head and its spec
-        TableLoad("jobs", b * w.claim_jobs, b * counts.dynamodb_reads),
+        # a job is two items: the claim rewrites its head (once per claim window); the worker reads its head and spec
+        TableLoad("jobs", b * w.claim_jobs_per_run, b * counts.dynamodb_reads),
         # each due shard queried once a second (0.5 RRU at least), plus the rows claimed
-        TableLoad("jobs.due", b * w.claim_due, b * 0.5 * DUE_ROW_BYTES / 4096, steady_reads=s.due_shards * 0.5),
+        TableLoad("jobs.due", b * w.claim_due_per_run, b * 0.5 * DUE_ROW_BYTES / 4096, steady_reads=s.due_shards * 0.5),
         TableLoad("jobs.by_owner", 0.0, 0.0),  # written by the API only; claims leave it alone
         TableLoad("jobs.by_calendar", 0.0, 0.0),  # job writes that name a calendar (API only)
         TableLoad(

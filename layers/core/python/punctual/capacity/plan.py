@@ -17,7 +17,7 @@ from typing import Any
 
 from punctual.capacity import cost, fleet, modes, tiers
 from punctual.capacity.constants import value
-from punctual.capacity.counts import PerRun, per_run
+from punctual.capacity.counts import PerRun, claim_runs_of, claim_window_for, per_run
 from punctual.capacity.extras import Extras, extras
 from punctual.capacity.fargate import MAX_TASKS
 from punctual.capacity.figures import CapacityPlan, QuotaWarning, Scheduling, Storage, Throughput, Workers
@@ -32,7 +32,10 @@ claim_rate_needed = fleet.claim_rate_needed  # the formula docs/capacity.md deri
 def plan_capacity(load: Load) -> CapacityPlan:
     """Size a deployment for ``load``. Pure arithmetic plus the burst simulation; no I/O."""
     counters = stats_counters_for(load)
-    counts = per_run(open_index=load.open_index, stats_counters=counters)
+    window_s = claim_window_for(load.burst_interval_s)
+    counts = per_run(
+        open_index=load.open_index, stats_counters=counters, claim_runs=claim_runs_of(window_s, load.burst_interval_s)
+    )
     more = extras(counts)
     warnings: list[QuotaWarning] = []
     scheduling = fleet.scheduling(load, warnings)
@@ -61,6 +64,8 @@ def plan_capacity(load: Load) -> CapacityPlan:
         )
     workers = chosen.workers
     context = _context(load, scheduling, workers, tables, storage, stats_counters=counters, mode=mode)
+    if window_s:
+        context["claim_window_s"] = window_s
     ceilings = owner_ceilings(load, stats_counters=counters, warnings=warnings)
     return CapacityPlan(
         load=load.model_dump(mode="json"),
@@ -174,9 +179,9 @@ def _tables(
     w = counts.writes
     rows: list[tuple[str, float, float]] = [
         # the worker reads each run's job: its head and its spec, counts.READS_PER_RUN read units
-        ("jobs", c * w.claim_jobs, r * counts.dynamodb_reads),
+        ("jobs", c * w.claim_jobs_per_run, r * counts.dynamodb_reads),
         # each owned shard is queried once a second (0.5 RRU at least), plus the rows claimed
-        ("jobs.due", c * w.claim_due, s.due_shards * 0.5 + c * 0.5 * modes.DUE_ROW_BYTES / 4096),
+        ("jobs.due", c * w.claim_due_per_run, s.due_shards * 0.5 + c * 0.5 * modes.DUE_ROW_BYTES / 4096),
         ("jobs.by_owner", 0.0, 0.0),  # written by the API only; claims leave it alone
         ("jobs.by_calendar", 0.0, 0.0),  # job writes that name a calendar (API only)
         (
