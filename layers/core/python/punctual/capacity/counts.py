@@ -21,9 +21,15 @@ finish     UpdateItem runs                       table 1 + ``open`` entry delete
 stats      UpdateItem leases (ADD)               1 (the per-owner minute counters of GET /stats)
 =========  ====================================  =====================================
 
+With a claim window, a job's window runs go without their own ``open`` entries: one marker item
+stands for them in the index (``punctual.engines.aws.windows``: put at the claim, 1 unit and 1 for
+its entry; closed by the reaper once its runs have ended, 1 and 1): 0.2 a run at insert and 0.2 at
+the end for 10 runs a window, instead of 1 and 1.
+
 9 in all. With a claim window (``Settings.claim_window_s``, ``punctual.scheduling.planning``) one
 claim takes a job's times up to its window boundary: the claim's 3 units are paid once per
-``claim_runs`` runs (10 for a minute job and the plan's 600 s window: 0.3 a run, 6.3 in all).
+``claim_runs`` runs (10 for a minute job and the plan's 600 s window: 0.3 a run; with the
+markers, 4.7 in all).
 Two deploy options drop units: without the ``open`` index (``-c open_index=false``)
 insert and finish cost 1 each, and without the GET /stats counters (``-c stats_counters=false``)
 the stats step costs 0: 9, 8, 7, and the design budget's 6 with both off. They do not grow with the
@@ -58,12 +64,32 @@ class WriteUnits:
         return self.claim_due / self.claim_runs
 
     @property
+    def marked(self) -> bool:
+        """A claim window's runs share one ``open`` entry, on a marker (``engines.aws.windows``)."""
+        return self.claim_runs > 1 and self.insert_open > 0
+
+    @property
+    def insert_open_per_run(self) -> float:
+        """``open`` index writes at insert: the run's entry, or its window marker's share (a put)."""
+        return 1 / self.claim_runs if self.marked else self.insert_open
+
+    @property
+    def finish_open_per_run(self) -> float:
+        """``open`` index writes at the end: the run's entry deleted, or its marker's share (closed)."""
+        return 1 / self.claim_runs if self.marked else self.finish_open
+
+    @property
+    def marker_per_run(self) -> float:
+        """Runs-table writes of the window marker, per run and per step: its put, and its close."""
+        return 1 / self.claim_runs if self.marked else 0.0
+
+    @property
     def by_step(self) -> dict[str, float]:
         return {
             "claim": round((self.claim_jobs + self.claim_due) / self.claim_runs, 4),
-            "insert": self.insert_runs + self.insert_open,
+            "insert": round(self.insert_runs + self.marker_per_run + self.insert_open_per_run, 4),
             "lease": self.lease_runs,
-            "finish": self.finish_runs + self.finish_open,
+            "finish": round(self.finish_runs + self.marker_per_run + self.finish_open_per_run, 4),
             "stats": self.finish_stats,
         }
 
@@ -78,6 +104,9 @@ class PerRun:
 
     writes: WriteUnits
     dynamodb_reads: float  # read units per run: the worker's reads of the run's job (READS_PER_RUN)
+    # read units per run of the reaper's one look at a claim window (runs table): the run and its
+    # marker's share, read strongly consistent once the window's last time is a reaper age old
+    reaper_reads: float
     sqs_requests: float  # SQS requests per run, the worker's and the scheduler's
     sqs_detail: dict[str, float]
 
@@ -99,7 +128,10 @@ def per_run(
         claim_runs=claim_runs,
     )
     sqs = dict(SQS_LAMBDA if worker == "lambda" else SQS_PROCESS)
-    return PerRun(writes=writes, dynamodb_reads=READS_PER_RUN, sqs_requests=sum(sqs.values()), sqs_detail=sqs)
+    reaper = 1 + 1 / claim_runs if writes.marked else 0.0
+    return PerRun(
+        writes=writes, dynamodb_reads=READS_PER_RUN, reaper_reads=reaper, sqs_requests=sum(sqs.values()), sqs_detail=sqs
+    )
 
 
 # The claim window the plan deploys for jobs that fire at least twice in it (Settings.claim_window_s):

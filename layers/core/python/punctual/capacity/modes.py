@@ -93,13 +93,19 @@ def table_loads(load: Load, s: Scheduling, counts: PerRun, extras: Extras, *, pr
         TableLoad("jobs.by_calendar", 0.0, 0.0),  # job writes that name a calendar (API only)
         TableLoad(
             "runs",
-            b * (w.insert_runs + w.lease_runs + w.finish_runs + extras.runs_write_units),
-            b * PRELEASE_READS if prelease else 0.0,
+            b * (w.insert_runs + w.lease_runs + w.finish_runs + 2 * w.marker_per_run + extras.runs_write_units),
+            # pre-leased runs read before their instant; the reaper reads each claim window once
+            b * (PRELEASE_READS if prelease else 0.0) + b * counts.reaper_reads,
         ),
     ]
     if load.open_index:
         rows.append(
-            TableLoad("runs.open", b * (w.insert_open + w.finish_open), 0.0, steady_reads=s.open_shards * 0.5 / 60)
+            TableLoad(
+                "runs.open",
+                b * (w.insert_open_per_run + w.finish_open_per_run),
+                0.0,
+                steady_reads=s.open_shards * 0.5 / 60,
+            )
         )
     # shard leases renewed every 3 s; the owners' GET /stats counters; the owners' rate records (waits)
     rows.append(

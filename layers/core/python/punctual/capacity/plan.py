@@ -177,6 +177,7 @@ def _tables(
     """Each table and index at the peak: writes/s and reads/s, pre-warming and quota raises."""
     r, c = load.peak_runs_per_second, s.claim_rate_needed
     w = counts.writes
+    reaped = load.burst_runs / load.burst_interval_s  # the reaper's pace: a minute's runs over the minute
     rows: list[tuple[str, float, float]] = [
         # the worker reads each run's job: its head and its spec, counts.READS_PER_RUN read units
         ("jobs", c * w.claim_jobs_per_run, r * counts.dynamodb_reads),
@@ -186,12 +187,20 @@ def _tables(
         ("jobs.by_calendar", 0.0, 0.0),  # job writes that name a calendar (API only)
         (
             "runs",
-            c * w.insert_runs + r * (w.lease_runs + w.finish_runs + more.runs_write_units),
-            r * modes.PRELEASE_READS if prelease else 0.0,  # pre-leased runs read before their instant
+            # a claim window's marker: put at the claim, closed (and its runs read once) by the reaper
+            c * (w.insert_runs + w.marker_per_run)
+            + r * (w.lease_runs + w.finish_runs + more.runs_write_units)
+            + reaped * w.marker_per_run,
+            # pre-leased runs read before their instant
+            r * (modes.PRELEASE_READS if prelease else 0.0) + reaped * counts.reaper_reads,
         ),
     ]
     if load.open_index:
-        rows.append(("runs.open", c * w.insert_open + r * w.finish_open, s.open_shards * 0.5 / 60))
+        # a run's own entry is deleted at its finish; a marker's, by the reaper
+        finished = reaped if w.marked else r
+        rows.append(
+            ("runs.open", c * w.insert_open_per_run + finished * w.finish_open_per_run, s.open_shards * 0.5 / 60)
+        )
     # shard leases renewed every 3 s, the owners' GET /stats counters (one ADD per finished run), rate records
     rows.append(("leases", s.due_shards / 3 + r * (w.finish_stats + more.leases_write_units), 0.0))
     rows.append(("leases.outbox", 0.0, 0.0))  # pending notifications of jobs that notify (issue 33)
