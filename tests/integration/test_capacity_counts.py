@@ -39,7 +39,7 @@ from punctual.execution.options import ExecutionOptions, Outcome
 from punctual.execution.sqs_events import LambdaWorker
 from punctual.execution.targets import TargetResult
 from punctual.model import HttpTarget, Job, Run, RunState
-from punctual.port import LeaseOutcome, RunChange
+from punctual.port import LeaseOutcome, LeaseRequest, Reservation, RunChange
 from punctual.scheduling.claim import claim_page
 from punctual.scheduling.planning import PlanOptions, window_end
 from tests.contract.factories import attempt, make_job
@@ -238,12 +238,21 @@ def test_a_claim_window_pays_the_claim_once_per_window(windowed: AwsEngine, cloc
         stats = claim_page(store, engine.queue, SHARD, T0 - 3_000, lookahead_ms=3_000, options=options)
     runs = WINDOW_JOBS * claim_runs
     assert (stats.inserted, stats.dispatched, stats.advanced) == (runs, runs, WINDOW_JOBS)
-    # each run leased and finished at its instant (as the worker does: the lease's and the finish's writes)
+    # each run leased and finished at its instant (as the worker does: the lease's and the finish's writes);
+    # the second job's runs pre-leased (the Fargate tier): reserved before the instant, confirmed after it
     times = [T0 + i * interval_s * 1000 for i in range(claim_runs)]
     with meter.phase("execute"):
         for job in jobs:
             for at in times:
-                assert store.lease_run(job.id, at, "w1", at, 60_000).outcome is LeaseOutcome.LEASED
+                if job is jobs[1]:
+                    meter.phase("reserve")
+                    [seen] = store.reserve_runs([Reservation(store.get_run(job.id, at), at + 3_000)], "w1", at)
+                    assert seen is not None
+                    confirm = LeaseRequest(job.id, at, 60_000, seen=seen, confirm=True)
+                    assert store.lease_runs([confirm], "w1", at)[0].outcome is LeaseOutcome.LEASED
+                    meter.phase("execute")
+                else:
+                    assert store.lease_run(job.id, at, "w1", at, 60_000).outcome is LeaseOutcome.LEASED
                 done = attempt(1, "w1", at, at + 500)
                 change = RunChange(RunState.SUCCEEDED, at + 500, at + 500, append=done, finished_at=at + 500)
                 assert store.finish_run(job.id, at, "w1", 1, change).state is RunState.SUCCEEDED
@@ -262,11 +271,14 @@ def test_a_claim_window_pays_the_claim_once_per_window(windowed: AwsEngine, cloc
     assert meter.units["claim"] == WINDOW_JOBS * 3 + runs + 2 * markers
     assert meter.units["claim"] / runs == pytest.approx(steps["claim"] + steps["insert"])
     # lease and finish: 1 each, no index entry; the marker's close: 1 and its entry deleted, 1
-    assert meter.units["execute"] == 2 * runs
+    # (a pre-leased run: reserve 1 and confirm 1 for its lease)
+    assert meter.units["execute"] == 2 * runs - claim_runs
+    assert meter.units["reserve"] == 2 * claim_runs
     assert meter.units.get("reap", 0) == 2 * markers
-    assert (meter.units["execute"] + meter.units.get("reap", 0)) / runs == pytest.approx(
-        steps["lease"] + steps["finish"]
-    )
+    leased = meter.units["execute"] + meter.units["reserve"] - claim_runs  # as if every run were leased at once
+    assert (leased + meter.units.get("reap", 0)) / runs == pytest.approx(steps["lease"] + steps["finish"])
+    reserving = per_run(open_index=open_index, stats_counters=False, claim_runs=claim_runs, prelease=True)
+    assert reserving.writes.by_step["lease"] - steps["lease"] == 1
     assert steps["claim"] == 0.3 and claim_runs == 10
     assert model.writes.total == (3.7 if open_index else 3.3)
     # reads: each marker and its runs once (consistent), and an empty open-index page per shard and pass

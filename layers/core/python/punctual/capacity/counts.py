@@ -51,6 +51,9 @@ class WriteUnits:
     insert_runs: int = 1
     insert_open: int = 1  # the run's entry in the sparse open index (0 without it)
     lease_runs: int = 1
+    # a pre-leasing worker (the Fargate tier) first reserves the run for its instant, then confirms the
+    # call (execution.reserving, decision 0150): one write more than a lease at the instant
+    reserve_runs: int = 0
     finish_runs: int = 1
     finish_open: int = 1  # the entry deleted at the terminal write (0 without it)
     finish_stats: int = 1  # GET /stats: the owner's minute counter in the leases table (0 without it)
@@ -88,7 +91,7 @@ class WriteUnits:
         return {
             "claim": round((self.claim_jobs + self.claim_due) / self.claim_runs, 4),
             "insert": round(self.insert_runs + self.marker_per_run + self.insert_open_per_run, 4),
-            "lease": self.lease_runs,
+            "lease": self.lease_runs + self.reserve_runs,
             "finish": round(self.finish_runs + self.marker_per_run + self.finish_open_per_run, 4),
             "stats": self.finish_stats,
         }
@@ -112,11 +115,17 @@ class PerRun:
 
 
 def per_run(
-    *, open_index: bool = True, stats_counters: bool = True, worker: str = "lambda", claim_runs: int = 1
+    *,
+    open_index: bool = True,
+    stats_counters: bool = True,
+    worker: str = "lambda",
+    claim_runs: int = 1,
+    prelease: bool = False,
 ) -> PerRun:
     """The measured per-run counts for a deployment with or without the ``open`` index and the
     GET /stats counters (``Settings.open_index``, ``Settings.stats_counters``), whose claims take
-    ``claim_runs`` runs each (a claim window's times of a job: :func:`claim_runs_of`).
+    ``claim_runs`` runs each (a claim window's times of a job: :func:`claim_runs_of`), its workers
+    pre-leasing (``prelease``: a reservation before the instant, then the confirm) or not.
 
     ``worker`` is ``lambda`` (the SQS event source receives and deletes in batches of 10) or
     ``process`` (``punctual worker``, the Fargate task).
@@ -126,6 +135,7 @@ def per_run(
         finish_open=1 if open_index else 0,
         finish_stats=1 if stats_counters else 0,
         claim_runs=claim_runs,
+        reserve_runs=1 if prelease else 0,
     )
     sqs = dict(SQS_LAMBDA if worker == "lambda" else SQS_PROCESS)
     reaper = 1 + 1 / claim_runs if writes.marked else 0.0

@@ -33,16 +33,21 @@ def plan_capacity(load: Load) -> CapacityPlan:
     """Size a deployment for ``load``. Pure arithmetic plus the burst simulation; no I/O."""
     counters = stats_counters_for(load)
     window_s = claim_window_for(load.burst_interval_s)
-    counts = per_run(
-        open_index=load.open_index, stats_counters=counters, claim_runs=claim_runs_of(window_s, load.burst_interval_s)
-    )
+    claim_runs = claim_runs_of(window_s, load.burst_interval_s)
+    # the writes of each way of working: the Fargate tier pre-leases (a reservation more a run)
+    by_prelease = {
+        prelease: per_run(open_index=load.open_index, stats_counters=counters, claim_runs=claim_runs, prelease=prelease)
+        for prelease in (False, True)
+    }
+    counts = by_prelease[False]
     more = extras(counts)
     warnings: list[QuotaWarning] = []
     scheduling = fleet.scheduling(load, warnings)
     storage = _storage(load, warnings)
     # the capacity each tier needs: the Fargate tier pre-leases, reading each run once more
     capacities = {
-        prelease: _capacity(load, scheduling, counts, more, storage, prelease=prelease) for prelease in (False, True)
+        prelease: _capacity(load, scheduling, by_prelease[prelease], more, storage, prelease=prelease)
+        for prelease in (False, True)
     }
 
     def capacity(tier: str) -> Capacity:
@@ -69,7 +74,7 @@ def plan_capacity(load: Load) -> CapacityPlan:
     ceilings = owner_ceilings(load, stats_counters=counters, warnings=warnings)
     return CapacityPlan(
         load=load.model_dump(mode="json"),
-        per_run=_per_run(counts, more, workers),
+        per_run=_per_run(by_prelease[workers.kind == "fargate"], more, workers),
         runs_per_month=load.runs_per_month,
         scheduling=scheduling,
         tables=tables,
@@ -189,7 +194,7 @@ def _tables(
             "runs",
             # a claim window's marker: put at the claim, closed (and its runs read once) by the reaper
             c * (w.insert_runs + w.marker_per_run)
-            + r * (w.lease_runs + w.finish_runs + more.runs_write_units)
+            + r * (w.lease_runs + w.reserve_runs + w.finish_runs + more.runs_write_units)
             + reaped * w.marker_per_run,
             # pre-leased runs read before their instant
             r * (modes.PRELEASE_READS if prelease else 0.0) + reaped * counts.reaper_reads,
