@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from punctual import ids
 from punctual.api.auth import DEFAULT_DEV_OWNER
 from punctual.cli.common import engine_from_settings
 from punctual.config import Settings
-from punctual.model import Attempt, AttemptOutcome, Run, RunState, Trigger
-from punctual.port import RunChange
+from punctual.model import AlertKind, Attempt, AttemptOutcome, Run, RunState, Trigger
+from punctual.port import Alert, RunChange
 
 DAY_MS = 86_400_000
 MINUTE_MS = 60_000
@@ -153,5 +154,52 @@ def start_and_finish(data_dir: Path, run: Run, now: int) -> None:
             state=RunState.SUCCEEDED, now=now + 300, deadline_at=now + 300, finished_at=now + 300, append=record
         )
         store.finish_run(run.job_id, run.scheduled_at, "worker-1", 1, change)
+    finally:
+        engine.close()
+
+
+def deadline_runs(job_id: str, now: int) -> dict[str, Run]:
+    """Runs of a job with ``deadline_s`` 60: one still waiting 5 minutes after its time (left alone by
+    the reaper for an hour, never queued), one that finished 3 minutes after its time, one on time."""
+    ok = {"status_code": 200}
+    open_run = Run(
+        job_id=job_id,
+        scheduled_at=now - 5 * MINUTE_MS,
+        owner=DEFAULT_DEV_OWNER,
+        state=RunState.SCHEDULED,
+        trigger=Trigger.SCHEDULE,
+        deadline_at=now + 3_600_000,
+        created_at=now - 5 * MINUTE_MS - 2_000,
+        expires_at=(now + 30 * DAY_MS) // 1000,
+    )
+    late_at, on_time_at = now - 20 * MINUTE_MS, now - 30 * MINUTE_MS
+    late = _run(
+        job_id,
+        late_at,
+        40,
+        [_attempt(1, late_at + 40, 3 * MINUTE_MS, AttemptOutcome.SUCCEEDED, **ok)],
+        RunState.SUCCEEDED,
+    )
+    on_time = _run(
+        job_id,
+        on_time_at,
+        40,
+        [_attempt(1, on_time_at + 40, 2_000, AttemptOutcome.SUCCEEDED, **ok)],
+        RunState.SUCCEEDED,
+    )
+    return {"open": open_run, "late": late, "on_time": on_time}
+
+
+def record_missed_instant(data_dir: Path, job_id: str, due_at: int) -> None:
+    """The ``run_missed`` alert the reaper records when an instant of a job produced no run in time."""
+    _, engine = engine_from_settings(Settings(data_dir=str(data_dir)))
+    try:
+        reason = (
+            f"job {job_id}: its run due at {due_at} had not started 60s later (deadline_s=60): no scheduler claimed it"
+        )
+        alert = Alert(
+            DEFAULT_DEV_OWNER, ids.run_id_for(job_id, due_at), job_id, due_at + 61_000, reason, AlertKind.RUN_MISSED
+        )
+        assert engine.store.record_alert(alert)
     finally:
         engine.close()

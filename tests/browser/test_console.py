@@ -374,3 +374,77 @@ def test_calendar_view_and_the_job_page_says_which_times_the_calendar_skips(
     expect(page.locator('#calendars tr[data-calendar="desk"]')).to_contain_text("3 dates")
     browser.shot("calendar")
     assert browser.console_errors[errors:] == []
+
+
+def test_replay_ticked_runs_after_a_dry_run_and_a_replay_links_its_original(
+    dev: Dev, browser: Browser, target: str
+) -> None:
+    # Given a job whose two runs died (its target answers 500; no retry)
+    job = dev.create(**http_job("replayable-export", f"{target}/fail"))
+    for _ in range(2):
+        dev.trigger(job["id"])
+        time.sleep(0.01)  # distinct scheduled times
+    dead = dev.wait_runs(job["id"], _terminal(2))
+    errors = len(browser.console_errors)
+    page = _open(browser, dev, f"/console/jobs/{job['id']}")
+    # The filter form's dry run counts them (the last 24 hours, failed or dead), starting nothing
+    page.locator("[data-action=replay]").click()
+    page.locator("#replay-preview").click()
+    expect(page.locator("#replay-filter-preview").get_by_test_id("replay-count")).to_contain_text("2 runs would")
+    # When the owner ticks both runs and asks to replay them
+    for run in dead:
+        page.locator(f'#runs input[data-replay="{run["run_id"]}"]').check()
+    expect(page.locator("#replay-selected-count")).to_have_text("2 selected")
+    page.locator("#replay-selected").click()
+    # Then the dry run lists them first, and nothing has started yet
+    listed = page.locator("#replay-selected-preview")
+    expect(listed.get_by_test_id("replay-count")).to_contain_text("2 runs would be replayed")
+    expect(listed.locator("tr")).to_have_count(2)
+    assert len(dev.runs(job["id"])) == 2
+    browser.shot("replay-preview")
+    # When they confirm
+    listed.locator("[data-action=replay-confirm]").click()
+    expect(page.locator("#confirm-text")).to_contain_text("Replay 2 runs?")
+    page.locator("#confirm-yes").click()
+    # Then one replay of each starts, linked to its original, and shows in the run table
+    expect(page.get_by_test_id("replay-done")).to_contain_text("Replayed 2 runs")
+    replays = [r for r in dev.runs(job["id"]) if r["trigger"] == "replay"]
+    assert sorted(r["replay_of"] for r in replays) == sorted(r["run_id"] for r in dead)
+    expect(page.locator(f'#runs tr[data-run-id="{replays[0]["run_id"]}"]')).to_contain_text("replay")
+    # And a replay's page links the run it replays
+    page.locator(f'#runs tr[data-run-id="{replays[0]["run_id"]}"] a').click()
+    expect(page.get_by_test_id("replay-of")).to_have_text(replays[0]["replay_of"])
+    page.get_by_test_id("replay-of").get_by_role("link").click()
+    expect(page.locator("h1")).to_contain_text(replays[0]["replay_of"])
+    assert browser.console_errors[errors:] == []
+
+
+def test_runs_past_their_deadline_and_a_missed_instant_carry_badges(dev: Dev, browser: Browser, target: str) -> None:
+    # Given a job with deadline_s 60: a run still waiting 5 minutes after its time, one that finished
+    # 3 minutes after its time, one on time; and an instant of it that produced no run (run_missed)
+    job = dev.create(**http_job("deadline-report", f"{target}/ok", deadline_s=60))
+    now = int(time.time() * 1000)
+    runs = history.deadline_runs(job["id"], now)
+    history.write(dev.data_dir, list(runs.values()))
+    history.record_missed_instant(dev.data_dir, job["id"], now - 60 * 60_000)
+    errors = len(browser.console_errors)
+    # Then the jobs list marks the job (a missed run) and its last run (still open past its deadline)
+    page = _open(browser, dev)
+    row = page.locator(f'#jobs tr[data-job-id="{job["id"]}"]')
+    expect(row.get_by_test_id("missed-run-badge")).to_have_text("missed run")
+    expect(row.get_by_test_id("last-state").get_by_test_id("deadline-badge")).to_have_text("missed deadline")
+    # and the job's run table marks the open and the late run, not the one on time
+    page.goto(f"{dev.api_url}/console/jobs/{job['id']}#key={dev.key}")
+    expect(page.locator("#runs [data-testid=deadline-badge]")).to_have_count(2)
+    for name in ("open", "late"):
+        expect(
+            page.locator(f'#runs tr[data-run-id="{runs[name].run_id}"]').get_by_test_id("deadline-badge")
+        ).to_be_visible()
+    expect(page.locator("#job-name").get_by_test_id("missed-run-badge")).to_be_visible()
+    expect(page.locator("#job-facts")).to_contain_text("Deadline")
+    browser.shot("deadlines")
+    # and the late run's page says when it was due, and that it missed it
+    page.goto(f"{dev.api_url}/console/runs/{runs['late'].run_id}#key={dev.key}")
+    expect(page.locator("h1").get_by_test_id("deadline-badge")).to_be_visible()
+    expect(page.get_by_test_id("deadline-fact")).to_contain_text("(deadline_s 60)")
+    assert browser.console_errors[errors:] == []

@@ -24,6 +24,8 @@ from typing import Any
 import httpx
 import pytest
 
+from punctual.clock import iso
+from punctual.model import Run, RunState
 from tests.e2e.conftest import ApiClient, Stack, cron_spec, dumps, error_of, fields_of
 
 pytestmark = pytest.mark.e2e
@@ -497,6 +499,52 @@ def test_idempotent_replay_of_a_one_time_job_after_its_time_passed(stack: Stack,
     # Then it is still a replay, not a "run_at in the past" error (which a new create is)
     assert again.status_code == 200 and again.json()["id"] == first.json()["id"]
     assert fresh.status_code == 422 and fields_of(fresh) == ["run_at"]
+
+
+def test_a_keyed_replay_starts_each_run_once_repeated_or_at_once(stack: Stack, alice: ApiClient) -> None:
+    # Given 12 dead runs of alice's job, an hour old
+    job = alice.create()
+    now = int(time.time() * 1000)
+    dead = [
+        Run(job_id=job["id"], scheduled_at=now - 3_600_000 + i * 1_000, owner=str(alice.owner), state=RunState.DEAD,
+            attempt=1, finished_at=now - 3_500_000, deadline_at=now, created_at=now - 3_600_000)
+        for i in range(12)
+    ]  # fmt: skip
+    assert all(stack.engine.store.insert_runs(dead))
+    window = {"from": iso(now - 7_200_000), "to": iso(now), "states": ["dead"]}
+
+    def replays() -> list[str]:
+        runs = alice.get(f"/jobs/{job['id']}/runs", params={"limit": 100}).json()["items"]
+        return sorted(r["replay_of"] for r in runs if r["trigger"] == "replay")
+
+    # When two identical requests with one key arrive at once
+    barrier, answers = threading.Barrier(2), queue.Queue[httpx.Response]()
+
+    def send() -> None:
+        barrier.wait(timeout=10)
+        answers.put(alice.post("/runs/replay", json=window, headers={"Idempotency-Key": "replay-at-once"}))
+
+    threads = [threading.Thread(target=send) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    both = sorted((answers.get_nowait() for _ in range(2)), key=lambda r: r.status_code)
+    # Then each run started once: one carried it out, the other answered its count or "in use"
+    assert both[0].status_code == 202 and both[0].json()["count"] == 12, both[0].text
+    if both[1].status_code == 202:
+        assert both[1].json()["count"] == 12 and both[1].headers["idempotent-replayed"] == "true"
+    else:
+        assert error_of(both[1])["code"] == "idempotency_key_in_use" and int(both[1].headers["retry-after"]) >= 1
+    assert replays() == sorted(r.run_id for r in dead)
+    # And a retry later answers the same count, starting nothing; the key with another body is refused
+    again = alice.post("/runs/replay", json=window, headers={"Idempotency-Key": "replay-at-once"})
+    assert (again.status_code, again.json()["count"], again.headers["idempotent-replayed"]) == (202, 12, "true")
+    other = alice.post(
+        "/runs/replay", json={**window, "states": ["failed"]}, headers={"Idempotency-Key": "replay-at-once"}
+    )
+    assert other.status_code == 409 and fields_of(other) == ["Idempotency-Key"]
+    assert replays() == sorted(r.run_id for r in dead)
 
 
 # -- tenancy ----------------------------------------------------------------------------------------

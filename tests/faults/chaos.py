@@ -388,7 +388,8 @@ def _schedule_kept(sim: Simulation, job_id: str) -> list[str]:
     """For jobs the user never touched after creating them: one run per fire time, none missing
     (a job that names a calendar follows the calendar's edits: its own times are not all runs)."""
     commits = sim.ledger.commits.get(job_id, [])
-    if any(c.kind != "create" for c in commits) or not commits or commits[0].job.calendar is not None:
+    # a trigger is a run of its own: it leaves the schedule's runs as they were ((h): never takes one's instant)
+    if any(c.kind not in ("create", "trigger") for c in commits) or not commits or commits[0].job.calendar is not None:
         return []
     created = commits[0].job
     runs = sorted(sim.engine.store.list_runs(job_id, RunQuery(limit=500)).items, key=lambda r: r.scheduled_at)

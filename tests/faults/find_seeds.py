@@ -15,7 +15,7 @@ from collections import defaultdict
 
 from tests.faults.campaign import run_parallel
 
-_LETTER = re.compile(r"\(([a-f])\)")
+_LETTER = re.compile(r"\(([a-h])\)")
 
 
 def main() -> None:

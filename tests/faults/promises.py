@@ -29,6 +29,9 @@ Checks, each named by the invariant of docs/execution.md it checks:
     calendar excludes is recorded cancelled when claimed (never sent, never attempted);
 (g) an edit of a calendar never decides a run already claimed: every run that existed when the
     calendar was edited is never afterwards cancelled for the calendar.
+(h) a trigger is a run of its own: a trigger on a scheduled instant (the user acts at that very
+    millisecond) returns a manual run, never the scheduled one, and the job's scheduled runs stay
+    one per fire time (``chaos._schedule_kept`` counts jobs the user only triggered).
 
 Times the user commits are true times; a commit within the last second before an instant may or
 may not be seen (the contract promises only what was committed at least 1 s before).

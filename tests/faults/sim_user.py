@@ -25,7 +25,7 @@ from punctual.errors import PunctualError
 from punctual.execution.targets.policy import TargetPolicy
 from punctual.jobs import lifecycle, service
 from punctual.jobs import runs as job_runs
-from punctual.model import Catchup, JobSpec, JobStatus, Overlap
+from punctual.model import Catchup, JobSpec, JobStatus, Overlap, Trigger
 from punctual.model.calendars import CalendarSpec
 from punctual.model.timing import CalendarMode
 from punctual.port import RunQuery
@@ -53,6 +53,7 @@ class User:
         # calendar draws from their own generator: the other actions of a seed stay as they were
         self.days_rng = random.Random(sim.seed * 15_485_863 + 11)
         self.calendar_jobs: list[str] = []
+        self.instant_rng = random.Random(sim.seed * 7_919 + 3)  # (h)'s triggers on an instant, likewise
 
     # -- jobs -----------------------------------------------------------------------------------
 
@@ -161,6 +162,8 @@ class User:
         job_id = sim.rng.choice(job_ids)
         at = sim.rng.randint(sim.clock.now_ms(), instant + SECOND)
         action = sim.rng.choice(("patch", "patch", "pause", "delete", "resume", *(("limits",) if sim.keyed else ())))
+        if self.instant_rng.random() < 0.15:  # (h): a trigger on the very instant (own draws: seeds keep their steps)
+            at, action = max(sim.clock.now_ms(), instant), "trigger"
 
         def act() -> None:
             sim.actor = ("user", sim.clock)
@@ -172,6 +175,8 @@ class User:
                 self._do("resume", lambda now: lifecycle.resume_job(sim.store, self.owner, job_id, now))  # type: ignore[arg-type]
             elif action == "limits":
                 self.keyed_limits(job_id)
+            elif action == "trigger":
+                self._trigger(job_id)
             else:
                 self._do("delete", lambda now: lifecycle.delete_job(sim.store, self.owner, job_id, now, force=True))  # type: ignore[arg-type]
 
@@ -316,9 +321,13 @@ class User:
     def _trigger(self, job_id: str) -> None:
         sim = self.sim
         try:
-            job_runs.trigger_job(sim.engine.store, sim.engine.queue, self.owner, job_id, sim.clock.now_ms())
+            run = job_runs.trigger_job(sim.engine.store, sim.engine.queue, self.owner, job_id, sim.clock.now_ms())
         except PunctualError:
             return
+        if run.trigger is not Trigger.MANUAL:  # (h): merged into a run the schedule made (or will make)
+            sim.ledger.violations.append(
+                f"(h) a trigger of {job_id} at {sim.clock.now_ms()} got the {run.trigger} run {run.run_id}"
+            )
         sim.ledger.commit(sim.clock.now_ms(), "trigger", sim.engine.store.get_job(job_id))
 
     # -- helpers --------------------------------------------------------------------------------

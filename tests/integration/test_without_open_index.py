@@ -1,7 +1,8 @@
 """The aws engine deployed without the runs ``open`` index (Settings.open_index=False).
 
 The reaper then finds runs past their deadline by sweeping the runs table, a bounded number of
-Scan pages per pass, continuing where the last pass stopped (docs/decisions/0069).
+Scan pages per pass, continuing where the last pass stopped (docs/decisions/0069); the same sweep
+hands the deadline alerts (``deadline_s``) the old open runs it saw.
 """
 
 from __future__ import annotations
@@ -14,11 +15,13 @@ from moto import mock_aws
 from punctual.clock import ManualClock
 from punctual.config import EngineKind, Settings
 from punctual.engines.aws import AwsEngine, ensure_resources
-from punctual.model import RunState
+from punctual.model import AlertKind, RunState
 from punctual.port import RunChange
+from punctual.reaping.deadlines import watch_deadlines
 from punctual.reaping.reaper import reap_once
 from punctual.runs.alerts import LogAlerter
 from tests.contract.factories import MINUTE, SECOND, drain, make_job, make_run
+from tests.contract.test_execution import RecordingAlerter
 
 pytestmark = pytest.mark.integration
 
@@ -88,3 +91,22 @@ def test_the_sweep_pages_through_the_table_across_passes(engine: AwsEngine, cloc
     # table's end and the next one starts over: the run is found on every pass
     for _ in range(3):
         assert len(store.past_deadline_runs(T0, T0, 10)) == 1
+
+
+def test_an_open_run_past_its_jobs_deadline_alerts_through_the_sweep(engine: AwsEngine, clock: ManualClock) -> None:
+    # Given a job with deadline_s 60 and two runs still running under live leases (so not lost):
+    # one 5 minutes after its time, one 30 s after (not past its deadline)
+    store, alerter = engine.store, RecordingAlerter()
+    job = make_job("alice", clock, shards=store.shards, deadline_s=60)
+    store.create_job(job)
+    slow = make_run(job, T0 - 5 * MINUTE, clock, state=RunState.RUNNING, deadline_at=T0 + 60 * MINUTE)
+    young = make_run(job, T0 - 30 * SECOND, clock, state=RunState.RUNNING, deadline_at=T0 + 60 * MINUTE)
+    store.insert_runs([slow, young])
+    assert watch_deadlines(store, alerter, T0) == 0  # no index to read them from, and no sweep yet
+    # When the reaper's pass sweeps the runs table, then its tick watches deadlines
+    assert reap_once(store, engine.queue, engine.dead_letters, alerter, clock).examined == 0
+    # Then the slow run alerts (the young one is not a minute old: the sweep leaves it)
+    assert watch_deadlines(store, alerter, T0) == 1
+    assert [(a.kind, a.run_id) for a in alerter.published] == [(AlertKind.DEADLINE_MISSED, slow.run_id)]
+    # each key is handed out once: the next watch reads nothing until the sweep passes it again
+    assert store.stale_open_runs(T0, 100) == []

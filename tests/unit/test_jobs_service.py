@@ -325,7 +325,7 @@ def test_runs_of_another_owner_are_not_found(store: Store, engine: EmbeddedEngin
     with pytest.raises(RunNotFound):
         job_runs.get_run(store, "bob", run.run_id)
     with pytest.raises(RunNotFound):
-        job_runs.get_run(store, "alice", ids.run_id_for(job.id, NOW + 1))
+        job_runs.get_run(store, "alice", ids.run_id_for(job.id, run.scheduled_at + 1))
     with pytest.raises(JobNotFound):
         job_runs.trigger_job(store, engine.queue, "bob", job.id, NOW)
 

@@ -19,6 +19,7 @@ from punctual.scheduling.planning import (
     PlanOptions,
     dispatch_for,
     jitter_offset_ms,
+    off_schedule,
     plan,
     window_end,
 )
@@ -280,6 +281,17 @@ def test_options_are_honoured() -> None:
 def test_plan_is_pure() -> None:
     job, now = missed(Catchup.BACKFILL, jitter_s=20)
     assert plan(job, now, OPTIONS) == plan(job, now, OPTIONS)
+
+
+def test_off_schedule_steps_over_whole_seconds_and_counts_only_the_ms_between() -> None:
+    assert off_schedule(1_000) == 1_001  # a whole second is a schedule's instant: the next ms
+    assert off_schedule(1_234) == 1_234
+    assert off_schedule(1_998, 1) == 1_999
+    assert off_schedule(1_999, 1) == 2_001
+    instants = [off_schedule(5_000, rank) for rank in range(10_000)]
+    assert all(t % 1000 for t in instants)
+    assert instants == sorted(set(instants))  # distinct, in rank order
+    assert instants[-1] - 5_000 < 11_000  # within a replay's stride (jobs.replay.STRIDE_MS)
 
 
 # -- claim window (PlanOptions.window_ms) ------------------------------------------------------

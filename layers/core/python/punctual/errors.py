@@ -145,6 +145,16 @@ class IdempotencyKeyReused(Conflict):
     code = "idempotency_key_reused"
 
 
+class IdempotencyKeyInUse(Conflict):
+    """Another request with this Idempotency-Key is still being carried out; retry after a pause."""
+
+    code = "idempotency_key_in_use"
+
+    def __init__(self, message: str, *, retry_after_s: int, field: str | None = None) -> None:
+        super().__init__(message, field=field)
+        self.retry_after_s = retry_after_s
+
+
 # -- protocol outcomes that callers handle ----------------------------------------------------
 
 

@@ -12,8 +12,8 @@ Statuses:
 403   forbidden: an admin route called by an owner that is not an admin principal
 404   job_not_found, run_not_found (also for another owner's ids, and depends_on jobs), route_not_found
 405   method_not_allowed: the path exists, the method does not (``Allow`` lists the methods)
-409   invalid_transition, idempotency_key_reused, concurrent_modification, has_dependents,
-      limit_exceeded (the owner is at its max_jobs)
+409   invalid_transition, idempotency_key_reused, idempotency_key_in_use (``Retry-After``),
+      concurrent_modification, has_dependents, limit_exceeded (the owner is at its max_jobs)
 413   request_too_large: the body exceeds ``MAX_BODY_BYTES``; job_too_large: the job (payload,
       target, headers: the whole spec) exceeds ``punctual.model.MAX_JOB_BYTES``
 415   unsupported_media_type: a body that is not ``application/json``
@@ -45,6 +45,7 @@ from punctual import ids
 from punctual.errors import (
     Conflict,
     Forbidden,
+    IdempotencyKeyInUse,
     InvalidCursor,
     InvalidInput,
     InvalidSchedule,
@@ -253,7 +254,7 @@ def _headers_for(exc: PunctualError) -> dict[str, str]:
         return {"WWW-Authenticate": 'Bearer realm="punctual"'}
     if isinstance(exc, MethodNotAllowed):
         return {"Allow": ", ".join(exc.allowed)}
-    if isinstance(exc, TooManyRequests):
+    if isinstance(exc, TooManyRequests | IdempotencyKeyInUse):
         return {"Retry-After": str(exc.retry_after_s)}
     return {}
 

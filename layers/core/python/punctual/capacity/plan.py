@@ -300,7 +300,8 @@ def _storage(load: Load, warnings: list[QuotaWarning]) -> Storage:
             QuotaWarning(
                 "sweep_period",
                 f"without the open index a full sweep of the {runs_gb:,.0f} GB runs table takes {period_h:,.0f} h"
-                f" at {MAX_SWEEP_PAGES} pages a minute: a lost run may be found that late",
+                f" at {MAX_SWEEP_PAGES} pages a minute: a lost run may be found that late (and a run still open"
+                " past its deadline_s alert that late)",
             )
         )
     sweeps_per_month = SECONDS_PER_MONTH / 3600 / period_h

@@ -1,5 +1,7 @@
-"""``punctual runs replay --from WHEN [--to WHEN] [--state S ...] [--job JOB_ID ...] [--dry-run]``:
-new runs for earlier ones, through ``POST /runs/replay`` (the console uses the same route).
+"""``punctual runs replay --from WHEN [--to WHEN] [--state S ...] [--job JOB_ID ...] [--dry-run]
+[--idempotency-key KEY]``: new runs for earlier ones, through ``POST /runs/replay`` (the console uses
+the same route). With a key, the same request again within 24 hours starts nothing twice (give
+absolute times: ``6h`` names another ``from`` each time, which the key refuses).
 
 ``WHEN`` is an ISO 8601 time with an offset, or a time ago: ``90m``, ``6h``, ``2d``. ``--to``
 defaults to now, ``--state`` to failed and dead. The ``runs`` command takes these flags only with
@@ -33,6 +35,11 @@ def add_arguments(runs: argparse.ArgumentParser) -> None:
     runs.add_argument("--to", dest="until", metavar="WHEN", help="replay: runs scheduled before (default now)")
     runs.add_argument("--job", action="append", metavar="JOB_ID", help="replay: only this job's runs (repeatable)")
     runs.add_argument("--dry-run", action="store_true", help="replay: only list the runs that would be replayed")
+    runs.add_argument(
+        "--idempotency-key",
+        metavar="KEY",
+        help="replay: the same request again with this key starts nothing twice (24 h; use ISO times)",
+    )
 
 
 def cmd_replay(client: Client, args: argparse.Namespace) -> None:
@@ -48,14 +55,15 @@ def cmd_replay(client: Client, args: argparse.Namespace) -> None:
         body["states"] = args.state
     if args.job:
         body["job_ids"] = args.job
-    answer = client.call("POST", "/runs/replay", body=body)
+    headers = {"Idempotency-Key": args.idempotency_key} if args.idempotency_key else None
+    answer = client.call("POST", "/runs/replay", body=body, headers=headers)
     output.emit(args, answer, lambda: _print(answer))
 
 
 def refuse_replay_flags(args: argparse.Namespace) -> None:
     """``punctual runs JOB_ID`` with a flag only replay takes: a clear error, not a silent ignore."""
-    if args.since or args.until or args.job or args.dry_run:
-        raise CliError("--from, --to, --job and --dry-run belong to: punctual runs replay")
+    if args.since or args.until or args.job or args.dry_run or args.idempotency_key:
+        raise CliError("--from, --to, --job, --dry-run and --idempotency-key belong to: punctual runs replay")
 
 
 def when(text: str, now: datetime) -> str:

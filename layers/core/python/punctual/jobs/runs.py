@@ -17,7 +17,7 @@ from punctual.jobs.service import get_job
 from punctual.model import Job, JobStatus, Notification, Run
 from punctual.port import Page, Queue, RunQuery, Store
 from punctual.runs.outcomes import ENDED
-from punctual.scheduling.planning import PlanOptions, dispatch_for, is_long_run, manual_run
+from punctual.scheduling.planning import PlanOptions, dispatch_for, is_long_run, manual_run, off_schedule
 
 
 def trigger_job(
@@ -35,16 +35,21 @@ def trigger_job(
 
     Works for active, paused and completed jobs; a deleted job is InvalidTransition. The run is
     inserted before it is sent, so a crash in between leaves a run the reaper finds past its
-    ``deadline_at`` and requeues. A second trigger within the same millisecond returns the same
-    run (runs are unique per (job, scheduled_at)). Overlap policy does not apply: a manual run
+    ``deadline_at`` and requeues. The run's instant is ``now``, or the next millisecond that is not
+    a whole second (:func:`~punctual.scheduling.planning.off_schedule`), so it never takes a
+    scheduled run's instant. A second trigger within the same millisecond returns the same run
+    (runs are unique per (job, scheduled_at)). Overlap policy does not apply: a manual run
     is an explicit request.
     """
     job = get_job(store, owner, job_id)
     if job.status is JobStatus.DELETED:
         raise InvalidTransition(f"job {job_id} is deleted; it cannot be triggered", field="status")
-    run = manual_run(job.id, owner, now, PlanOptions(dispatch_grace_ms=dispatch_grace_ms, retention_s=retention_s))
+    at = off_schedule(now)  # never the instant of a run the schedule makes (off_schedule says why)
+    if at == job.next_run_at:  # a one-time job's own instant, given to the millisecond
+        at = off_schedule(at, 1)
+    run = manual_run(job.id, owner, at, PlanOptions(dispatch_grace_ms=dispatch_grace_ms, retention_s=retention_s))
     if not store.insert_runs([run])[0]:
-        run = store.get_run(job.id, now)
+        run = store.get_run(job.id, at)
     if run.is_open:
         queue.send([dispatch_for(run, 0, now, long_run=is_long_run(job.timeout_s, long_run_after_s))])
     return run

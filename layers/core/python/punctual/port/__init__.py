@@ -14,16 +14,17 @@ Rules every engine keeps:
 
 The port is split by role: ``records`` (the values that cross it), ``store`` (and its mixins
 ``run_reads``: reads every engine answers through ``list_runs``; ``outcomes``: a pause for failures
-and the notification outbox), ``edges`` (one decision about the dependency graph), ``queue`` and
-``engine``. Import the names from
-``punctual.port``: this module re-exports them all (but ``stats``, the figures of
-``Store.run_stats`` and the arithmetic that fills them, which is imported as a module).
+and the notification outbox; ``idempotency``: keyed requests' records), ``edges`` (one decision
+about the dependency graph), ``queue`` and ``engine``. Import the names from ``punctual.port``: this
+module re-exports them all (but ``stats``, the figures of ``Store.run_stats`` and the arithmetic that
+fills them, which is imported as a module).
 """
 
 from __future__ import annotations
 
 from punctual.port.edges import EdgeChange, EdgeReads
 from punctual.port.engine import Engine, Keys, SkewSource
+from punctual.port.idempotency import IdempotencyRecord
 from punctual.port.queue import Delivery, Dispatch, Queue
 from punctual.port.records import (
     Advance,
@@ -61,6 +62,7 @@ __all__ = [
     "Engine",
     "Finish",
     "Hold",
+    "IdempotencyRecord",
     "JobMark",
     "Keys",
     "LeaseOutcome",

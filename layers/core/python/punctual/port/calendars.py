@@ -1,7 +1,9 @@
 """The calendar records every engine keeps (``punctual.calendars``): one per (owner, name).
 
-A part of :class:`~punctual.port.Store` (it inherits this). Versions are compare-and-set: every
-write names the version it replaces, so two concurrent edits of one calendar cannot both apply.
+A part of :class:`~punctual.port.Store` (it inherits this, and through it the idempotency records of
+``port.idempotency``: owner records too, and ``port/store.py`` is at its size limit). Versions are
+compare-and-set: every write names the version it replaces, so two concurrent edits of one calendar
+cannot both apply.
 """
 
 from __future__ import annotations
@@ -9,9 +11,10 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 
 from punctual.model.calendars import Calendar
+from punctual.port.idempotency import IdempotencyStore
 
 
-class CalendarStore(ABC):
+class CalendarStore(IdempotencyStore, ABC):
     @abstractmethod
     def put_calendar(self, calendar: Calendar, expected_version: int | None) -> None:
         """Write ``calendar`` (at ``calendar.version``) where the stored one is at ``expected_version``

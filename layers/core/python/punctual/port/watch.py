@@ -15,7 +15,8 @@ class DeadlineWatch(ABC):
     def stale_open_runs(self, scheduled_before: int, limit: int) -> list[tuple[str, int]]:
         """The keys ``(job_id, scheduled_at)`` of open runs (scheduled, running, retrying) scheduled at
         or before ``scheduled_before``, at most ``limit``, oldest first as far as the engine orders
-        them (aws: per ``open`` index shard, eventually consistent: a run listed may have ended)."""
+        them (aws: per ``open`` index shard, eventually consistent: a run listed may have ended;
+        without that index, those the reaper's sweep of the runs table saw since the last call)."""
 
     @abstractmethod
     def stale_due_jobs(self, due_before: int, limit: int) -> list[tuple[str, int]]:

@@ -14,6 +14,10 @@ Where they are found, without reading every job:
   active job whose ``next_run_at`` is that old is an instant nobody claimed). Only those jobs are
   read, and only runs past their job's deadline are read again. A deployment that keeps up finds
   (almost) nothing old, so it reads one empty index page per shard.
+- A stack without the ``open`` index (``open_index=false``) has no index of open runs: there the
+  reaper's sweep of the runs table (``Store.past_deadline_runs``, a few pages a pass) keeps the old
+  open runs it passes over, and this tick reads those. An open run past its deadline then alerts
+  within one sweep of the table, not one reaper interval (docs/api.md).
 - A run that ends after its deadline between two ticks is caught where it ends
   (``punctual.runs.deadlines.alert_if_late``, called by ``punctual.runs.outcomes.settle_outcomes``).
 

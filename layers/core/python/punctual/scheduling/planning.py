@@ -159,6 +159,20 @@ def new_run(job: DueJob, at: int, trigger: Trigger, now: int, options: PlanOptio
     return _new_run(job.job_id, job.owner, at, jitter_s=job.jitter_s, trigger=trigger, now=now, options=options)
 
 
+def off_schedule(at: int, rank: int = 0) -> int:
+    """The ``rank``-th millisecond at or after ``at`` (rank 0: the first) that is not a whole second.
+
+    Why: a run is keyed by its job and instant, and every instant a schedule names (a cron time, a
+    calendar's shift, the DST policy's) is a whole second. A run started by hand or by a replay at
+    such an instant would take the key of the run the scheduler has yet to insert there: the
+    scheduled run's insert would then be the duplicate no-op, and the user would get one call
+    where two were due (the randomized tier's promise (h)). Off whole seconds they never meet.
+    """
+    first = at + 1 if at % 1000 == 0 else at
+    index = first // 1000 * 999 + first % 1000 - 1 + rank  # counts only the 999 usable ms of each second
+    return index // 999 * 1000 + index % 999 + 1
+
+
 def manual_run(job_id: str, owner: str, now: int, options: PlanOptions) -> Run:
     """The run of a job triggered by hand at ``now`` (``POST /jobs/{id}/trigger``): due at once, no jitter."""
     return _new_run(job_id, owner, now, jitter_s=0, trigger=Trigger.MANUAL, now=now, options=options)

@@ -1,6 +1,7 @@
 """The ``aws`` engine's calendars: items of the leases table, and their users from the jobs' ``by_calendar`` index.
 
-A mixin of :class:`~punctual.engines.aws.store.DynamoStore` (the ``calendars`` part of the port).
+A mixin of :class:`~punctual.engines.aws.store.DynamoStore` (the ``calendars`` part of the port, and
+through :class:`~punctual.engines.aws.idempotency.DynamoIdempotency` its ``idempotency`` part).
 Items (in the ``leases`` table, partition ``pk`` / sort ``sk``): ``calendar#<owner>`` / ``<name>``,
 with the calendar as JSON in ``doc`` and its ``version``. A write is a PutItem conditioned on the
 version read (``CALENDAR_AT``, or ``CALENDAR_ABSENT`` for a new one). A delete marks the item
@@ -18,6 +19,7 @@ import hashlib
 import time
 from typing import Any
 
+from punctual.engines.aws.idempotency import DynamoIdempotency
 from punctual.engines.aws.items import Item, n, s
 from punctual.engines.aws.tables import Tables
 from punctual.errors import ConcurrentModification
@@ -42,7 +44,7 @@ def calendar_of(owner: str, name: str) -> str:
     return hashlib.sha256(f"{owner}\x00{name}".encode()).hexdigest()[:32]
 
 
-class DynamoCalendars:
+class DynamoCalendars(DynamoIdempotency):
     """Calendars in DynamoDB (see the module docstring)."""
 
     _tables: Tables

@@ -3,7 +3,8 @@ sparse ``open`` index, or by sweeping the runs table when a deployment goes with
 and an owner's due open runs counted for ``GET /stats``.
 
 A mixin of :class:`~punctual.engines.aws.store.DynamoStore` (``past_deadline_runs``,
-``purge_expired`` and ``open_runs`` of the port).
+``purge_expired`` and ``open_runs`` of the port; without the open index, the sweep's open runs for
+``stale_open_runs``).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ _OPEN_PAGE = 500  # keys per Query of the open index (KEYS_ONLY rows are tiny)
 SWEEP_PAGES = 8
 OWNER_JOBS_READ = 10_000  # an owner's job ids read for open_runs at most (index rows of ~100 bytes)
 INDEX_ROWS_PER_RUN = 10  # open_runs reads at most this many open-index rows per run it may count
+SWEPT_KEPT = 5_000  # keys of old open runs a sweep keeps for the deadline watch (10 ticks of its reads)
 
 
 class DeadlineReads(DynamoWindows):
@@ -37,6 +39,7 @@ class DeadlineReads(DynamoWindows):
     sweep_pages: int
     _reap_start: int  # rotates the first open shard past_deadline_runs reads (fairness)
     _sweep_from: Key | None  # where the next sweep of the runs table continues
+    _swept_open: dict[tuple[str, int], None] | None = None  # old open runs the sweep saw (set on first use)
 
     def past_deadline_runs(self, now: int, scheduled_before: int, limit: int) -> list[Run]:
         """Reads the sparse ``open`` index shard by shard (keys only), then the runs themselves
@@ -69,33 +72,55 @@ class DeadlineReads(DynamoWindows):
         reaper passes sweep the whole table; a full sweep costs the table's size in eventually
         consistent read units (docs/capacity.md sizes the pages per pass for a sweep period). The
         runs found are read again with consistent reads, as from the index.
+
+        The same pages give the deadline alerts their open runs (there is no index to read them
+        from): every open run scheduled before ``scheduled_before`` is kept, by key, for
+        :meth:`swept_open_runs` (a Scan is billed by what it reads, not by what its filter returns,
+        so this costs no read unit more). A run is seen once per sweep of the table.
         """
         request: dict[str, Any] = {
             "TableName": self.runs_table,
-            "FilterExpression": "#state IN (:scheduled, :running, :retrying) AND scheduled_at <= :before"
-            " AND deadline_at < :now",
+            "FilterExpression": "#state IN (:scheduled, :running, :retrying) AND scheduled_at <= :before",
             "ExpressionAttributeNames": {"#state": "state"},
             "ExpressionAttributeValues": {
                 ":scheduled": s(RunState.SCHEDULED.value),
                 ":running": s(RunState.RUNNING.value),
                 ":retrying": s(RunState.RETRYING.value),
                 ":before": n(scheduled_before),
-                ":now": n(now),
             },
-            "ProjectionExpression": "job_id, scheduled_at",
+            "ProjectionExpression": "job_id, scheduled_at, deadline_at",
         }
         keys: list[Key] = []
         for _ in range(self.sweep_pages):
             if self._sweep_from is not None:
                 request["ExclusiveStartKey"] = self._sweep_from
             page = self._tables.client.scan(**request)
-            keys += [it.run_position(item) for item in page.get("Items", [])]
+            for item in page.get("Items", []):
+                self._keep_swept(item["job_id"]["S"], int(item["scheduled_at"]["N"]))
+                if int(item["deadline_at"]["N"]) < now:
+                    keys.append(it.run_position(item))
             self._sweep_from = page.get("LastEvaluatedKey")
             if self._sweep_from is None or len(keys) >= limit:
                 break  # wrapped around (the next call starts at the beginning), or enough found
         found = [r for r in self._get_runs(keys[:limit]) if r.is_open and r.deadline_at < now] if keys else []
         found.sort(key=lambda r: (r.deadline_at, r.scheduled_at, r.job_id))
         return found
+
+    def swept_open_runs(self, scheduled_before: int, limit: int) -> list[tuple[str, int]]:
+        """Without the open index: the keys of open runs the sweep found scheduled before
+        ``scheduled_before`` (oldest first, at most ``limit``), each handed out once (the deadline
+        watch of this reaper reads them after its passes; a new reaper starts empty)."""
+        kept = self._swept_open or {}
+        taken = sorted((key for key in kept if key[1] <= scheduled_before), key=lambda key: key[1])[: max(0, limit)]
+        for key in taken:
+            del kept[key]
+        return taken
+
+    def _keep_swept(self, job_id: str, scheduled_at: int) -> None:
+        if self._swept_open is None:
+            self._swept_open = {}
+        if len(self._swept_open) < SWEPT_KEPT:  # the rest is found again on the next sweep of the table
+            self._swept_open[(job_id, scheduled_at)] = None
 
     def _open_keys(self, shard: int, scheduled_before: int) -> Iterator[list[Key]]:
         request: dict[str, Any] = {

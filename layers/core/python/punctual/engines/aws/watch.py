@@ -4,11 +4,14 @@ from the sparse ``open`` index, and old due jobs from the sparse ``due`` index. 
 
 Both are Queries of index rows older than a bound (a minute or more ago), one page per shard at
 most, projecting keys only: a deployment whose scheduler keeps up and whose runs finish within a
-minute reads one empty page per shard (0.5 read units each) per reaper pass, and writes nothing.
+minute reads one empty page per shard (0.5 read units each) per reaper pass, and writes nothing. A
+stack without the open index hands out instead the old open runs that its reaper's sweep of the
+runs table saw (``engines.aws.deadlines``): no read of its own, one sweep period late at most.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from punctual.engines.aws.items import n, s
@@ -27,10 +30,11 @@ class DynamoWatch(DynamoWindows):
     shards: int
     open_shards: int
     open_index: bool
+    swept_open_runs: Callable[[int, int], list[tuple[str, int]]]  # engines.aws.deadlines (the sweep's)
 
     def stale_open_runs(self, scheduled_before: int, limit: int) -> list[tuple[str, int]]:
-        if not self.open_index:  # without it the reaper's sweep is the only read of open runs
-            return []
+        if not self.open_index:  # without it the reaper's sweep is the only read of open runs: what it saw
+            return self.swept_open_runs(scheduled_before, limit)
         keys = self._oldest(
             "open", "open_shard", "scheduled_at", self.runs_table, self.open_shards, scheduled_before, limit
         )

@@ -1,12 +1,15 @@
 """The embedded engine's calendars: one row per (owner, name), written by compare-and-set on its version.
 
 A mixin of :class:`~punctual.engines.embedded.store.EmbeddedStore` (the ``calendars`` part of the
-port). The users of a calendar are read from the jobs table's ``jobs_by_calendar`` index (schema v11).
+port, and through :class:`~punctual.engines.embedded.idempotency.EmbeddedIdempotency` its
+``idempotency`` part). The users of a calendar are read from the jobs table's ``jobs_by_calendar``
+index (schema v11).
 """
 
 from __future__ import annotations
 
 from punctual.engines.embedded.db import Database
+from punctual.engines.embedded.idempotency import EmbeddedIdempotency
 from punctual.errors import ConcurrentModification
 from punctual.model.calendars import Calendar
 from punctual.model.stored import StoredReader
@@ -18,7 +21,7 @@ _USERS = (
 )
 
 
-class EmbeddedCalendars:
+class EmbeddedCalendars(EmbeddedIdempotency):
     """Calendars on the store's SQLite file (see the module docstring)."""
 
     _db: Database

@@ -18,7 +18,7 @@ Tables mirror DESIGN.md §2:
   running runs of limited owners, and each rate-limited owner's record of starts (``punctual.tenancy``).
 - ``notifications``: what runs owe their jobs' ``notify`` webhooks, pending ones indexed by when
   they are tried next (v11).
-- ``calendars``: owners' calendars (``punctual.calendars``; v12).
+- ``calendars``: owners' calendars (``punctual.calendars``; v12); ``idempotency_keys`` (v13: ``.idempotency``).
 - ``meta``: facts fixed when the file was created (the number of due shards).
 
 Migrations: ``PRAGMA user_version`` is the schema version; :func:`migrate` applies the steps a
@@ -30,6 +30,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterable
 
+from punctual.engines.embedded.idempotency import V13
 from punctual.errors import ConfigError
 from punctual.model import OPEN_STATES, TERMINAL_STATES, RunState
 from punctual.resources import DUE_INDEX, ROUTING_ATTRIBUTES
@@ -296,7 +297,7 @@ _V12 = (
 )
 
 # MIGRATIONS[n] takes a file from version n to n + 1
-MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9, _V10, _V11, _V12)
+MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9, _V10, _V11, _V12, V13)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 SYNCHRONOUS_MODES = frozenset({"NORMAL", "FULL", "EXTRA"})

@@ -27,8 +27,8 @@ export class ApiError extends Error {
   }
 }
 
-export async function api(method, path, body) {
-  const headers = { Accept: "application/json" };
+export async function api(method, path, body, extraHeaders = {}) {
+  const headers = { ...extraHeaders, Accept: "application/json" };
   if (key) headers.Authorization = `Bearer ${key}`;
   const init = { method, headers, credentials: "omit", cache: "no-store", redirect: "error" };
   if (body !== undefined) {

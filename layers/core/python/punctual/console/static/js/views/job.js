@@ -2,14 +2,17 @@
 // delete: each confirmed first), then its runs (job_runs.js: a state filter, the Gantt of
 // attempts, start lateness, outcomes by day, the newest runs) or one "No runs yet" state, and its
 // dependency graph, and its coming times (GET /jobs/{id}/preview: which run, which its DST policy or
-// calendar shifts or skips, and why). Live: every LIVE_MS the job and its runs are read again, and
-// what changed is redrawn.
+// calendar shifts or skips, and why). Runs can be replayed from here (replay.js: tick them, or a
+// filter) and runs that missed the job's deadline_s are marked (deadlines.js). Live: every LIVE_MS
+// the job and its runs are read again, and what changed is redrawn.
 import { api, get, offers, pages } from "../api.js";
 import { chart, disposeWithin, histogramFromRuns } from "../charts.js";
+import { deadlineAlerts, deadlineBadge, missedRunBadge } from "../deadlines.js";
 import { card, confirmAction, errorBox, h, link, show, state } from "../dom.js";
 import { duration, scheduleInWords, when } from "../format.js";
 import { dependencyGraph } from "../graph.js";
 import { live } from "../live.js";
+import { replayFilter, runSelection } from "../replay.js";
 import { dependencyWait, dependsOnText, fillNames } from "../waits.js";
 import { FILTERS, noRuns, runsSection } from "./job_runs.js";
 
@@ -18,11 +21,12 @@ const LIVE_MS = 5_000;
 
 export async function jobView(ctx, jobId) {
   const path = `/jobs/${encodeURIComponent(jobId)}`;
-  const [job, runs, graph, coming] = await Promise.all([
+  const [job, runs, graph, coming, alerts] = await Promise.all([
     get(path),
     pages(`${path}/runs`, MAX_RUNS),
     offers("/jobs/{job_id}/graph").then((offered) => (offered ? get(`${path}/graph`) : null)),
     offers("/jobs/{job_id}/preview").then((offered) => (offered ? get(`${path}/preview?count=12`) : null)),
+    deadlineAlerts(get),
   ]);
   const names = await fillNames(new Map([[job.id, job.name]]), job.depends_on ? job.depends_on.jobs : [], get);
   if (!ctx.current()) return;
@@ -40,11 +44,13 @@ export async function jobView(ctx, jobId) {
     },
   }, label);
   const named = `“${job.name}”`;
+  const replays = replaySection(job, () => refresh());
   const actions = h("div", { class: "toolbar", id: "job-actions" },
     act("Trigger now", "trigger", `Run ${named} now, outside its schedule?`, () => ctx.rerender()),
     job.status === "active" ? act("Pause", "pause", `Pause ${named}? It will not run until resumed.`, () => ctx.rerender()) : null,
     job.status === "paused" ? act("Resume", "resume", `Resume ${named}?`, () => ctx.rerender()) : null,
-    job.status !== "deleted" ? act("Delete", "delete", `Delete ${named}? This cannot be undone.`, () => ctx.navigate("/console/")) : null);
+    job.status !== "deleted" ? act("Delete", "delete", `Delete ${named}? This cannot be undone.`, () => ctx.navigate("/console/")) : null,
+    replays.filter.toggle);
   let filter = FILTERS.some(([v]) => v === ctx.params.get("state")) ? ctx.params.get("state") : "";
   const select = h("select", { id: "state-filter", "aria-label": "Filter runs by state" },
     FILTERS.map(([value, label]) => h("option", { value, selected: value === filter }, label)));
@@ -58,7 +64,7 @@ export async function jobView(ctx, jobId) {
     const parts = [facts(current.job, names), cards(current.job, current.runs)];
     let drawRuns = null;
     if (current.runs.length) {
-      const section = runsSection(ctx, current.job, current.runs, { filter, select }, now);
+      const section = runsSection(ctx, current.job, current.runs, { filter, select }, now, replays.marks(current.job, now));
       parts.push(section.el);
       drawRuns = section.draw;
     } else parts.push(noRuns(current.job, names));
@@ -73,8 +79,8 @@ export async function jobView(ctx, jobId) {
   });
   show(ctx.view,
     h("p", {}, link("/console/", "← Jobs")),
-    h("h1", { id: "job-name" }, job.name, " ", state(job.status)),
-    actions, message,
+    h("h1", { id: "job-name" }, job.name, " ", state(job.status), " ", missedRunBadge(job.id, alerts)),
+    actions, message, replays.filter.panel,
     body,
     coming && job.status !== "deleted" ? [h("h2", {}, "Coming times"), previewTable(coming.items)] : null,
     linked ? [h("h2", {}, `Dependencies${graph.truncated ? " (more than shown)" : ""}`), h("div", { class: "panel" }, graphEl)] : null);
@@ -87,7 +93,7 @@ export async function jobView(ctx, jobId) {
       }
     });
   }
-  live(async () => {
+  const refresh = async () => {
     const [fresh, freshRuns] = await Promise.all([get(path), pages(`${path}/runs`, MAX_RUNS)]);
     if (!ctx.current()) return;
     if (!current.runs.length && freshRuns.length) return ctx.rerender(); // the first run: the whole page changes
@@ -95,7 +101,19 @@ export async function jobView(ctx, jobId) {
     if (next === current.signature && !freshRuns.some((r) => r.state === "running")) return;
     current = { job: fresh, runs: freshRuns, signature: next };
     draw();
-  }, LIVE_MS);
+  };
+  live(refresh, LIVE_MS);
+
+  // Replay and deadlines on this page (replay.js, deadlines.js): the filter form, the runs' ticks
+  // and their badges. `marks` is asked at each draw; what is ticked outlives a redraw.
+  function replaySection(shown, reread) {
+    const selection = runSelection(shown, reread);
+    return {
+      filter: replayFilter({ job: shown, onDone: reread }),
+      marks: (fresh, now) => ({ bar: selection.bar, select: selection.checkbox,
+        badge: (run) => deadlineBadge(run, fresh, alerts, now) }),
+    };
+  }
 }
 
 // What the page shows of a job and its runs changes only when this does (a redraw resets the zoom).
@@ -108,7 +126,7 @@ function signature(job, runs) {
 function facts(job, names) {
   const schedule = job.depends_on ? dependsOnText(job, names) : scheduleInWords(job);
   const waiting = job.depends_on ? dependencyWait(job, names) : null;
-  const rows = [["Schedule", schedule], ...timingFacts(job), ["Next run", job.depends_on ? waiting || "when released" : when(job.next_run_at)],
+  const rows = [["Schedule", schedule], ...timingFacts(job), ...deadlineFacts(job), ["Next run", job.depends_on ? waiting || "when released" : when(job.next_run_at)],
     ["Target", targetText(job.target)], ["Timeout", `${job.timeout_s} s`],
     ["Retries", `${job.max_retries} (backoff ${job.retry.backoff_s} s)`], ["Overlap", job.overlap], ["Id", job.id]];
   return h("dl", { class: "facts", id: "job-facts" }, rows.map(([k, v]) => [h("dt", {}, k), h("dd", {}, v)]));
@@ -124,6 +142,10 @@ function timingFacts(job) {
       job.calendar.name), ` (${job.calendar.mode.replaceAll("_", " ")})`)]);
   }
   return rows;
+}
+
+function deadlineFacts(job) {
+  return job.deadline_s ? [["Deadline", `a run not finished ${duration(job.deadline_s * 1000)} after its time alerts (deadline_s ${job.deadline_s})`]] : [];
 }
 
 // The next times as the preview lists them: the schedule's wall time, when it runs, and why not as said.

@@ -34,8 +34,9 @@ export function noRuns(job, names) {
 }
 
 // The runs section for `runs` (newest first) under `filter` (chosen with `select`); returns the
-// element and its drawing.
-export function runsSection(ctx, job, runs, { filter, select }, now) {
+// element and its drawing. `marks` adds to the table: `bar` above it, a `select` cell (replay.js)
+// and a `badge` beside each run's state (deadlines.js).
+export function runsSection(ctx, job, runs, { filter, select }, now, marks = {}) {
   const shown = runs.filter((r) => matches(r, filter));
   const timelineRuns = shown.slice(0, TIMELINE_RUNS);
   const hist = histogramFromRuns(shown);
@@ -55,7 +56,8 @@ export function runsSection(ctx, job, runs, { filter, select }, now) {
       h("div", {}, h("h2", {}, "Start lateness"), h("div", { class: "panel" }, latenessEl)),
       h("div", {}, h("h2", {}, "Outcomes by day"), h("div", { class: "panel" }, calendarEl))),
     h("h2", {}, "Newest runs"),
-    runsTable(job, shown.slice(0, TABLE_RUNS), runs, now));
+    marks.bar || null,
+    runsTable(job, shown.slice(0, TABLE_RUNS), runs, now, marks));
   const draw = () => {
     if (timelineRuns.length) {
       const { owners } = ganttBars(timelineRuns, now);
@@ -71,16 +73,17 @@ export function runsSection(ctx, job, runs, { filter, select }, now) {
   return { el, draw, hist };
 }
 
-function runsTable(job, runs, all, now) {
+function runsTable(job, runs, all, now, marks) {
   if (!runs.length) return h("p", { class: "muted" }, "No runs in this state.");
-  const heads = ["Scheduled", "State", "Why", "Trigger", "Attempts", "Started", "Duration"];
+  const heads = [...(marks.select ? ["Replay"] : []), "Scheduled", "State", "Why", "Trigger", "Attempts", "Started", "Duration"];
   return h("table", { id: "runs", class: "stack" },
     h("thead", {}, h("tr", {}, heads.map((t) => h("th", {}, t)))),
     h("tbody", {}, runs.map((run) => {
       const took = runDuration(run, now);
       return h("tr", { "data-run-id": run.run_id },
+        marks.select ? h("td", { "data-label": "Replay" }, marks.select(run)) : null,
         h("td", { "data-label": "Scheduled" }, link(`/console/runs/${encodeURIComponent(run.run_id)}`, when(run.scheduled_at))),
-        h("td", { "data-label": "State" }, state(run.state)),
+        h("td", { "data-label": "State" }, state(run.state), marks.badge ? marks.badge(run) : null),
         h("td", { "data-label": "Why", "data-testid": "why" }, whyCell(run, job, all, now)),
         h("td", { "data-label": "Trigger" }, run.trigger),
         h("td", { "data-label": "Attempts" }, String(run.attempts.length)),

@@ -1,12 +1,16 @@
 // Jobs: name, schedule in words (or what it runs after), status, next run (or what it waits for),
 // last run state with why it waits, the last 50 runs as a sparkline. Pages of 100 jobs (newest
 // first) with "Load more"; search filters the loaded jobs by name. Live: every LIVE_MS the first
-// page and each loaded job's newest runs are read again and the rows updated in place.
+// page and each loaded job's newest runs are read again and the rows updated in place. A last run
+// that missed its job's deadline, and a job whose instant produced no run, carry a badge
+// (deadlines.js); "Replay runs…" replays runs of one job or of all (replay.js).
 import { get } from "../api.js";
 import { chart, sparkline } from "../charts.js";
+import { deadlineAlerts, deadlineBadge, missedRunBadge } from "../deadlines.js";
 import { h, link, show, state } from "../dom.js";
 import { scheduleInWords, when } from "../format.js";
 import { live } from "../live.js";
+import { replayFilter } from "../replay.js";
 import { dependencyWait, dependsOnText, fillNames, reasonBadge, waitingReason } from "../waits.js";
 
 const PAGE = 100;
@@ -28,6 +32,8 @@ export async function jobsView(ctx) {
   const body = h("tbody", {});
   const count = h("span", { class: "muted", id: "jobs-count" });
   const more = h("button", { type: "button", id: "load-more", hidden: true }, "Load more");
+  const replay = replayFilter({ jobs: () => [...rows.values()].map((r) => r.job).filter((j) => j.status !== "deleted") });
+  let alerts = await deadlineAlerts(get);
   const empty = h("p", { class: "muted empty", hidden: true }, "No jobs yet: create one with POST /jobs or `punctual jobs create`.");
   let cursor = null;
   const applySearch = () => {
@@ -75,13 +81,14 @@ export async function jobsView(ctx) {
     cursor = page.next_cursor;
     more.hidden = !cursor;
     more.disabled = false;
-    await fillRuns(ctx, await take(page.items, false));
+    await fillRuns(ctx, await take(page.items, false), alerts);
   };
   search.addEventListener("input", applySearch);
   more.addEventListener("click", () => loadPage());
   show(ctx.view,
     h("h1", {}, "Jobs"),
-    h("div", { class: "toolbar" }, search, filter, count),
+    h("div", { class: "toolbar" }, search, filter, count, replay.toggle),
+    replay.panel,
     h("table", { id: "jobs", class: "stack" },
       h("thead", {}, h("tr", {}, ["Name", "Schedule", "Status", "Next run", "Last run", "Last 50 runs"].map((t) => h("th", {}, t)))),
       body),
@@ -91,9 +98,10 @@ export async function jobsView(ctx) {
   if (!ctx.current()) return;
   live(async () => {
     const page = await get(query(null));
+    alerts = await deadlineAlerts(get);
     if (!ctx.current()) return;
     await take(page.items, true);
-    await fillRuns(ctx, [...rows.values()]);
+    await fillRuns(ctx, [...rows.values()], alerts);
   }, () => Math.max(LIVE_MS, rows.size * ROW_MS));
 }
 
@@ -110,11 +118,11 @@ function row(job) {
     h("td", { class: "name", "data-label": "Name" }, link(`/console/jobs/${encodeURIComponent(job.id)}`, job.name)),
     cells.schedule, cells.status, cells.next, last,
     h("td", { "data-label": "Last 50 runs" }, h("div", { class: "toolbar spark-cell" }, spark, rate)));
-  const r = { job, tr, last, spark, rate, wait: null };
+  const r = { job, tr, last, spark, rate, wait: null, missed: h("span", { class: "missed" }) };
   r.update = (fresh) => {
     r.job = fresh;
     if (!fresh.depends_on) cells.schedule.replaceChildren(scheduleInWords(fresh));
-    cells.status.replaceChildren(state(fresh.status));
+    cells.status.replaceChildren(state(fresh.status), " ", r.missed);
     if (!fresh.depends_on) cells.next.replaceChildren(when(fresh.next_run_at));
   };
   r.depends = (full, names) => {
@@ -125,7 +133,7 @@ function row(job) {
   return r;
 }
 
-async function fillRuns(ctx, rows) {
+async function fillRuns(ctx, rows, alerts) {
   const queue = [...rows];
   const worker = async () => {
     while (queue.length && ctx.current()) {
@@ -136,7 +144,9 @@ async function fillRuns(ctx, rows) {
       const now = Date.now();
       const reasons = runs.map((run) => waitingReason(run, r.job, runs, now)).filter(Boolean);
       const reason = reasons.length > 1 ? { ...reasons[0], text: `${reasons[0].text} (${reasons.length} runs)` } : reasons[0];
-      r.last.replaceChildren(...(runs.length ? [state(runs[0].state), " ", reasonBadge(reason)].filter(Boolean) : ["—"]));
+      r.last.replaceChildren(...(runs.length ? [state(runs[0].state), " ", reasonBadge(reason),
+        deadlineBadge(runs[0], r.job, alerts, now)].filter(Boolean) : ["—"]));
+      r.missed.replaceChildren(...[missedRunBadge(r.job.id, alerts)].filter(Boolean));
       if (runs.length) chart(r.spark, sparkline(runs));
       const done = runs.filter((x) => ["succeeded", "failed", "dead"].includes(x.state));
       const ok = done.filter((x) => x.state === "succeeded").length;
