@@ -184,8 +184,11 @@ class JobResponse(BaseModel):
     version: int
 
     @classmethod
-    def from_job(cls, job: Job, waiting: Waiting | None = None, *, last_run_at: int | None) -> JobResponse:
-        """``last_run_at``: when it last ran (:func:`punctual.jobs.runs.last_run_times`)."""
+    def from_job(
+        cls, job: Job, waiting: Waiting | None = None, *, last_run_at: int | None, next_run_at: int | None
+    ) -> JobResponse:
+        """``last_run_at``: when it last ran (:func:`punctual.jobs.runs.last_run_times`); ``next_run_at``:
+        when it is due next (:func:`punctual.jobs.runs.next_run_times`)."""
         return cls(
             id=job.id,
             name=job.name,
@@ -198,7 +201,7 @@ class JobResponse(BaseModel):
             run_at=None if job.run_at is None else _iso(from_datetime(job.run_at)),
             depends_on=job.depends_on,
             dependencies=None if waiting is None else DependencyStatus.from_waiting(waiting),
-            next_run_at=iso(job.next_run_at),
+            next_run_at=iso(next_run_at),
             last_run_at=iso(last_run_at),
             payload=job.payload,
             target=job.target.redacted() if isinstance(job.target, HttpTarget) else job.target,
