@@ -1,7 +1,8 @@
 """When a job last ran (the API's ``last_run_at``, issue 31 item 3), on both engines.
 
-``last_run_at`` is the scheduled time of the job's newest run due by now, whatever created it: the
-scheduler's claim, a trigger, a dependency release (``punctual.jobs.runs.last_run_times``). The
+``last_run_at`` is the scheduled time of the job's newest run due by now that was not cancelled,
+whatever created it: the scheduler's claim, a trigger, a dependency release
+(``punctual.jobs.runs.last_run_times``). The
 newest run is read among the runs (``Store.newest_run_times``), so no run writes anything more to
 find it: a trigger and a release leave the job's record (and its version) untouched. A run the
 scheduler claimed ahead of its instant counts from its instant.
@@ -73,3 +74,25 @@ def test_the_schedulers_mark_answers_once_the_runs_are_gone(engine: Engine, cloc
     job = make_job(OWNER, clock, shards=engine.store.shards, last_run_at=clock.now_ms() - 60 * SECOND)
     engine.store.create_job(job)
     assert last_run_times(engine.store, [job], clock.now_ms()) == {job.id: job.last_run_at}
+
+
+def test_a_cancelled_run_is_not_the_last_run(engine: Engine, clock: ManualClock) -> None:
+    # Given a job whose newest runs were cancelled (skipped instants) after one that succeeded, and a
+    # job whose every run was cancelled although the scheduler's mark names its newest instant
+    store, now = engine.store, clock.now_ms()
+    ran = make_job(OWNER, clock, shards=store.shards, last_run_at=now - 5 * SECOND)
+    skipped = make_job(OWNER, clock, shards=store.shards, last_run_at=now - 5 * SECOND)
+    for job in (ran, skipped):
+        store.create_job(job)
+    runs = [make_run(ran, now - 9 * SECOND, clock, state=RunState.SUCCEEDED, finished_at=now - 8 * SECOND)]
+    runs += [
+        make_run(job, now - k * SECOND, clock, state=RunState.CANCELLED) for k in (7, 6, 5) for job in (ran, skipped)
+    ]
+    assert store.insert_runs(runs) == [True] * len(runs)
+    # Then the last run is the newest one that was not cancelled, and none while each was
+    assert store.newest_run_times([ran.id, skipped.id], now) == {ran.id: now - 9 * SECOND, skipped.id: None}
+    assert last_run_times(store, [ran, skipped], now) == {ran.id: now - 9 * SECOND, skipped.id: None}
+    # and a run created after them counts again, whatever its state
+    clock.advance(SECOND)
+    manual = trigger_job(store, engine.queue, OWNER, skipped.id, clock.now_ms())
+    assert last_run_times(store, [skipped], manual.scheduled_at) == {skipped.id: manual.scheduled_at}

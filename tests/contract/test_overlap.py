@@ -306,3 +306,42 @@ def test_the_batched_lease_applies_the_same_rule(engine: Engine, clock: ManualCl
     assert (skipped.outcome, leased.outcome) == (LeaseOutcome.SKIPPED, LeaseOutcome.LEASED)
     assert engine.store.get_run(forbid.id, t0).state is RunState.RUNNING
     assert engine.store.get_run(replace.id, t0).state is RunState.CANCELLED
+
+
+@pytest.mark.parametrize(
+    ("overlap", "outcome", "earlier", "manual_ends"),
+    [
+        (Overlap.FORBID, Outcome.SKIPPED, RunState.RUNNING, RunState.CANCELLED),
+        (Overlap.REPLACE, Outcome.SUCCEEDED, RunState.CANCELLED, RunState.SUCCEEDED),
+    ],
+)
+def test_a_manual_run_honours_its_jobs_overlap_at_its_lease(
+    engine: Engine,
+    engine_kind: str,
+    clock: ManualClock,
+    overlap: Overlap,
+    outcome: Outcome,
+    earlier: RunState,
+    manual_ends: RunState,
+) -> None:
+    from punctual.jobs.runs import trigger_job
+    from tests.contract.test_execution import OK, OWNER, FakeTargets, RecordingAlerter, process, receive_one
+
+    # Given a job whose scheduled run is still running when its owner triggers it
+    job = make_job(OWNER, clock, shards=engine.store.shards, overlap=overlap)
+    engine.store.create_job(job)
+    running = make_run(job, clock.now_ms(), clock)
+    assert engine.store.insert_runs([running]) == [True]
+    engine.store.lease_run(job.id, running.scheduled_at, "another-worker", clock.now_ms(), LEASE_MS)
+    clock.advance(SECOND)
+    manual = trigger_job(engine.store, engine.queue, OWNER, job.id, clock.now_ms())
+    # When a worker takes the manual run
+    assert process(engine, clock, receive_one(engine, engine_kind), FakeTargets(OK), RecordingAlerter()) is outcome
+    # Then its job's overlap decided it, as for a scheduled run: forbid skips it, replace cancels the other
+    assert engine.store.get_run(job.id, running.scheduled_at).state is earlier
+    ended = engine.store.get_run(job.id, manual.scheduled_at)
+    assert ended.state is manual_ends
+    if overlap is Overlap.FORBID:  # never called, and it says why
+        assert ended.attempts == [] and "overlap=forbid" in (ended.note or "")
+    else:
+        assert "overlap=replace" in (engine.store.get_run(job.id, running.scheduled_at).note or "")

@@ -29,15 +29,17 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, TypeVar
+from typing import IO, TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlsplit
 
 import httpx
+
+from tests.waiting import wait_until
 
 if TYPE_CHECKING:  # the target's process imports this module too: it needs none of the test stack
     from tests.e2e.conftest import ApiClient, Contract
@@ -46,13 +48,14 @@ if TYPE_CHECKING:  # the target's process imports this module too: it needs none
 # and "held" are seconds-wide windows an edit over HTTP lands in even on a busy machine.
 LOOKAHEAD_MS = 10_000
 PRELEASE_S = 5
-T = TypeVar("T")
 
 REPO = Path(__file__).resolve().parents[2]
 API_KEY = "contract-e2e-key-0123456789"
 START_TIMEOUT_S = 30.0  # a process prints what it listens on within this (imports on a busy machine)
 STOP_GRACE_S = 15.0  # SIGTERM, then SIGKILL after this
 CLOCK_OFFSET_ENV = "CONTRACT_E2E_CLOCK_OFFSET_MS"
+# The e2e tier's name for the shared bounded wait (its tests import it from here).
+wait_for = wait_until
 
 
 # -- the target, in its own process ---------------------------------------------------------------
@@ -246,13 +249,15 @@ class System:
         port_path.unlink(missing_ok=True)
         argv = ["target", str(log_path), str(port_path), str(port)]
         proc = self._spawn("target", [sys.executable, "-m", "tests.e2e.contract_http", *argv])
-        _wait(lambda: port_path.exists() and port_path.read_text().strip(), START_TIMEOUT_S, proc.output)
+        wait_until(
+            lambda: port_path.exists() and port_path.read_text().strip(), START_TIMEOUT_S, "the target", proc.output
+        )
         self.target = Target(proc, int(port_path.read_text()), log_path)
         return self.target
 
     def start_api(self) -> str:
         proc = self._punctual("api", "api", "--data-dir", str(self.data_dir), "--port", "0", "--api-key", API_KEY)
-        line = _wait(lambda: _line_with(proc, "Punctual API: "), START_TIMEOUT_S, proc.output)
+        line = wait_until(lambda: _line_with(proc, "Punctual API: "), START_TIMEOUT_S, "the API", proc.output)
         self.api_url = line.split("Punctual API: ", 1)[1].strip()
         from tests.e2e.conftest import Contract
 
@@ -376,26 +381,11 @@ def system(
         stack.close()
 
 
-def wait_for(check: Callable[[], T | None], timeout_s: float, what: str = "") -> T:
-    """Poll ``check`` every 0.1 s until it returns something truthy; AssertionError after ``timeout_s``."""
-    return _wait(check, timeout_s, lambda: what)
-
-
 def sleep_until(system_: System, at_ms: int) -> None:
     """Sleep until the system's clock reads ``at_ms`` (returns at once if it passed)."""
     wait_ms = at_ms - system_.now_ms()
     if wait_ms > 0:
         time.sleep(wait_ms / 1000)
-
-
-def _wait(check: Callable[[], Any], timeout_s: float, diagnose: Callable[[], str]) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"not within {timeout_s} s: {diagnose()}")
 
 
 def _line_with(proc: Proc, marker: str) -> str | None:

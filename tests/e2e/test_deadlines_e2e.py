@@ -9,21 +9,16 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-import httpx
 import pytest
 
-from punctual.api.auth import ApiKeys
-from punctual.api.caller import Services
 from punctual.clock import SystemClock
-from punctual.config import Settings
-from punctual.execution.loop import Tuning
-from punctual.local.server import LocalServer
 from punctual.runtime.assembly import Runtime
-from tests.e2e.conftest import ApiClient, Contract
+from tests.e2e.conftest import ApiClient
 from tests.e2e.contract_http import wait_for
+from tests.e2e.local_stack import local_stack
+from tests.faults.real_workers import Target, serving
 
 pytestmark = pytest.mark.e2e
 
@@ -31,54 +26,25 @@ KEY, OWNER = "deadlines-key-0123456789", "deadlines-owner"
 WAIT_S = 20.0
 
 
-class Slow(BaseHTTPRequestHandler):
+class Slow(Target):
     """Answers 200 once the test releases it (bounded), counting the calls that arrived."""
 
-    server: Any
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
     def do_POST(self) -> None:
-        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.read_body()
         self.server.arrived.set()
         self.server.release.wait(WAIT_S)
-        self.send_response(200)
-        self.send_header("Content-Length", "0")
-        self.end_headers()
+        self.answer()
 
 
 @pytest.fixture(scope="module")
 def slow() -> Iterator[Any]:
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), Slow)
-    srv.daemon_threads, srv.arrived, srv.release = True, threading.Event(), threading.Event()
-    thread = threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    yield srv
-    srv.release.set()
-    srv.shutdown()
-    srv.server_close()
+    yield from serving(Slow, arrived=threading.Event(), release=threading.Event())
 
 
 @pytest.fixture(scope="module")
 def system(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ApiClient, Runtime, SystemClock]]:
-    settings = Settings(data_dir=str(tmp_path_factory.mktemp("deadlines")), shards=4, target_allow_loopback=True)
-    clock = SystemClock()
-    runtime = Runtime.open(settings, clock=clock)
-    server = LocalServer(Services.of(runtime.engine, settings, clock), ApiKeys({KEY: OWNER}))
-    url = server.start()
-    stop = threading.Event()
-    worker = threading.Thread(target=runtime.worker(tuning=Tuning(wait_s=0.2)).run, args=(stop,), daemon=True)
-    worker.start()
-    client = ApiClient(url, KEY, Contract(httpx.get(f"{url}/openapi.json", timeout=10).json()), OWNER)
-    try:
-        yield client, runtime, clock
-    finally:
-        stop.set()
-        worker.join(10)
-        client.close()
-        server.stop()
-        runtime.close()
+    with local_stack(tmp_path_factory.mktemp("deadlines"), KEY, OWNER) as stack:
+        yield stack.api, stack.runtime, stack.clock
 
 
 def test_a_slow_run_and_an_unclaimed_instant_alert_their_owner_once(system, slow):

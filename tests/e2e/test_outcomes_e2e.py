@@ -11,23 +11,17 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-import httpx
 import pytest
 
-from punctual.api.auth import ApiKeys
-from punctual.api.caller import Services
 from punctual.cli import main
 from punctual.clock import SystemClock, iso
-from punctual.config import Settings
-from punctual.execution.loop import Tuning
 from punctual.execution.targets import signing
-from punctual.local.server import LocalServer
-from punctual.runtime.assembly import Runtime
-from tests.e2e.conftest import ApiClient, Contract
+from tests.e2e.conftest import ApiClient
 from tests.e2e.contract_http import wait_for
+from tests.e2e.local_stack import local_stack
+from tests.faults.real_workers import Target, serving
 
 pytestmark = pytest.mark.e2e
 
@@ -35,13 +29,8 @@ KEY, OWNER = "outcomes-key-0123456789", "outcomes-owner"
 WAIT_S = 20.0
 
 
-class Hook(BaseHTTPRequestHandler):
+class Hook(Target):
     """/poison: 500; /ok: 200; /notify: 200, each notification kept."""
-
-    server: Any
-
-    def log_message(self, *args: Any) -> None:
-        pass
 
     def do_POST(self) -> None:
         body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
@@ -56,37 +45,13 @@ class Hook(BaseHTTPRequestHandler):
 
 @pytest.fixture(scope="module")
 def hook() -> Iterator[Any]:
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), Hook)
-    srv.daemon_threads, srv.notifications, srv.lock = True, [], threading.Lock()
-    thread = threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    yield srv
-    srv.shutdown()
-    srv.server_close()
+    yield from serving(Hook, notifications=[], lock=threading.Lock())
 
 
 @pytest.fixture(scope="module")
 def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiClient]:
-    settings = Settings(data_dir=str(tmp_path_factory.mktemp("outcomes")), shards=4, target_allow_loopback=True)
-    runtime = Runtime.open(settings, clock=SystemClock())
-    server = LocalServer(Services.of(runtime.engine, settings, runtime.clock), ApiKeys({KEY: OWNER}))
-    url = server.start()
-    stop = threading.Event()
-    components = [runtime.worker(tuning=Tuning(wait_s=0.2)), runtime.reaper(interval_s=0.3)]
-    threads = [threading.Thread(target=c.run, args=(stop,), daemon=True) for c in components]
-    for thread in threads:
-        thread.start()
-    document = httpx.get(f"{url}/openapi.json", timeout=10).json()
-    client = ApiClient(url, KEY, Contract(document), OWNER)
-    try:
-        yield client
-    finally:
-        stop.set()
-        for thread in threads:
-            thread.join(10)
-        client.close()
-        server.stop()
-        runtime.close()
+    with local_stack(tmp_path_factory.mktemp("outcomes"), KEY, OWNER, reaper=True) as stack:
+        yield stack.api
 
 
 def hook_url(hook: Any, path: str) -> str:

@@ -18,8 +18,9 @@ from punctual.model import JobLimit, Run, RunState
 from punctual.port import Dispatch, Engine
 from punctual.tenancy.keyed import key_scope
 from tests.faults import real_workers
-from tests.faults.real_workers import Backend, hook_job, stop, wait_for
+from tests.faults.real_workers import Backend, hook_job, stop
 from tests.faults.test_tenant_limits import OWNER, states, target, workers
+from tests.waiting import eventually
 
 pytestmark = pytest.mark.faults
 
@@ -55,7 +56,7 @@ def test_a_keyed_cap_holds_through_a_killed_worker(backend: Backend, target: Any
     [a] = workers(backend, ["keyed-a"])
     b: list[Any] = []
     try:
-        assert wait_for(lambda: target.in_flight >= 1, timeout_s=30), "worker A never called the target"
+        assert eventually(lambda: target.in_flight >= 1, timeout_s=30), "worker A never called the target"
         time.sleep(0.3)
         notes |= {r.note for r in states(engine, runs) if r.state is RunState.SCHEDULED}
         # When A is killed mid-run (its runs hold the key's slots) and worker B starts
@@ -65,7 +66,7 @@ def test_a_keyed_cap_holds_through_a_killed_worker(backend: Backend, target: Any
         assert 1 <= len(held) <= CAP
         b = workers(backend, ["keyed-b"])
         done = lambda: all(r.state is RunState.SUCCEEDED for r in states(engine, runs))  # noqa: E731
-        assert wait_for(done, timeout_s=count * 1.0 + 90), [r.state for r in states(engine, runs)]
+        assert eventually(done, timeout_s=count * 1.0 + 90), [r.state for r in states(engine, runs)]
     finally:
         stop([a, *b])
     # Then the key's cap held throughout, only the killed attempts were retried, no slot is left

@@ -17,6 +17,7 @@ import pytest
 from punctual.bench.jobs import bench_jobs
 from punctual.clock import SystemClock
 from punctual.engines.embedded import EmbeddedEngine
+from tests.waiting import eventually
 
 pytestmark = pytest.mark.faults
 
@@ -42,15 +43,6 @@ def _query(db: Path, sql: str) -> list[tuple[object, ...]]:
         return conn.execute(sql).fetchall()
 
 
-def _wait_for(predicate, timeout_s: float, step_s: float = 0.02) -> bool:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(step_s)
-    return False
-
-
 def test_killed_scheduler_loses_no_run_and_its_shards_are_taken_over(tmp_path: Path) -> None:
     # Given 20,000 one-time jobs, all due now
     db = tmp_path / "punctual.db"
@@ -63,7 +55,7 @@ def test_killed_scheduler_loses_no_run_and_its_shards_are_taken_over(tmp_path: P
     # When scheduler A is killed with SIGKILL while it is claiming them
     a = _start_scheduler(tmp_path, "scheduler-a")
     try:
-        assert _wait_for(lambda: _query(db, "SELECT count(*) FROM runs")[0][0] > 0, timeout_s=30)
+        assert eventually(lambda: _query(db, "SELECT count(*) FROM runs")[0][0] > 0, timeout_s=30, every_s=0.02)
         a.send_signal(signal.SIGKILL)
     finally:
         a.wait(timeout=10)
@@ -77,12 +69,12 @@ def test_killed_scheduler_loses_no_run_and_its_shards_are_taken_over(tmp_path: P
     b = _start_scheduler(tmp_path, "scheduler-b")
     try:
         owned = "SELECT count(*) FROM shard_leases WHERE owner = 'scheduler-b'"
-        assert _wait_for(lambda: _query(db, owned)[0][0] > 0, timeout_s=60)
+        assert eventually(lambda: _query(db, owned)[0][0] > 0, timeout_s=60, every_s=0.02)
         b_up_at = time.monotonic()
-        assert _wait_for(lambda: _query(db, owned)[0][0] == SHARDS, timeout_s=LEASE_TTL_MS / 1000 + 5)
+        assert eventually(lambda: _query(db, owned)[0][0] == SHARDS, timeout_s=LEASE_TTL_MS / 1000 + 5, every_s=0.02)
         takeover_s = time.monotonic() - max(b_up_at, killed_at + LEASE_TTL_MS / 1000)
         done = lambda: _query(db, "SELECT count(*) FROM jobs WHERE status = 'active'")[0][0] == 0  # noqa: E731
-        assert _wait_for(done, timeout_s=60)
+        assert eventually(done, timeout_s=60, every_s=0.02)
     finally:
         b.send_signal(signal.SIGTERM)
         b.wait(timeout=20)

@@ -32,7 +32,8 @@ from punctual.model import Run, RunState
 from punctual.port import Dispatch, Engine, Tenant
 from tests.faults import rate_windows as rw
 from tests.faults import real_workers
-from tests.faults.real_workers import TIMEOUT_S, Backend, hook_job, stop, wait_for
+from tests.faults.real_workers import TIMEOUT_S, Backend, hook_job, stop
+from tests.waiting import eventually
 
 pytestmark = pytest.mark.faults
 
@@ -110,7 +111,7 @@ def test_max_concurrency_caps_the_calls_a_target_sees(backend: Backend, target: 
     try:
         # When the workers drain them
         done = lambda: all(r.state is RunState.SUCCEEDED for r in states(engine, runs))  # noqa: E731
-        assert wait_for(done, timeout_s=count * 1.0 + 120), [r.state for r in states(engine, runs)]
+        assert eventually(done, timeout_s=count * 1.0 + 120), [r.state for r in states(engine, runs)]
     finally:
         stop(procs)
     # Then the target never saw more than 5 calls at once, every run succeeded on attempt 1
@@ -132,7 +133,7 @@ def test_a_killed_worker_gives_its_slots_back_within_the_lease_time(backend: Bac
     [a] = workers(backend, ["kill-a"])
     b: list[Any] = []
     try:
-        assert wait_for(lambda: target.in_flight >= 1, timeout_s=30), "worker A never called the target"
+        assert eventually(lambda: target.in_flight >= 1, timeout_s=30), "worker A never called the target"
         time.sleep(0.3)
         # When A is killed mid-run (its runs hold slots) and worker B starts
         a.send_signal(signal.SIGKILL)
@@ -143,11 +144,11 @@ def test_a_killed_worker_gives_its_slots_back_within_the_lease_time(backend: Bac
         b = workers(backend, ["kill-b"])
         # Then B takes the killed runs over in their slots once their lease (4 s) has ended
         retaken = lambda: any(c[2] == "2" for c in target.calls)  # noqa: E731
-        assert wait_for(retaken, timeout_s=30)
+        assert eventually(retaken, timeout_s=30)
         first_retake = min(t for t, _, attempt in target.calls if attempt == "2")
         assert first_retake - killed_at <= TIMEOUT_S + 1 + 6  # the lease, plus a hidden message's backoff
         done = lambda: all(r.state is RunState.SUCCEEDED for r in states(engine, runs))  # noqa: E731
-        assert wait_for(done, timeout_s=count * 1.0 + 120), [r.state for r in states(engine, runs)]
+        assert eventually(done, timeout_s=count * 1.0 + 120), [r.state for r in states(engine, runs)]
     finally:
         stop([a, *b])
     # and the cap held throughout, every run succeeded, only the killed attempts were retried

@@ -18,7 +18,8 @@ from punctual.clock import SystemClock
 from punctual.model import AttemptOutcome, Run, RunState
 from punctual.port import Dispatch
 from tests.faults import real_workers
-from tests.faults.real_workers import Backend, hook_job, stop, wait_for
+from tests.faults.real_workers import Backend, hook_job, stop
+from tests.waiting import eventually
 
 pytestmark = pytest.mark.faults
 
@@ -72,7 +73,7 @@ def test_a_run_whose_worker_is_killed_is_completed_by_another_worker(backend: Ba
     a = start_worker(backend, "worker-a")
     b: subprocess.Popen[bytes] | None = None
     try:
-        assert wait_for(lambda: len(target.requests) == 1, timeout_s=20), "worker A never called the target"
+        assert eventually(lambda: len(target.requests) == 1, timeout_s=20), "worker A never called the target"
         a.send_signal(signal.SIGKILL)
         a.wait(timeout=10)
         leased = current()
@@ -80,7 +81,7 @@ def test_a_run_whose_worker_is_killed_is_completed_by_another_worker(backend: Ba
 
         # Then worker B takes the run over once A's lease has expired, and completes it
         b = start_worker(backend, "worker-b")
-        assert wait_for(lambda: current().state is RunState.SUCCEEDED, timeout_s=20), current()
+        assert eventually(lambda: current().state is RunState.SUCCEEDED, timeout_s=20), current()
         # and B stops gracefully on SIGTERM
         b.send_signal(signal.SIGTERM)
         assert b.wait(timeout=10) == 0
@@ -148,8 +149,10 @@ def test_a_worker_killed_with_batches_in_flight_and_waiting_loses_no_run_and_rep
     a = start_worker(backend, "worker-a", max_in_flight=500)
     b: subprocess.Popen[bytes] | None = None
     try:
-        assert wait_for(lambda: len(blocking_target.requests) >= 10, timeout_s=30), "worker A never called the targets"
-        wait_for(lambda: SystemClock().now_ms() >= now + 2_300, timeout_s=5)
+        assert eventually(lambda: len(blocking_target.requests) >= 10, timeout_s=30), (
+            "worker A never called the targets"
+        )
+        eventually(lambda: SystemClock().now_ms() >= now + 2_300, timeout_s=5)
         a.send_signal(signal.SIGKILL)
         a.wait(timeout=10)
         blocking_target.release.set()
@@ -157,7 +160,7 @@ def test_a_worker_killed_with_batches_in_flight_and_waiting_loses_no_run_and_rep
         # Then worker B completes every run: A's executing runs by takeover once their leases expired
         b = start_worker(backend, "worker-b", max_in_flight=500)
         done = lambda: all(current(r).state is RunState.SUCCEEDED for r in runs)  # noqa: E731
-        assert wait_for(done, timeout_s=60), [current(r).state for r in runs]
+        assert eventually(done, timeout_s=60), [current(r).state for r in runs]
         b.send_signal(signal.SIGTERM)
         assert b.wait(timeout=15) == 0
     finally:

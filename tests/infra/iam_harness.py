@@ -19,9 +19,8 @@ import importlib.util
 import json
 import os
 import threading
-import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -212,23 +211,6 @@ def sqs_records(messages: list[dict[str, Any]], queue_arn: str) -> dict[str, Any
             for m in messages
         ]
     }
-
-
-def wait_until(
-    condition: Callable[[], Any],
-    timeout_s: float = 20.0,
-    what: str = "condition",
-    explain: Callable[[], str] | None = None,
-) -> Any:
-    """Poll ``condition`` until it returns something truthy (bounded); ``explain`` says what was left."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.1)
-    left = f": {explain()}" if explain is not None else ""
-    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}{left}")
 
 
 class TargetServer:

@@ -27,7 +27,8 @@ from punctual.model import JobStatus, NotificationState, Run, RunState
 from punctual.port import Dispatch, RunQuery
 from tests.infra.iam_calls import ACCOUNT
 from tests.infra.iam_grants import Grant
-from tests.infra.iam_harness import OWNER, LambdaContext, Stack, TargetServer, sqs_records, wait_until
+from tests.infra.iam_harness import OWNER, LambdaContext, Stack, TargetServer, sqs_records
+from tests.waiting import wait_until
 
 MINUTE = 60_000
 HOUR = 60 * MINUTE

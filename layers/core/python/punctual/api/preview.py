@@ -16,9 +16,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from punctual import ids
 from punctual.api import openapi
 from punctual.api.caller import Services, caller
-from punctual.api.schemas import IsoTime
+from punctual.api.schemas import IsoTime, shown
 from punctual.calendars.cache import read_business_days
-from punctual.clock import iso
 from punctual.jobs import service as jobs
 from punctual.scheduling.preview import MAX_COUNT, Cause, Fate, PreviewItem, preview
 
@@ -66,14 +65,7 @@ class PreviewEntry(BaseModel):
 
     @classmethod
     def of(cls, item: PreviewItem) -> PreviewEntry:
-        return cls(
-            at=iso(item.at),
-            scheduled=iso(item.scheduled),
-            local=item.local,
-            fate=item.fate,
-            cause=item.cause,
-            detail=item.detail,
-        )
+        return shown(cls, item, times=("at", "scheduled"))
 
 
 class JobPreview(BaseModel):

@@ -8,7 +8,8 @@ is implied by the caller.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from collections.abc import Collection
+from typing import Annotated, Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -57,6 +58,17 @@ IsoTime = Annotated[
 ]
 
 JobCreate = JobSpec  # the body of POST /jobs is exactly the domain's spec
+
+Shown = TypeVar("Shown", bound=BaseModel)
+
+
+def shown(model: type[Shown], source: object, *, times: Collection[str] = (), **given: Any) -> Shown:
+    """A response ``model`` of a domain object: each field is ``source``'s attribute of the same name,
+    but for the ``given`` ones; the fields named in ``times`` (epoch ms, or None) as ISO 8601 text
+    (``punctual.clock.iso``). Raises AttributeError for a field ``source`` lacks and none gives."""
+    values = {name: getattr(source, name) for name in model.model_fields if name not in given}
+    values.update({name: iso(values[name]) for name in times})
+    return model(**values, **given)
 
 
 def _required_never_null(schema: dict[str, Any]) -> None:
@@ -159,8 +171,9 @@ class JobResponse(BaseModel):
     )
     next_run_at: IsoTime | None = Field(description="when it is due next; null unless active")
     last_run_at: IsoTime | None = Field(
-        description="scheduled time of its newest run due by now, from its schedule, a trigger or a dependency"
-        " release (not whether it started: its runs say that); null before its first run"
+        description="scheduled time of its newest run due by now that was not cancelled, from its schedule, a"
+        " trigger, a dependency release or a replay (not whether it started: its runs say that); null before its"
+        " first run, and while its runs were all cancelled (skipped by overlap or its calendar)"
     )
     payload: Any
     target: Target
@@ -189,38 +202,16 @@ class JobResponse(BaseModel):
     ) -> JobResponse:
         """``last_run_at``: when it last ran (:func:`punctual.jobs.runs.last_run_times`); ``next_run_at``:
         when it is due next (:func:`punctual.jobs.runs.next_run_times`)."""
-        return cls(
-            id=job.id,
-            name=job.name,
-            status=job.status,
-            schedule=job.schedule,
-            timezone=job.timezone,
-            dst_repeated=job.dst_repeated,
-            dst_skipped=job.dst_skipped,
-            calendar=job.calendar,
+        return shown(
+            cls,
+            job,
+            times=("created_at", "updated_at"),
             run_at=None if job.run_at is None else _iso(from_datetime(job.run_at)),
-            depends_on=job.depends_on,
             dependencies=None if waiting is None else DependencyStatus.from_waiting(waiting),
             next_run_at=iso(next_run_at),
             last_run_at=iso(last_run_at),
-            payload=job.payload,
             target=job.target.redacted() if isinstance(job.target, HttpTarget) else job.target,
-            timeout_s=job.timeout_s,
-            max_retries=job.max_retries,
-            retry=job.retry,
-            jitter_s=job.jitter_s,
-            overlap=job.overlap,
-            catchup=job.catchup,
-            max_backfill=job.max_backfill,
-            pause_after_failures=job.pause_after_failures,
-            notify=job.notify,
-            deadline_s=job.deadline_s,
-            paused_after=job.paused_after,
-            priority=job.priority,
             limits=[LimitView(**limit.model_dump()) for limit in job.limits],
-            created_at=_iso(job.created_at),
-            updated_at=_iso(job.updated_at),
-            version=job.version,
         )
 
 
@@ -239,17 +230,7 @@ class AttemptResponse(BaseModel):
 
     @classmethod
     def from_attempt(cls, attempt: Attempt) -> AttemptResponse:
-        return cls(
-            number=attempt.number,
-            worker_id=attempt.worker_id,
-            started_at=iso(attempt.started_at),
-            finished_at=iso(attempt.finished_at),
-            outcome=attempt.outcome,
-            status_code=attempt.status_code,
-            error=attempt.error,
-            response_excerpt=attempt.response_excerpt,
-            waited=attempt.waited,
-        )
+        return shown(cls, attempt, times=("started_at", "finished_at"))
 
 
 class NotificationTryResponse(BaseModel):
@@ -314,21 +295,10 @@ class RunResponse(BaseModel):
 
     @classmethod
     def from_run(cls, run: Run, notification: Notification | None = None) -> RunResponse:
-        return cls(
-            run_id=run.run_id,
-            job_id=run.job_id,
-            scheduled_at=_iso(run.scheduled_at),
-            state=run.state,
-            trigger=run.trigger,
-            attempt=run.attempt,
-            worker_id=run.worker_id,
-            lease_expires_at=iso(run.lease_expires_at),
-            started_at=iso(run.started_at),
-            finished_at=iso(run.finished_at),
-            next_attempt_at=iso(run.next_attempt_at),
-            note=run.note,
-            released_by=run.released_by,
-            replay_of=run.replay_of,
+        return shown(
+            cls,
+            run,
+            times=("scheduled_at", "lease_expires_at", "started_at", "finished_at", "next_attempt_at"),
             attempts=[AttemptResponse.from_attempt(a) for a in run.attempts],
             notification=None if notification is None else NotificationResponse.from_notification(notification),
         )

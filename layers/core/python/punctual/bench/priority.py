@@ -12,20 +12,14 @@ of higher priority; each worker admits a batch highest priority first).
 
 from __future__ import annotations
 
-import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
 from punctual import metrics as m
-from punctual.bench.burst import LEAD_MS, SHARDS, _run_until_claimed, _start_worker
-from punctual.bench.jobs import bench_jobs
-from punctual.clock import SystemClock
-from punctual.config import Settings
+from punctual.bench.scenario import embedded_scenario
 from punctual.engines.embedded import EmbeddedEngine
 from punctual.model import Job, Run, RunState
 from punctual.port import Tenant
-from punctual.scheduling.scheduler import Scheduler, SchedulerOptions
 
 OWNER = "bench-priority"
 HIGH = 9
@@ -48,38 +42,24 @@ def bench_priority(
     ``urgent_priority=5`` gives the urgent runs no priority: the comparison without it.
     ``until_decided``: stop once every urgent run and a tenth of the backlog started (what the
     ordering property needs; CI's small version), instead of when every run succeeded."""
-    from punctual.bench.target import noop_target
-
-    clock = SystemClock()
-    lookahead_ms = Settings().lookahead_ms if lookahead_ms is None else lookahead_ms
-    with noop_target(delay_ms) as url, tempfile.TemporaryDirectory(prefix="punctual-priority-") as tmp:
-        engine = EmbeddedEngine(Path(tmp) / "punctual.db", shards=SHARDS, clock=clock)
+    setting = embedded_scenario(
+        "punctual-priority-",
+        delay_ms=delay_ms,
+        processes=processes,
+        max_in_flight=max_in_flight,
+        lookahead_ms=lookahead_ms,
+    )
+    with setting as scenario:
+        engine, due_at = scenario.engine, scenario.due_at
         engine.store.put_tenant(Tenant(owner=OWNER, max_concurrency=limit))
-        workers = [_start_worker(tmp, max_in_flight, Settings().prelease_s) for _ in range(processes)]
-        try:
-            now = clock.now_ms()
-            due_at = (now + LEAD_MS + lookahead_ms) // 1000 * 1000 + 1000
-            made = bench_jobs(low + high, now=now, due_at=due_at, shards=SHARDS, cron=None, url=url, owner=OWNER)
-            jobs = [
-                job if i < low else job.model_copy(update={"priority": urgent_priority}) for i, job in enumerate(made)
-            ]
-            store: Any = engine.store
-            store.bulk_load_jobs(jobs)
-            scheduler = Scheduler(
-                engine, clock, metrics=m.InMemoryMetrics(), options=SchedulerOptions(lookahead_ms=lookahead_ms)
-            )
-            _run_until_claimed(scheduler, low + high, until_ms=due_at + 20_000)
-            deadline = time.monotonic() + timeout_s
-            done = _decided if until_decided else _all_done
-            while not done(engine, jobs, due_at, low) and time.monotonic() < deadline:
-                time.sleep(0.5)
-            runs = engine.store.get_runs([(job.id, due_at) for job in jobs])
-        finally:
-            for worker in workers:
-                worker.terminate()
-            for worker in workers:
-                worker.wait(30)
-            engine.close()
+        made = scenario.jobs(low + high, OWNER)
+        jobs = [job if i < low else job.model_copy(update={"priority": urgent_priority}) for i, job in enumerate(made)]
+        scenario.claim(jobs, m.InMemoryMetrics())
+        deadline = time.monotonic() + timeout_s
+        done = _decided if until_decided else _all_done
+        while not done(engine, jobs, due_at, low) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        runs = engine.store.get_runs([(job.id, due_at) for job in jobs])
     return _figures(jobs[:low], jobs[low:], runs, due_at, low) | {
         "urgent_priority": urgent_priority,
         "limit": limit,

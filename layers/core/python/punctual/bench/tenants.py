@@ -12,21 +12,16 @@ issue 12), for comparison.
 
 from __future__ import annotations
 
-import tempfile
 import time
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from punctual import metrics as m
-from punctual.bench.burst import LEAD_MS, SHARDS, _run_until_claimed, _start_worker
-from punctual.bench.jobs import bench_jobs
+from punctual.bench.scenario import embedded_scenario
 from punctual.clock import SystemClock
-from punctual.config import Settings
 from punctual.engines.embedded import EmbeddedEngine
 from punctual.model import Job, Run, RunState
 from punctual.port import Dispatch
-from punctual.scheduling.scheduler import Scheduler, SchedulerOptions
 
 NOISY, QUIET = "tenant-a", "tenant-b"
 
@@ -41,38 +36,26 @@ def bench_noisy_neighbour(
     fair: bool = True,
     lookahead_ms: int | None = None,
 ) -> dict[str, Any]:
-    from punctual.bench.target import noop_target
-
-    lookahead_ms = Settings().lookahead_ms if lookahead_ms is None else lookahead_ms
-
-    clock = SystemClock()
-    with noop_target(delay_ms) as url, tempfile.TemporaryDirectory(prefix="punctual-tenants-") as tmp:
-        engine = EmbeddedEngine(Path(tmp) / "punctual.db", shards=SHARDS, clock=clock)
-        workers = [_start_worker(tmp, concurrency, Settings().prelease_s) for _ in range(processes)]
-        try:
-            now = clock.now_ms()
-            due_at = (now + LEAD_MS + lookahead_ms) // 1000 * 1000 + 1000
-            a = list(bench_jobs(flood, now=now, due_at=due_at, shards=SHARDS, cron=None, url=url, owner=NOISY))
-            b = list(bench_jobs(few, now=now, due_at=due_at, shards=SHARDS, cron=None, url=url, owner=QUIET))
-            store: Any = engine.store
-            store.bulk_load_jobs([*a, *b])
-            if not fair:
-                _drop_groups(engine)
-            sink = m.InMemoryMetrics(reservoir=flood + few + 10)
-            scheduler = Scheduler(engine, clock, metrics=sink, options=SchedulerOptions(lookahead_ms=lookahead_ms))
-            _run_until_claimed(scheduler, flood + few, until_ms=due_at + 20_000)
-            quiet_done = _wait_for(engine, b, due_at, until_ms=due_at + 120_000)
-            deadline = due_at + 120_000 + flood * (delay_ms + 5)  # bounded: A's drain at one run at a time, at worst
-            while engine.queue.depth() and clock.now_ms() < deadline:
-                time.sleep(0.2)
-            runs_a = [engine.store.get_run(job.id, due_at) for job in a]
-            runs_b = [engine.store.get_run(job.id, due_at) for job in b]
-        finally:
-            for worker in workers:
-                worker.terminate()
-            for worker in workers:
-                worker.wait(30)
-            engine.close()
+    setting = embedded_scenario(
+        "punctual-tenants-",
+        delay_ms=delay_ms,
+        processes=processes,
+        max_in_flight=concurrency,
+        lookahead_ms=lookahead_ms,
+    )
+    with setting as scenario:
+        engine, clock, due_at, lookahead_ms = scenario.engine, scenario.clock, scenario.due_at, scenario.lookahead_ms
+        a, b = scenario.jobs(flood, NOISY), scenario.jobs(few, QUIET)
+        if not fair:
+            _drop_groups(engine)
+        sink = m.InMemoryMetrics(reservoir=flood + few + 10)
+        scenario.claim([*a, *b], sink)
+        quiet_done = _wait_for(engine, b, due_at, until_ms=due_at + 120_000)
+        deadline = due_at + 120_000 + flood * (delay_ms + 5)  # bounded: A's drain at one run at a time, at worst
+        while engine.queue.depth() and clock.now_ms() < deadline:
+            time.sleep(0.2)
+        runs_a = [engine.store.get_run(job.id, due_at) for job in a]
+        runs_b = [engine.store.get_run(job.id, due_at) for job in b]
     return {
         "fair": fair,
         "tenant_a_runs": flood,

@@ -10,6 +10,7 @@ import time
 from typing import Any
 
 from punctual.cli import bench_priority
+from punctual.cli.bench_runs import measured, report
 from punctual.runtime.process import collect_rarely
 
 
@@ -220,33 +221,30 @@ def _medians(executed: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def run_tenants(args: argparse.Namespace) -> int:
     from punctual.bench.tenants import bench_noisy_neighbour
 
-    collect_rarely()  # the bench plays the scheduler process
     options = {
         "delay_ms": args.delay_ms,
         "processes": args.processes,
         "concurrency": args.concurrency,
         "lookahead_ms": args.lookahead_ms,
     }
-    results = [bench_noisy_neighbour(args.flood, args.few, **options)]
-    if args.unfair:
-        results.append(bench_noisy_neighbour(args.flood, args.few, fair=False, **options))
-    if args.json:
-        print(json.dumps({"noisy_neighbour": results}))
-        return 0
-    print(
-        f"Noisy neighbour, embedded engine: A has {args.flood:,} runs and B {args.few:,} runs due at one second;"
-        f" no-op target answering after {args.delay_ms} ms; {args.processes} worker processes,"
-        f" --max-in-flight {args.concurrency}:"
-    )
-    for r in results:
-        kind = "fair hand-out" if r["fair"] else "one queue order"
-        print(
-            f"  {kind}: B start lateness p50={r['b_start_lateness_ms_p50']} ms"
-            f" p99={r['b_start_lateness_ms_p99']} ms max={r['b_start_lateness_ms_max']} ms;"
+    results = measured(bench_noisy_neighbour, (args.flood, args.few), options, {"fair": False} if args.unfair else None)
+
+    def line(r: dict[str, Any]) -> str:
+        return (
+            f"{'fair hand-out' if r['fair'] else 'one queue order'}: B start lateness"
+            f" p50={r['b_start_lateness_ms_p50']} ms p99={r['b_start_lateness_ms_p99']} ms"
+            f" max={r['b_start_lateness_ms_max']} ms;"
             f" A p50={r['a_start_lateness_ms_p50']} ms p99={r['a_start_lateness_ms_p99']} ms,"
             f" A drained after {r['a_last_finish_after_ms']} ms;"
             f" succeeded A {r['a_succeeded']:,} B {r['b_succeeded']:,}"
         )
+
+    header = (
+        f"Noisy neighbour, embedded engine: A has {args.flood:,} runs and B {args.few:,} runs due at one second;"
+        f" no-op target answering after {args.delay_ms} ms; {args.processes} worker processes,"
+        f" --max-in-flight {args.concurrency}:"
+    )
+    report(results, key="noisy_neighbour", as_json=args.json, header=header, line=line)
     return 0
 
 

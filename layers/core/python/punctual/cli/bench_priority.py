@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import json
 from typing import Any
+
+from punctual.cli.bench_runs import measured, report
 
 
 def register(kinds: Any) -> None:
@@ -27,31 +28,27 @@ def register(kinds: Any) -> None:
 
 def run_priority(args: argparse.Namespace) -> int:
     from punctual.bench.priority import HIGH, bench_priority
-    from punctual.runtime.process import collect_rarely
 
-    collect_rarely()  # the bench plays the scheduler process
     options = {
         "limit": args.limit,
         "delay_ms": args.delay_ms,
         "processes": args.processes,
         "max_in_flight": args.max_in_flight,
     }
-    results = [bench_priority(args.low, args.high, **options)]
-    if args.compare:
-        results.append(bench_priority(args.low, args.high, urgent_priority=5, **options))
-    if args.json:
-        print(json.dumps({"priority": results}))
-        return 0 if results[0]["high_all_before_low_p10"] else 1
-    print(
+    results = measured(bench_priority, (args.low, args.high), options, {"urgent_priority": 5} if args.compare else None)
+
+    def line(r: dict[str, Any]) -> str:
+        kind = f"urgent at priority {r['urgent_priority']}" + (" (no priority)" if r["urgent_priority"] != HIGH else "")
+        return (
+            f"{kind}: urgent p50 {r['high_start_ms_p50']}, last {r['high_start_ms_max']};"
+            f" backlog p10 {r['low_start_ms_p10']}, p50 {r['low_start_ms_p50']}, last {r['low_start_ms_max']};"
+            f" every urgent run before the backlog's p10: {'yes' if r['high_all_before_low_p10'] else 'NO'}"
+        )
+
+    header = (
         f"Priority, embedded engine: one owner with max_concurrency {args.limit}, {args.low:,} runs of priority 5"
         f" and {args.high:,} urgent runs (created last) due at one second; no-op target answering after"
         f" {args.delay_ms} ms; {args.processes} worker processes. Starts in ms after the second:"
     )
-    for r in results:
-        kind = f"urgent at priority {r['urgent_priority']}" + (" (no priority)" if r["urgent_priority"] != HIGH else "")
-        print(
-            f"  {kind}: urgent p50 {r['high_start_ms_p50']}, last {r['high_start_ms_max']};"
-            f" backlog p10 {r['low_start_ms_p10']}, p50 {r['low_start_ms_p50']}, last {r['low_start_ms_max']};"
-            f" every urgent run before the backlog's p10: {'yes' if r['high_all_before_low_p10'] else 'NO'}"
-        )
+    report(results, key="priority", as_json=args.json, header=header, line=line)
     return 0 if results[0]["high_all_before_low_p10"] else 1

@@ -39,8 +39,10 @@ def trigger_job(
     ``deadline_at`` and requeues. The run's instant is ``now``, or the next millisecond that is not
     a whole second (:func:`~punctual.scheduling.planning.off_schedule`), so it never takes a
     scheduled run's instant. A second trigger within the same millisecond returns the same run
-    (runs are unique per (job, scheduled_at)). Overlap policy does not apply: a manual run
-    is an explicit request.
+    (runs are unique per (job, scheduled_at)). The job's overlap policy applies to it as to every
+    run, when a worker first leases it: under forbid, an earlier run still open then skips it
+    (cancelled, never called); under replace, it cancels the earlier open runs. A trigger is no
+    override (docs/api.md).
     """
     job = get_job(store, owner, job_id)
     if job.status is JobStatus.DELETED:
@@ -90,12 +92,16 @@ def notification_of(store: Store, run: Run) -> Notification | None:
 
 def last_run_times(store: Store, jobs: Sequence[Job], now: int) -> dict[str, int | None]:
     """When each job last ran, as the API shows it (``last_run_at``): the ``scheduled_at`` of its
-    newest run due by ``now``, whatever created it (its schedule, a trigger, a dependency release);
-    None before the first. A run claimed ahead of its instant counts from its instant.
+    newest run due by ``now`` that was not cancelled, whatever created it (its schedule, a trigger, a
+    dependency release, a replay); None before the first, and while every run it has (among its
+    newest ``LAST_RUN_SCAN``) was cancelled: an instant skipped by overlap=forbid or by its
+    calendar, a paused one-time job's instant, a run cancelled with its job. A run claimed ahead of
+    its instant counts from its instant.
 
     ``Job.last_run_at`` is the scheduler's own mark (the newest run *it* created: the catch-up
-    anchor and the overlap reference), so the newest run is read among the runs, one read per
-    job and no write on any run's path; the scheduler's mark answers once retention removed them.
+    anchor and the overlap reference), so the last run is read among the runs (``Store.newest_run_times``:
+    one read per job, two when the newest was cancelled) and no run's path writes anything for it;
+    the scheduler's mark answers once retention removed every run of the job.
     """
     newest = store.newest_run_times([job.id for job in jobs], now)
     return {job.id: newest.get(job.id, _due_by(job.last_run_at, now)) for job in jobs}

@@ -25,10 +25,9 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, field_validator
 
-from punctual.errors import InvalidInput
 from punctual.model.bounds import STRICT
 from punctual.model.stored import is_stored
-from punctual.model.times import known_zones, validate_timezone
+from punctual.model.times import TimezoneName, known_zones
 from punctual.model.timing import CalendarName
 
 MAX_DATES = 4_000  # dates in exclude_dates, and in include_only: ten years of business days fit
@@ -85,7 +84,7 @@ class CalendarSpec(BaseModel):
     """What an owner puts at ``PUT /calendars/{name}``: the rules, replaced whole."""
 
     model_config = STRICT
-    timezone: Annotated[str, Field(min_length=1, max_length=64, json_schema_extra=_zones_enum)] = "UTC"
+    timezone: Annotated[TimezoneName, Field(json_schema_extra=_zones_enum)] = "UTC"
     description: Annotated[str, Field(max_length=256)] | None = None
     exclude_dates: Annotated[list[Day], Field(max_length=MAX_DATES)] = Field(default_factory=list)
     exclude_ranges: Annotated[list[DateRange], Field(max_length=MAX_RANGES)] = Field(default_factory=list)
@@ -94,16 +93,6 @@ class CalendarSpec(BaseModel):
     )
     include_only: Annotated[list[Day], Field(max_length=MAX_DATES)] | None = None
     based_on: CalendarName | None = None
-
-    @field_validator("timezone")
-    @classmethod
-    def _valid_timezone(cls, value: str, info: ValidationInfo) -> str:
-        if is_stored(info):
-            return value
-        try:
-            return validate_timezone(value)
-        except InvalidInput as exc:
-            raise ValueError(exc.message) from exc
 
     @field_validator("exclude_weekdays")
     @classmethod

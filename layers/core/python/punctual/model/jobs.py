@@ -36,7 +36,7 @@ from punctual.model.outcomes import MAX_DEADLINE_S, MAX_PAUSE_AFTER_FAILURES, MI
 from punctual.model.states import Catchup, DependencyWhen, JobStatus, Overlap
 from punctual.model.stored import is_stored
 from punctual.model.targets import Target
-from punctual.model.times import Rfc3339, validate_timezone
+from punctual.model.times import Rfc3339, TimezoneName
 from punctual.model.timing import DstPolicy, DstRepeated, DstSkipped, JobCalendar, timing_text
 
 
@@ -93,7 +93,7 @@ class JobSpec(BaseModel):
     model_config = STRICT
     name: JobName
     schedule: Annotated[str, Field(min_length=1, max_length=256)] | None = None
-    timezone: Annotated[str, Field(min_length=1, max_length=64)] = "UTC"
+    timezone: TimezoneName = "UTC"
     # a cron schedule's wall times that clocks repeat or skip (punctual.model.timing); None: cron's rule
     dst_repeated: DstRepeated | None = None
     dst_skipped: DstSkipped | None = None
@@ -138,16 +138,6 @@ class JobSpec(BaseModel):
             return value
         try:
             return None if value is None else validate_cron(value)
-        except InvalidInput as exc:
-            raise ValueError(exc.message) from exc
-
-    @field_validator("timezone")
-    @classmethod
-    def _valid_timezone(cls, value: str, info: ValidationInfo) -> str:
-        if is_stored(info):
-            return value
-        try:
-            return validate_timezone(value)
         except InvalidInput as exc:
             raise ValueError(exc.message) from exc
 

@@ -12,7 +12,7 @@ from functools import cache
 from typing import Annotated, Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
-from pydantic import AwareDatetime, BeforeValidator, ValidationInfo
+from pydantic import AfterValidator, AwareDatetime, BeforeValidator, Field, ValidationInfo
 
 from punctual.errors import InvalidTimezone
 from punctual.model.stored import is_stored
@@ -48,6 +48,21 @@ def validate_timezone(name: str) -> str:
         raise InvalidTimezone(f"unknown time zone {name!r} (use an IANA name such as 'Europe/Berlin')")
     zone(name)
     return name
+
+
+def _timezone_field(value: str, info: ValidationInfo) -> str:
+    """:func:`validate_timezone` as a field's check: a ValueError (a 422 naming the field) for input,
+    nothing for a stored document (its zone passed this check when it was written)."""
+    if is_stored(info):
+        return value
+    try:
+        return validate_timezone(value)
+    except InvalidTimezone as exc:
+        raise ValueError(exc.message) from exc
+
+
+# A job's or a calendar's ``timezone``: an IANA name (``validate_timezone``).
+TimezoneName = Annotated[str, Field(min_length=1, max_length=64), AfterValidator(_timezone_field)]
 
 
 def zone(name: str) -> tzinfo:

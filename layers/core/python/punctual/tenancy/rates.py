@@ -40,6 +40,10 @@ SLACK_MS = 2_000  # how early (or late) a start may come without losing its plac
 # across workers whose corrected clocks differ by up to 1 s each way, or calls whose trips differ
 MARGIN_MS = 2_000
 HORIZON_MS = 60_000  # the farthest turn handed out; a run further back looks again after this
+# A record decides nothing once this long has passed since the latest of its next_at, queue_end and
+# guard_until: its starts have left every window (61 s, to the second), its turns and its guard are
+# over, and a missing record would decide the same. An engine may delete it then.
+FORGET_AFTER_MS = WINDOW_MS + SLACK_MS + MARGIN_MS
 CAS_TRIES = 8  # writers racing for one owner's record: after this many lost races, wait a moment
 RACE_WAIT_MS = 500
 

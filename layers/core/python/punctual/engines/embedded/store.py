@@ -28,6 +28,7 @@ from punctual.engines.embedded import bulk
 from punctual.engines.embedded.calendars import EmbeddedCalendars
 from punctual.engines.embedded.db import Database
 from punctual.engines.embedded.edges import EdgeDecisions
+from punctual.engines.embedded.housekeeping import purge_records
 from punctual.engines.embedded.outcomes import EmbeddedOutcomes, purge_notifications
 from punctual.engines.embedded.reads import SELECT_JOB, due_job_from_row, job_from_row
 from punctual.engines.embedded.runs import (
@@ -314,7 +315,7 @@ class EmbeddedStore(
             runs = conn.execute(_PURGE_RUNS, (now // 1000, max(0, limit))).rowcount
             runs += purge_notifications(conn, now // 1000, max(0, limit - runs))
             jobs = conn.execute(_PURGE_JOBS, (deleted_before, max(0, limit - runs))).rowcount
-        return runs + jobs
+            return runs + jobs + purge_records(conn, now, deleted_before, limit - runs - jobs)  # alerts, rates
 
     # -- alerts -------------------------------------------------------------------------------
 
