@@ -109,6 +109,8 @@ class Simulation:
         self.queue = FaultyQueue(engine.queue, self.faults)
         self.faulty = FaultyEngine(self.store, self.queue, engine.dead_letters, engine.store.shards)
         self.ledger = Ledger()
+        # half the scenarios claim cron jobs a window ahead (Settings.claim_window_s): its own draw
+        self.window_ms = 5 * 60_000 if random.Random(seed * 2_750_159 + 11).random() < 0.5 else 0
         waits = SHORT_WAITS if random.Random(seed * 104_729 + 3).random() < 0.5 else {}  # keeps self.rng's draws
         self.options = ExecutionOptions(
             lease_margin_s=30,
@@ -154,7 +156,8 @@ class Simulation:
         """Scheduler i (a restart keeps its owner id, as a restarted process on its host would)."""
         options = SchedulerOptions(
             lookahead_ms=5_000,  # the default (Settings.lookahead_ms)
-            plan=PlanOptions(early_s=PRELEASE_S),  # messages visible early enough to pre-lease
+            # messages visible early enough to pre-lease; half the scenarios with a claim window
+            plan=PlanOptions(early_s=PRELEASE_S, window_ms=self.window_ms),
             ownership=OwnershipOptions(ttl_ms=30_000, renew_every_ms=10_000),
         )
         return Scheduler(

@@ -206,14 +206,18 @@ class JobResponse(BaseModel):
     version: int
 
     @classmethod
-    def from_job(cls, job: Job, waiting: Waiting | None = None, *, last_run_at: int | None) -> JobResponse:
-        """``last_run_at``: when it last ran (:func:`punctual.jobs.runs.last_run_times`)."""
+    def from_job(
+        cls, job: Job, waiting: Waiting | None = None, *, last_run_at: int | None, next_run_at: int | None
+    ) -> JobResponse:
+        """``last_run_at``: when it last ran (:func:`punctual.jobs.runs.last_run_times`); ``next_run_at``:
+        when it is due next (:func:`punctual.jobs.runs.next_run_times`)."""
         return shown(
             cls,
             job,
-            times=("next_run_at", "created_at", "updated_at"),
+            times=("created_at", "updated_at"),
             run_at=None if job.run_at is None else _iso(from_datetime(job.run_at)),
             dependencies=None if waiting is None else DependencyStatus.from_waiting(waiting),
+            next_run_at=iso(next_run_at),
             last_run_at=iso(last_run_at),
             target=job.target.redacted() if isinstance(job.target, HttpTarget) else job.target,
             heartbeat_timeout_s=job.heartbeat_ms // 1000 if job.completion is Completion.CALLBACK else None,

@@ -119,11 +119,12 @@ class Store(RunReads, OutcomeStore, AlertStore, CalendarStore, CallbackStore, AB
         """
 
     @abstractmethod
-    def insert_runs(self, runs: Sequence[Run]) -> list[bool]:
+    def insert_runs(self, runs: Sequence[Run], *, window: bool = False) -> list[bool]:
         """Insert each run unless a run with the same (job_id, scheduled_at) exists.
 
         Returns one flag per run: True if this call inserted it, False if it existed (then the
-        stored run is left untouched). Open runs enter the open-runs index.
+        stored run is left untouched). Open runs enter the open-runs index (``window``: a claim
+        window's runs of one job, which an engine may index together: ``engines.aws.windows``).
         """
 
     @abstractmethod

@@ -34,6 +34,8 @@ JOB_STILL_DUE = f"{JOB_ACTIVE} AND {NEXT_UNCHANGED}"
 
 # -- runs: insert ----------------------------------------------------------------------------------
 RUN_NOT_EXISTS = "attribute_not_exists(job_id)"
+# a window marker (engines.aws.windows) still in the open index: closing it twice writes once
+MARKER_OPEN = "attribute_exists(open_shard)"
 
 # -- runs: lease (rules.lease_outcome) -------------------------------------------------------------
 IS_SCHEDULED = "#state = :scheduled"

@@ -208,7 +208,7 @@ class EmbeddedStore(
         self._positions.update((row[2], row[-1]) for row in rows)
         return [due_job_from_row(row[:-1]) for row in rows]
 
-    def insert_runs(self, runs: Sequence[Run]) -> list[bool]:
+    def insert_runs(self, runs: Sequence[Run], *, window: bool = False) -> list[bool]:
         rows = [run_row(run) for run in runs]  # serialize before taking the write lock
         if not rows:
             return []
