@@ -80,6 +80,10 @@ class InfraConfig(BaseModel):
     # 1,769 MB = one vCPU; the plan sizes it from the measured CPU of a claim (punctual.capacity.fleet)
     scheduler_memory_mb: Annotated[int, Field(ge=128, le=10_240, description="1,769 MB = one vCPU")] = 512
     lookahead_ms: Annotated[int, Field(ge=0, le=60_000, description="claim runs this far ahead")] = 35_000
+    # a claim takes a cron job's times up to its window boundary: its due-index move paid once per
+    # window, not per run (punctual.scheduling.planning; 0: one time per claim); the plan's 600 s
+    # takes 10 runs of a minute job per claim
+    claim_window_s: Annotated[int, Field(ge=0, le=780, description="claim a job's times this far at once")] = 600
     retention_days: Annotated[int, Field(ge=1, le=3650, description="run history TTL")] = 30
 
     # -- workers --------------------------------------------------------------------------------
@@ -323,6 +327,7 @@ class InfraConfig(BaseModel):
             - constants.UNRESERVED_CONCURRENCY
             - self.api_reserved_concurrency
             - constants.REAPER_RESERVED_CONCURRENCY
+            - constants.CALLBACK_AUTHORIZER_RESERVED_CONCURRENCY
             - self.scheduler_reserved_concurrency
         )
 

@@ -102,6 +102,11 @@ class FunctionSpec:
 
 # API Gateway's integration timeout is 29 s: a longer Lambda timeout would only hide a 504.
 API_FUNCTION = FunctionSpec("api", "Punctual HTTP API (API Gateway REST proxy)", 29, 1024)
+# The REQUEST authorizer of the callback routes: one HMAC per request (its key derived once per
+# execution environment with one KMS GenerateMac), no storage read.
+CALLBACK_AUTHORIZER_FUNCTION = FunctionSpec(
+    "callback_authorizer", "Punctual callback authorizer: a callback token opens its run's two routes", 10, 256
+)
 # Invoked at second 0 of every minute, loops every second through the next minute's claim window
 # until the next invocation takes its shard leases over, or second 40 of that minute at the latest
 # (punctual.scheduling.invocation: 110 s). 1,769 MB is one full vCPU: the claim loop is CPU-bound in
@@ -130,6 +135,9 @@ UNRESERVED_CONCURRENCY = 100  # Lambda keeps this much of the account quota unre
 # The reaper: one sweep a minute (a slow sweep may overlap the next: 2) and the dead-letter queue's
 # event source (DEAD_LETTER_MAX_CONCURRENCY = 2).
 REAPER_RESERVED_CONCURRENCY = 4
+# The callback authorizer: one HMAC per callback request (a few ms): 10 serve about a thousand a second,
+# and no other function can take them (punctual.capacity.workers counts them with the others)
+CALLBACK_AUTHORIZER_RESERVED_CONCURRENCY = 10
 MIN_WORKER_CONCURRENCY = 2  # the smallest SQS event source maximum concurrency
 # Provisioned mode: each event poller drives up to 10 concurrent invocations (AWS docs; the same
 # figure as punctual.capacity's lambda_invocations_per_poller), so worker_max_pollers x 10 is the

@@ -32,6 +32,7 @@ SIZING_PARAMETERS = frozenset(
         "open_shards",
         "scheduler_instances",
         "lookahead_ms",
+        "claim_window_s",
         "worker_max_concurrency",
         "worker_reserved_concurrency",
         "worker_batch_size",

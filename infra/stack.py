@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import aws_cdk as cdk
 from constructs import Construct
 
@@ -59,9 +61,14 @@ class PunctualStack(cdk.Stack):
             self, "Api", shared=shared, dispatch_queue=dispatch.queue, dead_letter_queue=dispatch.dead_letter_queue
         )
         secrets.grant_seal(api.handler.role)
+        secrets.grant_sign(api.authorizer.role)  # the callback-token key (punctual.runs.tokens)
+        alerts.grant_publish_owner_alerts(api.handler.role)  # a callback's completion may end a run dead
         Tracing(self, "Tracing", config=config, stage=api.rest_api.deployment_stage)
         scheduler = SchedulerFleet(self, "Scheduler", shared=shared, dispatch_queue=dispatch.queue)
-        workers = Workers(self, "Workers", shared=shared, dispatch_queue=dispatch.queue, alerts=alerts)
+        # workers call targets: a callback job's attempts carry the API's URL (not the API's own
+        # environment: its function would then depend on its own stage)
+        calling = replace(shared, environment={**shared.environment, "PUNCTUAL_CALLBACK_BASE_URL": api.url})
+        workers = Workers(self, "Workers", shared=calling, dispatch_queue=dispatch.queue, alerts=alerts)
         secrets.grant_open(workers.handler.role)
         reaper = Reaper(
             self,
@@ -81,7 +88,7 @@ class PunctualStack(cdk.Stack):
             fargate = FargateWorkers(
                 self,
                 "FargateWorkers",
-                shared=shared,
+                shared=calling,
                 dispatch_queue=dispatch.queue,
                 alerts=alerts,
                 long_run_queue=long_run_queue,
@@ -95,6 +102,7 @@ class PunctualStack(cdk.Stack):
             self,
             "Observability",
             config=config,
+            # not the callback authorizer: a refused token is an invocation error by API Gateway's contract
             functions={c.handler.spec.name: c.handler.function for c in (api, scheduler, workers, reaper)},
             api_stage=api.rest_api.deployment_stage,
             tables=storage.tables,

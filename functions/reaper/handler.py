@@ -15,7 +15,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from punctual.config import Settings
 from punctual.execution.sqs_events import KeepMessage, delivery_of
-from punctual.reaping.reaper import DeadLetterResult, handle_dead_letter
+from punctual.reaping.dead_letters import DeadLetterResult, handle_dead_letter
 from punctual.runtime.assembly import Runtime
 
 logger = Logger()

@@ -65,8 +65,9 @@ TABLE_ACCESS: Mapping[str, Mapping[str, TableAccess]] = {
             (GET, BATCH_GET, PUT, UPDATE, CONDITION_CHECK),
             indexes=(resources.BY_OWNER_INDEX.name, resources.BY_CALENDAR_INDEX.name),
         ),
-        # run history (query) and GET /runs/{id}; trigger inserts a run
-        "runs": TableAccess((GET, QUERY, PUT)),
+        # run history (query) and GET /runs/{id}; trigger inserts a run; a callback's heartbeat and
+        # completion are conditional updates of its run (punctual.execution.callbacks)
+        "runs": TableAccess((GET, QUERY, PUT, UPDATE)),
         # GET /alerts reads the owner's alerts; tenant limits (GET /limits, /admin/tenants); job
         # dependencies: reverse edges written (put) and retired (update + TTL), the owner's graph
         # sequence (update), release records read; GET /stats' run counters (one query per shard);

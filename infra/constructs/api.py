@@ -1,7 +1,12 @@
 """The HTTP API: API Gateway REST API -> api Lambda (proxy), IAM (SigV4) authorization everywhere.
 
 - Every method (``ANY /`` and ``ANY /{proxy+}``) requires AWS_IAM: the caller's IAM identity is
-  the owner (``punctual.api.auth``). With ``api_usage_plan`` every method also requires an API
+  the owner (``punctual.api.auth``). The one exception is ``POST /runs/{run_id}/heartbeat`` and
+  ``/complete``, the callback routes of async completion: a REQUEST Lambda authorizer
+  (``functions/callback_authorizer``) checks the attempt's ``X-Punctual-Callback-Token`` and allows
+  exactly those two methods of that run, its results never cached (a token must not outlive its
+  attempt in a cache). ``/runs`` and ``/runs/{run_id}`` (and what is below it) keep ANY with IAM, so
+  every other path under them reaches the API as before. With ``api_usage_plan`` every method also requires an API
   key, and a usage plan throttles each key: give each tenant its own key for per-tenant limits.
 - No request validator: a proxy method (``ANY /{proxy+}``) declares no models or parameters, so an
   API Gateway validator would validate nothing. Every request is validated by the API itself
@@ -40,6 +45,8 @@ from infra import constants
 from infra.constructs import access
 from infra.constructs.functions import PunctualFunction, Shared
 from infra.constructs.nag import acknowledge
+from punctual.api.authorizer import ROUTES as CALLBACK_ROUTES
+from punctual.runs.tokens import TOKEN_HEADER
 
 STAGE_NAME = "v1"
 
@@ -93,6 +100,13 @@ class Api(Construct):
         for queue in (dispatch_queue, dead_letter_queue):  # GET /stats: queue depth and dead letters
             queue.grant(self.handler.role, *access.QUEUE_DEPTH)
         self.rest_api = self._build_rest_api()
+        self.authorizer = PunctualFunction(
+            self,
+            "CallbackAuthorizer",
+            spec=constants.CALLBACK_AUTHORIZER_FUNCTION,
+            shared=shared,
+            reserved_concurrency=constants.CALLBACK_AUTHORIZER_RESERVED_CONCURRENCY,
+        )
         self._build_methods()
         self.admin_role = self._build_admin_role()
         self._build_web_acl_association()
@@ -158,12 +172,40 @@ class Api(Construct):
             "strict JSON, size and media type) and answers with its documented error shape",
         )
         integration = apigw.LambdaIntegration(self.handler.function)
-        for resource in (self.rest_api.root, self.rest_api.root.add_proxy(any_method=False)):
+        root = self.rest_api.root
+        run = root.add_resource("runs").add_resource("{run_id}")
+        callbacks = [run.add_resource(route) for route in CALLBACK_ROUTES]
+        # API Gateway never falls back from a resource that matches to the root's {proxy+}: every
+        # resource on the callback routes' way answers ANY through IAM, as the proxy does
+        for resource in (
+            root,
+            root.add_proxy(any_method=False),
+            run.parent_resource,
+            run,
+            run.add_proxy(any_method=False),
+            *callbacks,
+        ):
+            assert resource is not None
             resource.add_method(
                 "ANY",
                 integration,
                 authorization_type=apigw.AuthorizationType.IAM,
                 api_key_required=self._config.api_usage_plan,
+            )
+        tokens = apigw.RequestAuthorizer(
+            self,
+            "CallbackTokens",
+            handler=self.authorizer.function,
+            identity_sources=[apigw.IdentitySource.header(TOKEN_HEADER)],
+            results_cache_ttl=cdk.Duration.seconds(0),  # never cached: a token ends with its attempt
+        )
+        for resource in callbacks:  # a callback's target has its token, never a tenant's API key
+            resource.add_method(
+                "POST",
+                integration,
+                authorizer=tokens,
+                authorization_type=apigw.AuthorizationType.CUSTOM,
+                api_key_required=False,
             )
 
     def _build_admin_role(self) -> iam.Role:

@@ -57,6 +57,7 @@ def punctual_environment(
         "stats_counters": str(config.stats_counters).lower(),
         "sweep_pages": str(config.sweep_pages),
         "lookahead_ms": str(config.lookahead_ms),
+        "claim_window_s": str(config.claim_window_s),
         "scheduler_max_failed_ticks": str(config.scheduler_max_failed_ticks),
         # Lambda workers never pre-lease (their wait is billed either way): messages turn visible at most
         # a second early; the Fargate tier (lambda_workers=false) leases up to fargate_prelease_s ahead

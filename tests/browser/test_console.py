@@ -376,6 +376,35 @@ def test_calendar_view_and_the_job_page_says_which_times_the_calendar_skips(
     assert browser.console_errors[errors:] == []
 
 
+def test_an_accepted_run_shows_its_heartbeat_in_the_runs_table_and_its_own_view(
+    dev: Dev, browser: Browser, jobs: dict[str, dict[str, Any]]
+) -> None:
+    # Given a run a callback job's target accepted (the API's answers for it, as docs/api.md shapes them)
+    job = jobs["report"]
+    listed = dev.http.get(f"/jobs/{job['id']}/runs").json()
+    run = listed["items"][0]
+    due, beat = "2027-01-15T08:05:00.000Z", "2027-01-15T08:00:00.000Z"
+    accepted = {**run, "state": "accepted", "finished_at": None, "heartbeat_deadline_at": due,
+                "heartbeat_at": beat, "progress": "42 %"}  # fmt: skip
+    page = browser.page
+    routes = (f"**/jobs/{job['id']}/runs?*", f"**/runs/{run['run_id']}")
+    _answer_with(page, routes[0], {**listed, "items": [accepted, *listed["items"][1:]]})
+    _answer_with(page, routes[1], accepted)
+    # Then the job's runs table says until when it lives and its last heartbeat
+    page = _open(browser, dev, f"/console/jobs/{job['id']}")
+    row = page.locator(f'#runs tr[data-run-id="{run["run_id"]}"]')
+    expect(row).to_contain_text("accepted")
+    expect(row.get_by_test_id("accepted")).to_contain_text("heartbeat due 08:05:00")
+    expect(row.get_by_test_id("accepted")).to_contain_text("(42 %)")
+    # and the run's own view, its heartbeat deadline and its last heartbeat with its note
+    row.locator("a").click()
+    facts = page.locator("#run-facts")
+    expect(facts).to_contain_text("Heartbeat due")
+    expect(facts).to_contain_text("42 %")
+    for pattern in routes:  # the next test sees the API's own answers
+        page.unroute(pattern)
+
+
 def test_replay_ticked_runs_after_a_dry_run_and_a_replay_links_its_original(
     dev: Dev, browser: Browser, target: str
 ) -> None:

@@ -37,6 +37,8 @@ _JOB_BODY: dict[str, str] = {
     "target.secret_headers": "",  # a [redacted] value naming no stored secret (PATCH)
     "target": "header",  # a header both plain and secret, more than 20 headers in all; nothing else
     "notify.url": "",  # as target.url: the SSRF policy, and a URL a request can be sent to
+    "completion": "",  # callback with an http target only (the target's kind is another field)
+    "heartbeat_timeout_s": "",  # with completion callback only
 }
 NOT_IN_THE_DOCUMENT: dict[str, dict[str, str]] = {
     "POST /jobs": _JOB_BODY,

@@ -45,6 +45,7 @@ def local_stack(data_dir: Path, key: str, owner: str, *, reaper: bool = False) -
     runtime = Runtime.open(settings, clock=clock)
     server = LocalServer(Services.of(runtime.engine, settings, clock), ApiKeys({key: owner}))
     url = server.start()
+    runtime.settings = settings.model_copy(update={"callback_base_url": url})  # callback jobs report here
     stop = threading.Event()
     components = [runtime.worker(tuning=Tuning(wait_s=0.2)), *([runtime.reaper(interval_s=0.3)] if reaper else [])]
     threads = [threading.Thread(target=c.run, args=(stop,), daemon=True) for c in components]

@@ -65,6 +65,8 @@ def test_document_lists_every_route_of_the_api(stack: Stack) -> None:
         ("GET", "/calendars/{name}"),
         ("DELETE", "/calendars/{name}"),
         ("GET", "/calendars"),
+        ("POST", "/runs/{run_id}/heartbeat"),
+        ("POST", "/runs/{run_id}/complete"),
     }
 
 
@@ -156,9 +158,37 @@ def test_every_operation_keeps_its_contract_for_successes_and_errors(stack: Stac
     client.request("PUT", "/admin/tenants", json={"owner": client.owner})
     stack.anonymous().get("/jobs")
     stack.anonymous().get("/signing-secret")
+    _callbacks(stack, client)
     # Every operation was exercised with a 2xx and with a 4xx, and every answer kept the contract
     calls = contract.recorded[start:]
     for method, template, _ in operations(contract.document):
         statuses = {c.status for c in calls if (c.method, c.template) == (method, template)}
         assert any(200 <= s < 300 for s in statuses), f"{method} {template}: no success exercised"
         assert any(400 <= s < 500 for s in statuses), f"{method} {template}: no error exercised"
+
+
+def _callbacks(stack: Stack, client: Any) -> None:
+    """The callback routes, with a token (a success each) and without one, or after the end (errors).
+    The stack runs no worker: the run is accepted as a worker whose target answered 202 would record it."""
+    from punctual.model import Attempt, AttemptOutcome, RunState
+    from punctual.port import RunChange
+    from punctual.runs import tokens
+
+    job = client.create(completion="callback", heartbeat_timeout_s=60)
+    run = client.post(f"/jobs/{job['id']}/trigger").json()
+    store, now = stack.engine.store, stack.clock.now_ms()
+    job_id, scheduled_at = run["job_id"], int(run["run_id"].rsplit("_", 1)[1])
+    leased = store.lease_run(job_id, scheduled_at, "w", now, 60_000).run
+    assert leased is not None
+    record = Attempt(number=1, worker_id="w", outcome=AttemptOutcome.ACCEPTED, status_code=202, finished_at=now)
+    until = now + 60_000
+    accepted = RunChange(RunState.ACCEPTED, now, until, append=record, clear_lease=False, lease_until=until)
+    store.finish_run(job_id, scheduled_at, "w", 1, accepted)
+    token = {tokens.TOKEN_HEADER: tokens.mint(stack.engine.keys.callback_key(), run["run_id"], 1, "w")}
+    base = f"/runs/{run['run_id']}"
+    callbacks = stack.anonymous()
+    callbacks.post(f"{base}/heartbeat", json={"progress": "half"}, headers=token)
+    callbacks.post(f"{base}/heartbeat", headers={tokens.TOKEN_HEADER: "pct1.1.forged"})  # 401
+    callbacks.post(f"{base}/complete", json={"state": "succeeded"}, headers=token)
+    callbacks.post(f"{base}/complete", json={"state": "succeeded"}, headers=token)  # completed once: 403
+    callbacks.post(f"{base}/complete", json={"state": "done"}, headers=token)  # 422

@@ -13,11 +13,13 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
+import httpx
 import pytest
 
 from punctual.cli import main
 from punctual.clock import SystemClock, iso
 from punctual.execution.targets import signing
+from punctual.runs import tokens
 from tests.e2e.conftest import ApiClient
 from tests.e2e.contract_http import wait_for
 from tests.e2e.local_stack import local_stack
@@ -30,22 +32,36 @@ WAIT_S = 20.0
 
 
 class Hook(Target):
-    """/poison: 500; /ok: 200; /notify: 200, each notification kept."""
+    """/poison: 500; /ok: 200; /notify: 200, each notification kept; /accept: 202, then the work is
+    reported through the attempt's callback URL (a heartbeat, then the completion: :func:`report`)."""
 
     def do_POST(self) -> None:
         body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
         if self.path == "/notify":
             with self.server.lock:
                 self.server.notifications.append((dict(self.headers), body))
-        status = 500 if self.path == "/poison" else 200
+        status = {"/poison": 500, "/accept": 202}.get(self.path, 200)
         self.send_response(status)
         self.send_header("Content-Length", "0")
         self.end_headers()
+        if self.path == "/accept":
+            headers = (self.headers[tokens.URL_HEADER], self.headers[tokens.TOKEN_HEADER])
+            threading.Thread(target=report, args=(self.server, *headers), daemon=True).start()
+
+
+def report(server: Any, url: str, token: str) -> None:
+    """What a target that accepted the work does later: a heartbeat, then the completion."""
+    headers = {tokens.TOKEN_HEADER: token}
+    with httpx.Client(timeout=10) as http:
+        beat = http.post(f"{url}/heartbeat", json={"progress": "half way"}, headers=headers)
+        done = http.post(f"{url}/complete", json={"state": "succeeded", "result": "812 rows"}, headers=headers)
+    with server.lock:
+        server.callbacks.append((url, token, beat.status_code, done.status_code))
 
 
 @pytest.fixture(scope="module")
 def hook() -> Iterator[Any]:
-    yield from serving(Hook, notifications=[], lock=threading.Lock())
+    yield from serving(Hook, notifications=[], callbacks=[], lock=threading.Lock())
 
 
 @pytest.fixture(scope="module")
@@ -149,3 +165,35 @@ def test_a_replay_names_its_bad_fields_and_changes_nothing(api):
     # a static path is its route's alone: GET /runs/replay is no run id, it is a method the route lacks
     wrong = api.http.get("/runs/replay")
     assert (wrong.status_code, wrong.headers["Allow"], wrong.json()["code"]) == (405, "POST", "method_not_allowed")
+
+
+def test_a_target_that_answers_202_completes_its_run_through_the_callback_routes(api, hook):
+    # Given a callback job whose target answers 202, then heartbeats and completes over HTTP
+    spec = {
+        "name": "async-export",
+        "schedule": "0 3 * * *",
+        "target": {"url": hook_url(hook, "/accept")},
+        "completion": "callback",
+        "heartbeat_timeout_s": 30,
+    }
+    created = api.post("/jobs", json=spec)
+    assert created.status_code == 201, created.text
+    assert (created.json()["completion"], created.json()["heartbeat_timeout_s"]) == ("callback", 30)
+    # When it runs
+    run = api.post(f"/jobs/{created.json()['id']}/trigger").json()
+    # Then the target's callbacks end it succeeded: accepted, then completed with its result
+    done = wait_for(lambda: (r := api.get(f"/runs/{run['run_id']}").json())["state"] == "succeeded" and r, WAIT_S)
+    assert [(a["outcome"], a["status_code"]) for a in done["attempts"]] == [("accepted", 202), ("succeeded", None)]
+    assert (done["attempts"][-1]["response_excerpt"], done["progress"]) == ("812 rows", "half way")
+    url, token, beat, completed = wait_for(lambda: hook.callbacks, WAIT_S)[0]
+    assert url.endswith(f"/runs/{run['run_id']}") and (beat, completed) == (200, 200)
+    # And the token completes once, and nothing else: a replay is 403, the owner's API key is not a token
+    callbacks = ApiClient(str(api.http.base_url), None, api.contract)
+    again = callbacks.post(
+        f"/runs/{run['run_id']}/complete", json={"state": "failed"}, headers={tokens.TOKEN_HEADER: token}
+    )
+    assert (again.status_code, again.json()["code"]) == (403, "attempt_completed")
+    as_owner = api.post(f"/runs/{run['run_id']}/heartbeat", json={})
+    assert (as_owner.status_code, as_owner.json()["code"]) == (401, "invalid_callback_token")
+    assert callbacks.get("/jobs", headers={tokens.TOKEN_HEADER: token}).status_code == 401
+    callbacks.close()

@@ -11,7 +11,9 @@ Components (each with its own clock):
 - a reaper every 20-60 s (corrected clock);
 - the user (``tests.faults.sim_user``): create, PATCH, pause, resume, delete, trigger, limits (the
   owner's, and in a third of the scenarios jobs' keyed ``limits``), and two concurrent edits of the
-  dependency graph.
+  dependency graph;
+- in a third of the scenarios, callback jobs' targets (``tests.faults.sim_callbacks``): they answer
+  202, then heartbeat and complete through the API's callback service, lost, twice or late.
 
 Faults, through proxies around the store and queue (``tests.faults.injection``): a process killed
 just before or after any write (a killed worker loses what it held and comes back with a new id),
@@ -43,7 +45,7 @@ from punctual.execution import batch
 from punctual.execution.options import ExecutionOptions
 from punctual.execution.targets.types import TargetResult
 from punctual.jobs.lifecycle import pause_job
-from punctual.model import JobStatus, Run, RunState
+from punctual.model import Completion, JobStatus, Run, RunState
 from punctual.port import Engine, Finish, LeaseOutcome, RunQuery
 from punctual.reaping.reaper import ReapOptions, reap_once
 from punctual.runs.alerts import LogAlerter
@@ -56,6 +58,7 @@ from punctual.tenancy.admission import Gate
 from punctual.tenancy.limits import LimitCache, defaults_from
 from tests.faults.injection import WRITE_FAULTS, Crash, Faults, FaultyEngine, FaultyQueue, FaultyStore, SkewedClock
 from tests.faults.promises import Ledger, check_acyclic, check_limit_rate, check_priority
+from tests.faults.sim_callbacks import Targets
 from tests.faults.sim_user import User
 from tests.faults.sim_worker import SimWorker, scripted
 
@@ -106,6 +109,8 @@ class Simulation:
         self.queue = FaultyQueue(engine.queue, self.faults)
         self.faulty = FaultyEngine(self.store, self.queue, engine.dead_letters, engine.store.shards)
         self.ledger = Ledger()
+        # half the scenarios claim cron jobs a window ahead (Settings.claim_window_s): its own draw
+        self.window_ms = 5 * 60_000 if random.Random(seed * 2_750_159 + 11).random() < 0.5 else 0
         waits = SHORT_WAITS if random.Random(seed * 104_729 + 3).random() < 0.5 else {}  # keeps self.rng's draws
         self.options = ExecutionOptions(
             lease_margin_s=30,
@@ -134,6 +139,7 @@ class Simulation:
         keyed = random.Random(seed * 15_485_863 + 5)  # its own draws: self.rng's stay as they were
         self.keyed = keyed.random() < 1 / 3  # a third of the scenarios: jobs with keyed limits
         self.key_cap, self.key_rate = keyed.choice((1, 2)), keyed.choice((3, 6))
+        self.callbacks = Targets(self)  # callback jobs' targets, in a third of the scenarios (own draws)
         self.user = User(self, OWNER)
         # job ids from the seed, so that a seed replays the same scenario (shards follow the ids)
         id_rng = random.Random(seed * 31 + 7)
@@ -150,7 +156,8 @@ class Simulation:
         """Scheduler i (a restart keeps its owner id, as a restarted process on its host would)."""
         options = SchedulerOptions(
             lookahead_ms=5_000,  # the default (Settings.lookahead_ms)
-            plan=PlanOptions(early_s=PRELEASE_S),  # messages visible early enough to pre-lease
+            # messages visible early enough to pre-lease; half the scenarios with a claim window
+            plan=PlanOptions(early_s=PRELEASE_S, window_ms=self.window_ms),
             ownership=OwnershipOptions(ttl_ms=30_000, renew_every_ms=10_000),
         )
         return Scheduler(
@@ -188,7 +195,11 @@ class Simulation:
         return self._gates[key]
 
     def target_result(self, leased: batch.Leased, timed_out: bool) -> TargetResult:
-        return scripted(leased.run.attempt <= self.plans.get(leased.job.id, 0))
+        fail = leased.run.attempt <= self.plans.get(leased.job.id, 0)
+        if fail or timed_out or leased.job.completion is not Completion.CALLBACK:
+            return scripted(fail)
+        self.callbacks.accepted(leased, leased.run.worker_id or "")  # it takes the work, and reports later
+        return TargetResult(ok=True, status_code=202)
 
     # -- events -------------------------------------------------------------------------------------
 
@@ -257,6 +268,7 @@ class Simulation:
             current = args[0]
             if current.state is RunState.RUNNING:
                 self.ledger.taken_from(current, actor, clock.now_ms())
+        self.callbacks.observe(name, args, result, actor)
 
     def step(self) -> None:
         """One slice of simulated time: the events due in it, then each component's turn, in a random order."""
@@ -367,7 +379,7 @@ def limit_scenario(engine: Engine, clock: ManualClock, seed: int) -> list[str]:
 
 
 def priority_scenario(engine: Engine, clock: ManualClock, seed: int) -> list[str]:
-    """(i): an owner at ``max_concurrency`` 1 or 2 with a backlog of priority-5 runs and a few
+    """(j): an owner at ``max_concurrency`` 1 or 2 with a backlog of priority-5 runs and a few
     urgent ones (priority 9, created last) due at once, calls that take a while (the slots are
     handed over: ``punctual.tenancy.line``), no faults. No run of the backlog may start more than
     a few seconds after the instant while an urgent one has not; the ceilings are checked as in
@@ -400,7 +412,7 @@ def check_invariants(sim: Simulation) -> list[str]:
     store = sim.engine.store
     runs = sim.all_runs()
     sim.ledger.check_runs(runs, {job_id: store.get_job(job_id).max_retries for job_id in sim.job_ids})
-    problems = list(sim.ledger.violations)
+    problems = list(sim.ledger.violations) + sim.callbacks.ledger.check(sim.ledger.calls)  # (i)
     for job_id in sim.job_ids:
         problems.extend(_schedule_kept(sim, job_id))
     if sim.engine.queue.depth():

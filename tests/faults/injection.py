@@ -29,6 +29,8 @@ STORE_WRITES = frozenset(
         "renew_shard",
         "release_shard",
         "record_alert",
+        "callback_beat",  # the API's writes of a callback (tests.faults.sim_callbacks)
+        "callback_complete",
     }
 )
 STORE_READS = frozenset(

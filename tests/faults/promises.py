@@ -32,7 +32,9 @@ Checks, each named by the invariant of docs/execution.md it checks:
 (h) a trigger is a run of its own: a trigger on a scheduled instant (the user acts at that very
     millisecond) returns a manual run, never the scheduled one, and the job's scheduled runs stay
     one per fire time (``chaos._schedule_kept`` counts jobs the user only triggered);
-(i) within one owner's ``max_concurrency``, a run of higher priority is not passed over: no run of
+(i) a run completes at most once per attempt, and a completion is never accepted for an attempt that
+    timed out or was superseded (``tests.faults.sim_callbacks.Completions``: callback jobs' targets);
+(j) within one owner's ``max_concurrency``, a run of higher priority is not passed over: no run of
     lower priority due at the same instant starts more than :data:`PASSED_OVER_MS` after it while
     one of higher priority has not started (:func:`check_priority`; the priority scenario).
 
@@ -55,13 +57,13 @@ from tests.faults.rate_windows import fewest_in_backlog, floor_for
 GRACE_MS = 1_000  # what the user committed at least this long before an instant decides it
 SKEW_TOLERANCE_MS = 2_500  # workers' residual clock error (corrected clocks) on both sides of a comparison
 WINDOW_MS = 60_000
-# (i): the slots taken before the urgent runs were seen, a refused urgent run's backoff (1 s), a
+# (j): the slots taken before the urgent runs were seen, a refused urgent run's backoff (1 s), a
 # worker's turn (1 s) and slack: a lower priority starting later passed a higher one over
 PASSED_OVER_MS = 3_000
 
 
 def check_priority(calls: list[Call], priorities: dict[str, int], due: int) -> list[str]:
-    """(i) for runs due at ``due``, whose jobs have ``priorities`` (job id -> priority): a run's
+    """(j) for runs due at ``due``, whose jobs have ``priorities`` (job id -> priority): a run's
     first call never begins after ``due`` + :data:`PASSED_OVER_MS` while a run of a higher
     priority has not begun yet (or never does)."""
     first: dict[str, Call] = {}
@@ -79,7 +81,7 @@ def check_priority(calls: list[Call], priorities: dict[str, int], due: int) -> l
             later = [c for c in higher if c.began > call.began]
             if later or never:
                 problems.append(
-                    f"(i) a run of priority {priority} ({call.run_id}) started {call.began - due} ms after its"
+                    f"(j) a run of priority {priority} ({call.run_id}) started {call.began - due} ms after its"
                     f" instant while {len(later) + never} of higher priority had not"
                 )
     return problems[:5]

@@ -80,13 +80,15 @@ class User:
             if self.days_rng.random() < 1 / 3:
                 self._ensure_calendar()
                 fields["calendar"] = {"name": CALENDAR, "mode": self.days_rng.choice(list(CalendarMode)).value}
-        return fields
+        return fields | sim.callbacks.fields()  # a callback job (its own draws: tests.faults.sim_callbacks)
 
     def create_backlog(self, count: int, at: int, *, priority: int | None = None) -> None:
         """``count`` one-time jobs due at ``at`` (true time), overlap allow, that succeed at once
         (of ``priority``, if given)."""
         for _ in range(count):
             fields = {**self.spec("once"), "run_at": to_datetime(at).astimezone(UTC).isoformat(), "overlap": "allow"}
+            fields.pop("completion", None)  # answered at once: the rate floor is measured on plain calls
+            fields.pop("heartbeat_timeout_s", None)
             if priority is not None:
                 fields["priority"] = priority
             spec = JobSpec.model_validate(fields)

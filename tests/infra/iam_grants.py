@@ -30,14 +30,16 @@ PSEUDO = {"AWS::Region": REGION, "AWS::AccountId": ACCOUNT, "AWS::Partition": "a
 # logical-id prefix -> component (longest prefix first)
 COMPONENTS = {
     "ApiHandler": "api",
+    "ApiCallbackAuthorizer": "callback_authorizer",
     "SchedulerHandler": "scheduler",
     "WorkersHandler": "worker",
     "ReaperHandler": "reaper",
     "FargateWorkersLongRunTask": "fargate-long-run-worker",
     "FargateWorkersTask": "fargate-worker",
 }
-LAMBDAS = frozenset({"api", "scheduler", "worker", "reaper"})
-PUBLISHERS = frozenset({"worker", "reaper", "fargate-worker", "fargate-long-run-worker"})
+LAMBDAS = frozenset({"api", "scheduler", "worker", "reaper", "callback_authorizer"})
+# the api alerts when a callback's completion ends a run failed or dead
+PUBLISHERS = frozenset({"api", "worker", "reaper", "fargate-worker", "fargate-long-run-worker"})
 
 # Roles that run no Punctual code: logical-id prefix -> why they are outside the proof.
 OTHER_ROLES = {

@@ -41,7 +41,13 @@ from tests.infra.iam_grants import Component, Grant, components, grants_of
 from tests.infra.iam_world import World, deploy
 
 FUNCTIONS = Path(__file__).resolve().parents[2] / "functions"
-HANDLERS = {"api": "api", "scheduler": "scheduler", "worker": "worker", "reaper": "reaper"}
+HANDLERS = {
+    "api": "api",
+    "scheduler": "scheduler",
+    "worker": "worker",
+    "reaper": "reaper",
+    "callback_authorizer": "callback_authorizer",
+}
 TEST_ENV = {"PUNCTUAL_TARGET_ALLOW_LOOPBACK": "true", "POWERTOOLS_TRACE_DISABLED": "true"}
 OWNER = f"arn:aws:iam::{ACCOUNT}:user/alice"
 

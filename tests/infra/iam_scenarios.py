@@ -3,7 +3,8 @@ the component's entry point (see ``iam_harness``), with its outcome asserted so 
 silently did not run cannot pass for one that needed no permission.
 
 - api: every route, the admin routes as the TenantAdmin role, dependencies (a transaction with a
-  condition check), secret headers (kms:Encrypt), the signing secret (kms:GenerateMac), stats.
+  condition check), secret headers (kms:Encrypt), the signing secret (kms:GenerateMac), stats, and a
+  callback's heartbeat and completion (an owner alert), behind the callback authorizer's check.
 - scheduler: one invocation of instance 0 claims due one-time jobs (a long one to the long-run
   queue) and resends a run its plan passed over.
 - worker (Lambda) and the Fargate workers: runs that succeed and release dependents (short and
@@ -18,16 +19,18 @@ silently did not run cannot pass for one that needed no permission.
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from typing import Any
 
 from punctual import ids
 from punctual.clock import SystemClock
-from punctual.model import JobStatus, NotificationState, Run, RunState
-from punctual.port import Dispatch, RunQuery
+from punctual.model import Attempt, AttemptOutcome, JobStatus, NotificationState, Run, RunState
+from punctual.port import Dispatch, RunChange, RunQuery
+from punctual.runs import tokens
 from tests.infra.iam_calls import ACCOUNT
 from tests.infra.iam_grants import Grant
-from tests.infra.iam_harness import OWNER, LambdaContext, Stack, TargetServer, sqs_records
+from tests.infra.iam_harness import OWNER, LambdaContext, Stack, TargetServer, api_event, sqs_records
 from tests.waiting import wait_until
 
 MINUTE = 60_000
@@ -94,6 +97,44 @@ def api(stack: Stack, target: TargetServer) -> None:
     if stack.settings.long_run_queue_url:  # a job longer than a Lambda worker may run: the long-run queue
         long = _created(stack.call_api("POST", "/jobs", _spec("a-long", target.url("/ok"), timeout_s=_long(stack))))
         assert stack.call_api("POST", f"/jobs/{long}/trigger")[0] == 202
+    callbacks(stack, target)
+
+
+def callbacks(stack: Stack, target: TargetServer) -> None:
+    """A callback job's run accepted (as a worker records a 202), then the callback authorizer lets its
+    token through and the api takes its heartbeat and its completion (failed: the owner is alerted)."""
+    job = stack.setup_api("POST", "/jobs", _spec("a-callback", target.url("/ok"), completion="callback"))
+    run = stack.setup_api("POST", f"/jobs/{job['id']}/trigger")
+    job_id, scheduled_at = ids.parse_run_id(run["run_id"])
+    store, now = stack.setup.store, now_ms()
+    assert store.lease_run(job_id, scheduled_at, "w", now, MINUTE).run is not None
+    until = now + MINUTE
+    record = Attempt(number=1, worker_id="w", outcome=AttemptOutcome.ACCEPTED, status_code=202, finished_at=now)
+    store.finish_run(
+        job_id,
+        scheduled_at,
+        "w",
+        1,
+        RunChange(RunState.ACCEPTED, now, until, append=record, clear_lease=False, lease_until=until),
+    )
+    token = tokens.mint(stack.setup.keys.callback_key(), run["run_id"], 1, "w")
+    stage = f"arn:aws:execute-api:us-east-1:{ACCOUNT}:api0123456/v1"
+    event = {
+        "type": "REQUEST",
+        "methodArn": f"{stage}/POST/runs/{run['run_id']}/heartbeat",
+        "headers": {tokens.TOKEN_HEADER: token},
+        "pathParameters": {"run_id": run["run_id"]},
+    }
+    policy = stack.invoke("callback_authorizer", event)["policyDocument"]["Statement"][0]
+    assert policy["Effect"] == "Allow" and f"{stage}/POST/runs/{run['run_id']}/complete" in policy["Resource"]
+    for route, body, state in (
+        ("heartbeat", {"progress": "half"}, "accepted"),
+        ("complete", {"state": "failed", "retryable": False}, "failed"),
+    ):
+        request = api_event("POST", f"/runs/{run['run_id']}/{route}", body, caller=OWNER)
+        request["headers"][tokens.TOKEN_HEADER] = token
+        response = stack.invoke("api", request)
+        assert response["statusCode"] == 200 and json.loads(response["body"])["state"] == state, response
 
 
 # -- scheduler ----------------------------------------------------------------------------------------

@@ -264,12 +264,12 @@ def test_api_reaper_and_workers_have_reserved_concurrency_within_the_quota(defau
 
     assert reserved("api") == DEFAULTS.api_reserved_concurrency
     assert reserved("reaper") == constants.REAPER_RESERVED_CONCURRENCY
-    total = sum(reserved(c) for c in ("api", "scheduler", "worker", "reaper"))
+    total = sum(reserved(c) for c in ("api", "scheduler", "worker", "reaper", "callback_authorizer"))
     # Everything fits the quota with Lambda's 100 unreserved; the small default's workers need less than is left.
     assert total <= DEFAULTS.lambda_concurrency_quota - constants.UNRESERVED_CONCURRENCY
     assert reserved("worker") == DEFAULTS.worker_reservation == DEFAULTS.worker_max_concurrency
     # a larger cap gets exactly what the quota leaves
-    assert InfraConfig.from_values({"worker_max_concurrency": 1000}).worker_reservation == 1000 - 100 - 100 - 4 - 2
+    assert InfraConfig.from_values({"worker_max_concurrency": 1000}).worker_reservation == 1000 - 100 - 100 - 4 - 10 - 2
 
 
 def test_a_raised_quota_lets_workers_reach_their_maximum(options_synth: Synth) -> None:

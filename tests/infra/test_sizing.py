@@ -215,11 +215,12 @@ def test_provisioned_mode_reserves_what_the_pollers_drive_by_default() -> None:
         {"worker_min_pollers": 10, "worker_max_pollers": 300, "lambda_concurrency_quota": 5000}
     )
     assert (config.worker_reservation, config.worker_event_source_max_concurrency) == (3_000, None)
-    # never more than the quota leaves (5,000 - 100 unreserved - 100 API - 4 reaper - 2 scheduler)
+    # never more than the quota leaves (5,000 - 100 unreserved - 100 API - 4 reaper - 10 callback authorizer
+    # - 2 scheduler)
     small = InfraConfig.from_values(
         {"worker_min_pollers": 10, "worker_max_pollers": 600, "lambda_concurrency_quota": 5000}
     )
-    assert small.worker_reservation == 5_000 - 100 - 100 - 4 - 2
+    assert small.worker_reservation == 5_000 - 100 - 100 - 4 - 10 - 2
 
 
 def test_an_explicit_reservation_is_kept_or_refused_by_name() -> None:

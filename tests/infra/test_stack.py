@@ -47,6 +47,8 @@ def _logical_id(synth: Synth, resource_type: str, prefix: str) -> str:
 
 
 def _function_id(synth: Synth, component: str) -> str:
+    if component == "callback_authorizer":
+        return _logical_id(synth, "AWS::Lambda::Function", "ApiCallbackAuthorizer")
     prefix = {"api": "Api", "scheduler": "Scheduler", "worker": "Workers", "reaper": "Reaper"}[component]
     return _logical_id(synth, "AWS::Lambda::Function", f"{prefix}Handler")
 
@@ -205,7 +207,7 @@ def test_functions_run_python_on_arm_with_tracing_and_both_layers(default_synth:
 def test_function_environment_is_a_valid_punctual_configuration(default_synth: Synth, component: str) -> None:
     env = default_synth.template["Resources"][_function_id(default_synth, component)]["Properties"]["Environment"]
     # Deploy-time values (table names, queue URLs, ARNs) are CloudFormation references here.
-    resolved = {k: v if isinstance(v, str) else f"deploy-time-{k.lower()}" for k, v in env["Variables"].items()}
+    resolved = {k: v if isinstance(v, str) else _deploy_time(k) for k, v in env["Variables"].items()}
     punctual_vars = {k for k in resolved if k.startswith("PUNCTUAL_")}
     assert punctual_vars <= {f"PUNCTUAL_{name.upper()}" for name in Settings.model_fields}
     settings = Settings.from_env(resolved)
@@ -216,6 +218,11 @@ def test_function_environment_is_a_valid_punctual_configuration(default_synth: S
     for name in ("jobs_table", "runs_table", "leases_table", "dispatch_queue_url", "dead_letter_queue_url"):
         assert getattr(settings, name), name
     assert settings.alert_topic_arn
+
+
+def _deploy_time(name: str) -> str:
+    """A stand-in for a value CloudFormation resolves at deploy time (a URL where the setting is one)."""
+    return f"https://deploy-time.example/{name.lower()}" if name.endswith("_URL") else f"deploy-time-{name.lower()}"
 
 
 EVENT_TIME = "2026-12-01T12:34:00Z"  # what EventBridge puts in $.time of a scheduled event
@@ -322,14 +329,30 @@ def test_provisioned_pollers_and_large_batches_for_the_top_of_minute_burst(optio
 # -- API ---------------------------------------------------------------------------------------------------
 
 
-def test_every_api_method_requires_iam_authorization(default_synth: Synth) -> None:
+def test_every_api_method_requires_iam_authorization_but_the_two_callback_routes(default_synth: Synth) -> None:
     methods = default_synth.properties("AWS::ApiGateway::Method")
-    assert len(methods) == 2  # ANY / and ANY /{proxy+}
+    # ANY on /, /{proxy+} and every resource on the callback routes' way; POST of the two callback routes
+    callbacks = [m for m in methods if m["AuthorizationType"] != "AWS_IAM"]
+    assert len(methods) == 9 and len(callbacks) == 2
     for method in methods:
-        assert method["AuthorizationType"] == "AWS_IAM"
         assert method["ApiKeyRequired"] is False
         assert "RequestValidatorId" not in method  # proxy methods have no models: the API validates
         assert method["Integration"]["Type"] == "AWS_PROXY"
+    (authorizer,) = default_synth.properties("AWS::ApiGateway::Authorizer")
+    assert authorizer["Type"] == "REQUEST"
+    assert authorizer["IdentitySource"] == "method.request.header.X-Punctual-Callback-Token"
+    assert authorizer["AuthorizerResultTtlInSeconds"] == 0  # a token must never outlive its attempt in a cache
+    assert _function_id(default_synth, "callback_authorizer") in json.dumps(authorizer["AuthorizerUri"])
+    for method in callbacks:
+        assert (method["HttpMethod"], method["AuthorizationType"]) == ("POST", "CUSTOM")
+        assert method["AuthorizerId"] == {"Ref": _logical_id(default_synth, "AWS::ApiGateway::Authorizer", "Api")}
+    # the authorizer's role: its key (kms:GenerateMac on the signing key) and its logs, nothing else
+    granted = _role_actions(default_synth, "callback_authorizer")
+    xray = {"xray:PutTraceSegments", "xray:PutTelemetryRecords"}
+    assert set(granted) == {"kms:GenerateMac", "logs:CreateLogStream", "logs:PutLogEvents", *xray}
+    # the workers' calls carry the API's URL; the API's own environment does not (it would be a cycle)
+    worker = default_synth.template["Resources"][_function_id(default_synth, "worker")]
+    assert "PUNCTUAL_CALLBACK_BASE_URL" in worker["Properties"]["Environment"]["Variables"]
     (stage,) = default_synth.properties("AWS::ApiGateway::Stage")
     assert stage["TracingEnabled"] is True
     assert "DestinationArn" in stage["AccessLogSetting"]
@@ -341,8 +364,8 @@ def test_every_api_method_requires_iam_authorization(default_synth: Synth) -> No
 
 def test_usage_plan_option_requires_api_keys(options_synth: Synth) -> None:
     for method in options_synth.properties("AWS::ApiGateway::Method"):
-        assert method["AuthorizationType"] == "AWS_IAM"
-        assert method["ApiKeyRequired"] is True
+        iam = method["AuthorizationType"] == "AWS_IAM"
+        assert method["ApiKeyRequired"] is iam  # a callback's target has its token, not a tenant's key
     (plan,) = options_synth.properties("AWS::ApiGateway::UsagePlan")
     assert plan["Throttle"] == {
         "RateLimit": DEFAULTS.api_tenant_throttle_rate,
@@ -479,7 +502,7 @@ def test_api_reads_and_writes_jobs_and_runs_and_never_deletes_leases(default_syn
     assert "sqs:SendMessage" in granted
     assert "sqs:GetQueueAttributes" in granted  # GET /stats: queue depth and dead letters
     assert "sqs:DeleteMessage" not in granted
-    assert "sns:Publish" not in granted
+    assert "sns:Publish" in granted  # a callback's completion may end a run dead or failed: its owner is alerted
 
 
 def test_worker_consumes_the_dispatch_queue_and_calls_no_targets_by_default(default_synth: Synth) -> None:

@@ -20,6 +20,7 @@ from moto import mock_aws
 
 from punctual import resources
 from punctual.capacity.counts import (
+    CLAIM_WINDOW_S,
     READ_REQUESTS_LAMBDA_WORKER,
     READS_PER_RUN,
     REFERENCE_EXCERPT_CHARS,
@@ -28,6 +29,7 @@ from punctual.capacity.counts import (
     SQS_EVENT_SOURCE,
     SQS_LAMBDA_WORKER,
     SQS_SCHEDULER,
+    claim_runs_of,
     per_run,
 )
 from punctual.clock import ManualClock
@@ -37,8 +39,10 @@ from punctual.execution.options import ExecutionOptions, Outcome
 from punctual.execution.sqs_events import LambdaWorker
 from punctual.execution.targets import TargetResult
 from punctual.model import HttpTarget, Job, Run, RunState
+from punctual.port import LeaseOutcome, LeaseRequest, Reservation, RunChange
 from punctual.scheduling.claim import claim_page
-from tests.contract.factories import make_job
+from punctual.scheduling.planning import PlanOptions, window_end
+from tests.contract.factories import attempt, make_job
 from tests.integration.wire import ReadMeter, RequestCounter, WriteMeter, item_size
 
 pytestmark = pytest.mark.integration
@@ -189,3 +193,95 @@ def _event(engine: AwsEngine) -> dict[str, Any]:
 def _runs(engine: AwsEngine) -> list[Run]:
     items = engine.clients.dynamodb.scan(TableName=engine.store.runs_table)["Items"]
     return [engine.store.get_run(i["job_id"]["S"], int(i["scheduled_at"]["N"])) for i in items]
+
+
+WINDOW_S = CLAIM_WINDOW_S
+WINDOW_JOBS = 2
+
+
+@pytest.fixture(params=[True, False], ids=lambda o: f"open_index={o}")
+def windowed(request: pytest.FixtureRequest, clock: ManualClock) -> Iterator[AwsEngine]:
+    with mock_aws():
+        settings = Settings(
+            engine=EngineKind.AWS,
+            shards=4,
+            open_shards=2,
+            name_prefix="cap",
+            open_index=request.param,
+            stats_counters=False,  # the mission's plan drops them; measured above with and without
+        )
+        engine = AwsEngine(ensure_resources(settings), clock=clock, serialize=True)
+        yield engine
+        engine.close()
+
+
+def test_a_claim_window_pays_the_claim_once_per_window(windowed: AwsEngine, clock: ManualClock) -> None:
+    """The plan's claim window (``counts.CLAIM_WINDOW_S``) on minute jobs at their window boundary:
+    one claim takes 10 times of each, moves its head once and inserts 10 runs, under one marker in the
+    ``open`` index (``engines.aws.windows``); each run is leased and finished without an entry of its
+    own, and the reaper reads each window once and closes its marker. Measured against the model."""
+    engine, store = windowed, windowed.store
+    open_index, interval_s = engine.settings.open_index, 60
+    claim_runs = claim_runs_of(WINDOW_S, interval_s)
+    model = per_run(open_index=open_index, stats_counters=False, claim_runs=claim_runs)
+    jobs = []
+    while len(jobs) < WINDOW_JOBS:  # jobs due at T0 (a whole minute) whose last boundary was in the minute before
+        job = reference_job(clock, store.shards)
+        if window_end(job.id, T0, WINDOW_S * 1000) > T0 + (WINDOW_S - interval_s) * 1000:
+            jobs.append(job)
+    for job in jobs:
+        store.create_job(job)
+    meter = WriteMeter(engine, resources.tables(open_index=open_index))
+    reads = ReadMeter(engine)
+    options = PlanOptions(window_ms=WINDOW_S * 1000)
+    with meter.phase("claim"):
+        stats = claim_page(store, engine.queue, SHARD, T0 - 3_000, lookahead_ms=3_000, options=options)
+    runs = WINDOW_JOBS * claim_runs
+    assert (stats.inserted, stats.dispatched, stats.advanced) == (runs, runs, WINDOW_JOBS)
+    # each run leased and finished at its instant (as the worker does: the lease's and the finish's writes);
+    # the second job's runs pre-leased (the Fargate tier): reserved before the instant, confirmed after it
+    times = [T0 + i * interval_s * 1000 for i in range(claim_runs)]
+    with meter.phase("execute"):
+        for job in jobs:
+            for at in times:
+                if job is jobs[1]:
+                    meter.phase("reserve")
+                    [seen] = store.reserve_runs([Reservation(store.get_run(job.id, at), at + 3_000)], "w1", at)
+                    assert seen is not None
+                    confirm = LeaseRequest(job.id, at, 60_000, seen=seen, confirm=True)
+                    assert store.lease_runs([confirm], "w1", at)[0].outcome is LeaseOutcome.LEASED
+                    meter.phase("execute")
+                else:
+                    assert store.lease_run(job.id, at, "w1", at, 60_000).outcome is LeaseOutcome.LEASED
+                done = attempt(1, "w1", at, at + 500)
+                change = RunChange(RunState.SUCCEEDED, at + 500, at + 500, append=done, finished_at=at + 500)
+                assert store.finish_run(job.id, at, "w1", 1, change).state is RunState.SUCCEEDED
+    # the reaper's pass once the windows' last times are a minute old: nothing to do, the markers closed
+    now = times[-1] + 120_000
+    with meter.phase("reap"), reads.phase("reap"):
+        assert store.past_deadline_runs(now, now - 60_000, 500) == []
+        assert store.past_deadline_runs(now, now - 60_000, 500) == []  # closed: not read again
+    meter.close()
+    reads.close()
+    assert max(meter.largest.values()) <= 1024, meter.largest
+    steps = model.writes.by_step
+    # the claim: 3 units per job (its head and its due-index move); the insert: 1 a run, + the marker's
+    # put and its index entry, 2 a window (open index only)
+    markers = WINDOW_JOBS if open_index else 0
+    assert meter.units["claim"] == WINDOW_JOBS * 3 + runs + 2 * markers
+    assert meter.units["claim"] / runs == pytest.approx(steps["claim"] + steps["insert"])
+    # lease and finish: 1 each, no index entry; the marker's close: 1 and its entry deleted, 1
+    # (a pre-leased run: reserve 1 and confirm 1 for its lease)
+    assert meter.units["execute"] == 2 * runs - claim_runs
+    assert meter.units["reserve"] == 2 * claim_runs
+    assert meter.units.get("reap", 0) == 2 * markers
+    leased = meter.units["execute"] + meter.units["reserve"] - claim_runs  # as if every run were leased at once
+    assert (leased + meter.units.get("reap", 0)) / runs == pytest.approx(steps["lease"] + steps["finish"])
+    reserving = per_run(open_index=open_index, stats_counters=False, claim_runs=claim_runs, prelease=True)
+    assert reserving.writes.by_step["lease"] - steps["lease"] == 1
+    assert steps["claim"] == 0.3 and claim_runs == 10
+    assert model.writes.total == (3.7 if open_index else 3.3)
+    # reads: each marker and its runs once (consistent), and an empty open-index page per shard and pass
+    if open_index:
+        shard_pages = 2 * engine.settings.open_shards * 0.5
+        assert reads.units["reap"] == pytest.approx(runs * model.reaper_reads + shard_pages)

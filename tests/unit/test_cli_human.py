@@ -214,3 +214,23 @@ def test_follow_outlives_a_passing_error_but_not_a_wrong_job() -> None:
 
     with pytest.raises(ApiError):
         follow.follow(follow.Follow(Gone([]), JOB, {}, write=lines.append), for_s=2.0, clock=clock, sleep=clock.sleep)
+
+
+def test_a_callback_job_from_the_flags_and_an_accepted_run_in_the_table(capsys: pytest.CaptureFixture[str]) -> None:
+    from punctual.cli import output
+
+    built = human.build_spec(
+        create_args("--schedule", "0 2 * * *", "--completion", "callback", "--heartbeat-timeout-s", "300")
+    )
+    assert (built["completion"], built["heartbeat_timeout_s"]) == ("callback", 300)
+    run = {
+        "run_id": "run_x", "job_id": JOB, "scheduled_at": "2027-01-15T02:00:00.000Z", "state": "accepted",
+        "trigger": "schedule", "attempt": 1, "note": None, "attempts": [],
+        "heartbeat_deadline_at": "2027-01-15T02:35:00.000Z", "heartbeat_at": "2027-01-15T02:30:00.000Z",
+        "progress": "42 %",
+    }  # fmt: skip
+    output.print_page({"items": [run], "next_cursor": None}, output.RUN_COLUMNS, "runs")
+    output.print_run(run)
+    printed = capsys.readouterr().out
+    assert "heartbeat due 2027-01-15T02:35:00.000Z (42 %)" in printed and "accepted" in printed
+    assert "last heartbeat  2027-01-15T02:30:00.000Z 42 %" in printed

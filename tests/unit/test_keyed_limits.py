@@ -73,9 +73,9 @@ def test_a_limit_needs_a_number_and_at_most_four_entries() -> None:
 
 
 def test_the_document_states_the_key_syntax_the_server_checks() -> None:
-    from punctual.api.app import app
+    from punctual.api.app import openapi_json
 
-    schema = json.loads(app.get_openapi_json_schema())["components"]["schemas"]
+    schema = json.loads(openapi_json())["components"]["schemas"]
     limit = next(v for k, v in schema.items() if k.startswith("JobLimit"))
     assert limit["properties"]["key"]["pattern"] == KEY_PATTERN
     assert limit["anyOf"] == [{"required": ["max_concurrency"]}, {"required": ["max_runs_per_minute"]}]

@@ -14,7 +14,15 @@ from punctual import ids
 from punctual.model import Catchup, Overlap, Run, RunState, Trigger
 from punctual.port import DueJob
 from punctual.resources import MAX_DELAY_S
-from punctual.scheduling.planning import PlanOptions, dispatch_for, jitter_offset_ms, off_schedule, plan
+from punctual.scheduling.planning import (
+    MAX_WINDOW_RUNS,
+    PlanOptions,
+    dispatch_for,
+    jitter_offset_ms,
+    off_schedule,
+    plan,
+    window_end,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -284,3 +292,51 @@ def test_off_schedule_steps_over_whole_seconds_and_counts_only_the_ms_between() 
     assert all(t % 1000 for t in instants)
     assert instants == sorted(set(instants))  # distinct, in rank order
     assert instants[-1] - 5_000 < 11_000  # within a replay's stride (jobs.replay.STRIDE_MS)
+
+
+# -- claim window (PlanOptions.window_ms) ------------------------------------------------------
+
+WINDOW = PlanOptions(window_ms=10 * MINUTE)
+
+
+def test_window_claims_the_times_up_to_the_jobs_boundary_and_advances_past_them() -> None:
+    end = window_end(JOB_ID, T0, 10 * MINUTE)
+    assert T0 < end <= T0 + 10 * MINUTE
+    p = plan(due_job(), T0 - 5 * SECOND, WINDOW)
+    expected = list(range(T0, end, MINUTE))
+    assert [r.scheduled_at for r in p.runs] == expected
+    assert all(r.trigger is Trigger.SCHEDULE and r.state is RunState.SCHEDULED for r in p.runs)
+    assert p.advance.next_run_at == expected[-1] + MINUTE and p.advance.last_run_at == expected[-1]
+    # each run's message is delayed to its own instant; deadlines count from it
+    assert [d.delay_s for d in p.dispatches] == [(t - T0 + 5 * SECOND) // SECOND for t in expected]
+    assert all(r.deadline_at == r.scheduled_at + OPTIONS.dispatch_grace_ms for r in p.runs)
+
+
+def test_the_next_claim_of_a_job_takes_a_whole_window() -> None:
+    first = plan(due_job(), T0, WINDOW)
+    assert first.advance.next_run_at is not None
+    again = plan(due_job(next_run_at=first.advance.next_run_at), first.advance.next_run_at, WINDOW)
+    boundary = window_end(JOB_ID, T0, 10 * MINUTE)
+    assert len(again.runs) == 10 and again.runs[0].scheduled_at == -(-boundary // MINUTE) * MINUTE  # its first time
+
+
+def test_jobs_reach_their_boundaries_at_different_times() -> None:
+    ends = {window_end(f"job_{i:032x}", T0, 10 * MINUTE) for i in range(200)}
+    assert len({e // MINUTE for e in ends}) == 10  # every minute of the window is some jobs' boundary
+
+
+def test_window_never_needs_a_longer_delay_than_sqs_allows() -> None:
+    wide = PlanOptions(window_ms=780 * SECOND)
+    for jitter_s in (0, 300, 600):
+        p = plan(due_job(jitter_s=jitter_s), T0 - 60 * SECOND, wide)
+        assert all(r.scheduled_at + jitter_s * SECOND - (T0 - 60 * SECOND) <= MAX_DELAY_S * SECOND for r in p.runs)
+        assert len(p.runs) <= MAX_WINDOW_RUNS
+
+
+def test_window_leaves_late_sparse_and_one_time_jobs_alone() -> None:
+    late = plan(due_job(), T0 + 5 * MINUTE, WINDOW)  # catch-up: one run, as without a window
+    assert [r.trigger for r in late.runs] == [Trigger.CATCHUP]
+    hourly = plan(due_job(schedule="0 * * * *"), T0, WINDOW)
+    assert [r.scheduled_at for r in hourly.runs] == [T0] and hourly.advance.next_run_at == T0 + HOUR
+    once = plan(due_job(schedule=None), T0, WINDOW)
+    assert len(once.runs) == 1 and once.advance.next_run_at is None

@@ -73,6 +73,10 @@ class Settings(BaseModel):
     # 5 s: a 20,000-run burst is claimed, enqueued and pre-leased before its second on 2 cores (the
     # CDK app's default too, from the capacity plan); docs/decisions/0094
     lookahead_ms: Annotated[int, Field(ge=0, le=60_000)] = 5_000
+    # Claim an on-time cron job's times up to a window boundary at once (punctual.scheduling.planning):
+    # its head and due-index key move once per window, not once per run (docs/capacity.md). 0: one
+    # time per claim. At most 780 s, so that lookahead + window + pre-lease fit one SQS delay (900 s).
+    claim_window_s: Annotated[int, Field(ge=0, le=780)] = 0
     # A scheduler loop gives up after this many ticks in a row in which nothing succeeded: the Lambda
     # invocation fails (its Errors metric counts it), `punctual scheduler` exits 1. 0: never give up.
     # (punctual.scheduling.health)
@@ -89,6 +93,9 @@ class Settings(BaseModel):
     tenant_api_requests_per_second: Annotated[int | None, Field(ge=1, le=1_000_000)] = None
     # principals (owners) allowed to call the admin routes (/admin/...), comma-separated
     admin_principals: str = ""
+    # The API's base URL (the stage URL on AWS, the dev API's locally): each attempt of a completion
+    # callback job carries <it>/runs/<run id> as X-Punctual-Callback-Url (punctual.runs.tokens)
+    callback_base_url: Annotated[str | None, Field(pattern=r"^https?://[^\s]+$", max_length=2048)] = None
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:

@@ -139,6 +139,20 @@ class HasDependents(Conflict):
     FORCE = "force=true"  # how the message names forcing: the API's parameter (the CLI says --force)
 
 
+class AttemptTimedOut(Conflict):
+    """A callback for an attempt whose deadline passed (no heartbeat in time, or the job's deadline_s):
+    the reaper retries or buries the run by its retry policy; the callback changes nothing."""
+
+    code = "attempt_timed_out"
+
+
+class AttemptSuperseded(Conflict):
+    """A callback for an attempt that is no longer the run's: a newer attempt began, or the run was
+    cancelled (its job deleted or replaced). Nothing was written."""
+
+    code = "attempt_superseded"
+
+
 class IdempotencyKeyReused(Conflict):
     """An Idempotency-Key was reused with a different request body."""
 
@@ -200,3 +214,17 @@ class Forbidden(PunctualError):
     """The caller is known but may not use this route (the admin routes, for ordinary owners)."""
 
     code = "forbidden"
+
+
+class InvalidCallbackToken(Unauthorized):
+    """A callback without a token, or with one this deployment did not mint for this run (forged,
+    malformed, or another run's)."""
+
+    code = "invalid_callback_token"
+
+
+class AttemptCompleted(Forbidden):
+    """A genuine callback token whose attempt has its outcome already (a completion replayed, or a
+    heartbeat after it): a token authorizes one completion, once."""
+
+    code = "attempt_completed"

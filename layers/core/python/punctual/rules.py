@@ -48,6 +48,8 @@ def lease_outcome(run: Run | None, now: int, worker_id: str | None = None) -> Le
     if run.state is RunState.RUNNING:
         expired = run.lease_expires_at is not None and run.lease_expires_at < now
         return LeaseOutcome.LEASED if expired else LeaseOutcome.HELD
+    if run.state is RunState.ACCEPTED:  # its callback ends it, or the reaper times it out: never a lease
+        return LeaseOutcome.HELD
     return LeaseOutcome.FINISHED
 
 
@@ -194,6 +196,40 @@ def apply_change(run: Run, change: RunChange) -> Run:
     if change.clear_lease:
         update["worker_id"] = None
         update["lease_expires_at"] = None
+    elif change.lease_until is not None:
+        update["lease_expires_at"] = change.lease_until
+    return copy_run(run, update)
+
+
+# -- callbacks: an attempt a callback job's target accepted (HTTP 202) -----------------------------
+#
+#   running(n, w) ──202──> accepted(n, w, until) ──heartbeat──> accepted(n, w, until')
+#        │                      └──complete──> succeeded | failed | retrying | dead
+#        │                      └──until passes (reaper)──> retrying | dead | failed (a timeout)
+#        └──complete (before the worker recorded the 202)──> the same ends; the worker's finish is refused
+#
+# A callback acts on the attempt its token names (seen: the run as read, at that attempt and worker).
+
+
+def callback_open(stored: Run | None, seen: Run, now: int) -> bool:
+    """A callback of ``seen``'s attempt may write ``stored``: still that attempt of that worker, running
+    or accepted, and its deadline (``lease_expires_at``) not passed at ``now``."""
+    return (
+        stored is not None
+        and stored.state in (RunState.RUNNING, RunState.ACCEPTED)
+        and stored.attempt == seen.attempt
+        and stored.worker_id == seen.worker_id
+        and (stored.lease_expires_at or 0) >= now
+    )
+
+
+def beaten(run: Run, now: int, until: int | None, progress: str | None) -> Run:
+    """``run`` after a heartbeat at ``now`` (``Store.callback_beat``): ``until`` moves an accepted
+    attempt's deadline; a running one keeps its worker's lease."""
+    update: dict[str, object] = {"heartbeat_at": now, "progress": progress}
+    if until is not None:
+        update["lease_expires_at"] = until
+        update["deadline_at"] = until
     return copy_run(run, update)
 
 

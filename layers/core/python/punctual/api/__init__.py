@@ -5,6 +5,7 @@ event; ``functions/api/handler.py`` and ``punctual.local.server`` both call it. 
 (identity, size, media type, strict JSON) are in ``edges``; errors map to HTTP in ``errors`` only.
 May import: the kernels, ``punctual.jobs``, and for its other routers ``punctual.runs`` (stats),
 ``punctual.tenancy`` (limits, rates), ``punctual.dependencies`` (graphs) and
-``punctual.execution.targets`` (the settings' target policy, signing secrets); never an engine
-module directly (the port only).
+``punctual.execution.targets`` (the settings' target policy, signing secrets) and
+``punctual.execution.callbacks`` (the callback routes' writes); never an engine module directly (the
+port only).
 """

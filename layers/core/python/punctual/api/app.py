@@ -28,7 +28,7 @@ from aws_lambda_powertools.event_handler.openapi.models import Server
 from aws_lambda_powertools.event_handler.openapi.params import Header, Path, Query
 
 from punctual import __version__, ids
-from punctual.api import alerts, calendars, edges, errors, openapi, preview, replay, signing, stats, tenants
+from punctual.api import alerts, calendars, callbacks, edges, errors, openapi, preview, replay, signing, stats, tenants
 from punctual.api.caller import Services, caller
 from punctual.api.graph_schemas import JobGraph
 from punctual.api.resolver import ConcurrentResolver
@@ -129,7 +129,8 @@ def create_job(
         headers["Idempotent-Replayed"] = "true"
     if created.replayed:
         return _json(200, _job_response(services, created.job), headers)
-    return _json(201, JobResponse.from_job(created.job, last_run_at=None), headers)  # a new job: no run yet
+    new = JobResponse.from_job(created.job, last_run_at=None, next_run_at=created.job.next_run_at)  # no run yet
+    return _json(201, new, headers)
 
 
 @app.get(
@@ -146,8 +147,9 @@ def list_jobs(
 ) -> JobPage:
     services, owner = _caller()
     page = jobs.list_jobs(services.store, owner, status=status, limit=limit, cursor=cursor)
-    last = job_runs.last_run_times(services.store, page.items, services.clock.now_ms())
-    items = [JobResponse.from_job(j, last_run_at=last[j.id]) for j in page.items]
+    now = services.clock.now_ms()
+    last, nxt = job_runs.last_run_times(services.store, page.items, now), job_runs.next_run_times(page.items, now)
+    items = [JobResponse.from_job(j, last_run_at=last[j.id], next_run_at=nxt[j.id]) for j in page.items]
     return JobPage(items=items, next_cursor=page.cursor)
 
 
@@ -322,6 +324,7 @@ app.include_router(signing.router)
 app.include_router(tenants.router)
 app.include_router(preview.router)
 app.include_router(calendars.router)
+app.include_router(callbacks.router)
 
 
 def _resolve_routes() -> None:
@@ -365,8 +368,9 @@ def _generated(server_url: str) -> str:
 
 def _job_response(services: Services, job: Job, waiting: dependency_graph.Waiting | None = None) -> JobResponse:
     """``job`` as the API shows it, with when it last ran (:func:`punctual.jobs.runs.last_run_times`)."""
-    last = job_runs.last_run_times(services.store, [job], services.clock.now_ms())
-    return JobResponse.from_job(job, waiting, last_run_at=last[job.id])
+    now = services.clock.now_ms()
+    last, nxt = job_runs.last_run_times(services.store, [job], now), job_runs.next_run_times([job], now)
+    return JobResponse.from_job(job, waiting, last_run_at=last[job.id], next_run_at=nxt[job.id])
 
 
 def _caller() -> tuple[Services, str]:

@@ -126,10 +126,17 @@ def _nests_deeper_than(value: Any, limit: int) -> bool:
     return False
 
 
+# The callback routes act for no owner: their token decides (punctual.api.callbacks), and an owner's
+# credentials, sent or not, change nothing there.
+CALLBACK_PATH = re.compile(r"^/runs/[^/]+/(heartbeat|complete)/?$")
+
+
 def admit(event: Mapping[str, Any]) -> str | None:
-    """Checks made before routing, in the order a gateway makes them: identity, then the body."""
-    owner = auth.owner_from_event(event)
-    if owner is None and (str(event.get("path") or "/").rstrip("/") or "/") not in PUBLIC_PATHS:
+    """Checks made before routing, in the order a gateway makes them: identity, then the body.
+    Returns the owner (None on the public paths and the callback routes)."""
+    path = str(event.get("path") or "/")
+    owner = None if CALLBACK_PATH.match(path) else auth.owner_from_event(event)
+    if owner is None and not CALLBACK_PATH.match(path) and (path.rstrip("/") or "/") not in PUBLIC_PATHS:
         raise Unauthorized(
             "authentication required: send Authorization: Bearer <API key> (local) or sign the request (AWS IAM)"
         )

@@ -33,14 +33,18 @@ Bad input is a 4xx and changes nothing.
 _ERRORS: dict[int, str] = {
     400: "The body is not JSON, not UTF-8, or nested deeper than 32 levels (code malformed_json), or a "
     "number overflows to infinity or is an integer beyond 64 bits (number_out_of_range; details name it).",
-    401: "No valid credentials (code unauthorized).",
-    403: "The caller is not an admin principal (code forbidden): the admin routes only.",
+    401: "No valid credentials (code unauthorized); the callback routes: no valid X-Punctual-Callback-Token"
+    " for this run (invalid_callback_token).",
+    403: "The caller is not an admin principal (code forbidden): the admin routes only; the callback routes:"
+    " the token's attempt has its outcome already (attempt_completed: a completion is accepted once).",
     404: "No such job, run or calendar for this owner (job_not_found, run_not_found, calendar_not_found; "
     "also a depends_on job that is not the owner's).",
     409: "The job's state does not allow this (invalid_transition), the Idempotency-Key was used for a "
     "different body (idempotency_key_reused), concurrent edits (concurrent_modification), or other jobs "
     "depend on the job being deleted (has_dependents; delete with force=true), or the owner is at its "
-    "max_jobs (limit_exceeded), or jobs or calendars name the calendar being deleted (calendar_in_use).",
+    "max_jobs (limit_exceeded), or jobs or calendars name the calendar being deleted (calendar_in_use); the "
+    "callback routes: the token's attempt timed out (attempt_timed_out) or is no longer the run's "
+    "(attempt_superseded: a newer attempt, or the run was cancelled).",
     413: "The body is larger than allowed (request_too_large), or the whole job (payload, target and "
     "headers) is over 10 KiB as JSON (job_too_large).",
     415: "The body is not application/json (unsupported_media_type).",
@@ -65,6 +69,9 @@ REPLAY_ERRORS = (400, 401, 404, 409, 413, 415, 422, 429, 500)
 # The admin routes: the caller must be an admin principal (403), bodies are parsed
 ADMIN_READ_ERRORS = (401, 403, 404, 422, 429, 500)
 ADMIN_CHANGE_ERRORS = (400, 401, 403, 413, 415, 422, 429, 500)
+# The callback routes: the token decides (401, 403), the attempt may be over (409), the run gone (404)
+CALLBACK_ERRORS = (400, 401, 403, 404, 409, 413, 415, 422, 500)
+CALLBACK_SCHEME = "callbackToken"
 
 SECURITY_SCHEMES: dict[str, SecurityScheme] = {
     "sigv4": APIKey(
@@ -74,6 +81,11 @@ SECURITY_SCHEMES: dict[str, SecurityScheme] = {
     ),
     "bearer": HTTPBearer(
         description="Local server: an API key mapped to an owner (PUNCTUAL_API_KEYS; punctual dev prints one).",
+    ),
+    "callbackToken": APIKey(
+        name="X-Punctual-Callback-Token",
+        in_=APIKeyIn.header,
+        description="The callback routes only: the token an attempt of a completion callback job carried.",
     ),
 }
 SECURITY: list[dict[str, list[str]]] = [{"sigv4": []}, {"bearer": []}]

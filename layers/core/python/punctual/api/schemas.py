@@ -25,6 +25,7 @@ from punctual.model import (
     Attempt,
     AttemptOutcome,
     Catchup,
+    Completion,
     DeadlineSeconds,
     DependsOn,
     HttpTarget,
@@ -45,6 +46,7 @@ from punctual.model import (
     Target,
     Trigger,
 )
+from punctual.model.callbacks import MAX_HEARTBEAT_TIMEOUT_S, MIN_HEARTBEAT_TIMEOUT_S
 from punctual.model.limits import MAX_JOB_LIMITS, Priority
 from punctual.model.timing import DstRepeated, DstSkipped, JobCalendar
 
@@ -58,6 +60,7 @@ IsoTime = Annotated[
 ]
 
 JobCreate = JobSpec  # the body of POST /jobs is exactly the domain's spec
+HeartbeatSeconds = Annotated[int, Field(strict=True, ge=MIN_HEARTBEAT_TIMEOUT_S, le=MAX_HEARTBEAT_TIMEOUT_S), WHOLE]
 
 Shown = TypeVar("Shown", bound=BaseModel)
 
@@ -112,6 +115,8 @@ class JobPatch(BaseModel):
     deadline_s: Annotated[DeadlineSeconds, WHOLE] | None = None
     priority: Priority | None = None
     limits: Annotated[list[JobLimit], Field(max_length=MAX_JOB_LIMITS)] | None = None
+    completion: Completion | None = None
+    heartbeat_timeout_s: HeartbeatSeconds | None = None
 
     def changes(self) -> dict[str, Any]:
         """The fields the client sent (explicit nulls included), as plain JSON-like values."""
@@ -190,6 +195,10 @@ class JobResponse(BaseModel):
     paused_after: str | None = Field(
         default=None, description="the run whose failure streak paused it (pause_after_failures); cleared by a resume"
     )
+    completion: Completion = Field(description="response: the answer ends an attempt; callback: a 202 accepts it")
+    heartbeat_timeout_s: int | None = Field(
+        description="completion callback: an accepted attempt silent this long times out (null otherwise)"
+    )
     priority: int = Field(description="0-9, higher first among this owner's runs competing for a limit")
     limits: list[LimitView] = Field(description="keyed ceilings its runs share (docs/api.md, Keyed limits)")
     created_at: IsoTime
@@ -197,16 +206,21 @@ class JobResponse(BaseModel):
     version: int
 
     @classmethod
-    def from_job(cls, job: Job, waiting: Waiting | None = None, *, last_run_at: int | None) -> JobResponse:
-        """``last_run_at``: when it last ran (:func:`punctual.jobs.runs.last_run_times`)."""
+    def from_job(
+        cls, job: Job, waiting: Waiting | None = None, *, last_run_at: int | None, next_run_at: int | None
+    ) -> JobResponse:
+        """``last_run_at``: when it last ran (:func:`punctual.jobs.runs.last_run_times`); ``next_run_at``:
+        when it is due next (:func:`punctual.jobs.runs.next_run_times`)."""
         return shown(
             cls,
             job,
-            times=("next_run_at", "created_at", "updated_at"),
+            times=("created_at", "updated_at"),
             run_at=None if job.run_at is None else _iso(from_datetime(job.run_at)),
             dependencies=None if waiting is None else DependencyStatus.from_waiting(waiting),
+            next_run_at=iso(next_run_at),
             last_run_at=iso(last_run_at),
             target=job.target.redacted() if isinstance(job.target, HttpTarget) else job.target,
+            heartbeat_timeout_s=job.heartbeat_ms // 1000 if job.completion is Completion.CALLBACK else None,
             limits=[LimitView(**limit.model_dump()) for limit in job.limits],
         )
 
@@ -284,6 +298,13 @@ class RunResponse(BaseModel):
         default=None, description="trigger dependency: the upstream runs that released it"
     )
     replay_of: str | None = Field(default=None, description="trigger replay: the run it replays")
+    heartbeat_deadline_at: IsoTime | None = Field(
+        default=None,
+        description="accepted (completion callback): the attempt times out unless a heartbeat or its completion"
+        " comes by then",
+    )
+    heartbeat_at: IsoTime | None = Field(default=None, description="the last heartbeat its callback sent")
+    progress: str | None = Field(default=None, description="the last heartbeat's progress note")
     attempts: list[AttemptResponse]
     notification: NotificationResponse | None = Field(
         default=None, description="GET /runs/{id}: what its job's notify webhook was told of it, with every try"
@@ -294,7 +315,8 @@ class RunResponse(BaseModel):
         return shown(
             cls,
             run,
-            times=("scheduled_at", "lease_expires_at", "started_at", "finished_at", "next_attempt_at"),
+            times=("scheduled_at", "lease_expires_at", "started_at", "finished_at", "next_attempt_at", "heartbeat_at"),
+            heartbeat_deadline_at=iso(run.lease_expires_at) if run.state is RunState.ACCEPTED else None,
             attempts=[AttemptResponse.from_attempt(a) for a in run.attempts],
             notification=None if notification is None else NotificationResponse.from_notification(notification),
         )

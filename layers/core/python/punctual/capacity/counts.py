@@ -21,7 +21,16 @@ finish     UpdateItem runs                       table 1 + ``open`` entry delete
 stats      UpdateItem leases (ADD)               1 (the per-owner minute counters of GET /stats)
 =========  ====================================  =====================================
 
-9 in all. Two deploy options drop units: without the ``open`` index (``-c open_index=false``)
+With a claim window, a job's window runs go without their own ``open`` entries: one marker item
+stands for them in the index (``punctual.engines.aws.windows``: put at the claim, 1 unit and 1 for
+its entry; closed by the reaper once its runs have ended, 1 and 1): 0.2 a run at insert and 0.2 at
+the end for 10 runs a window, instead of 1 and 1.
+
+9 in all. With a claim window (``Settings.claim_window_s``, ``punctual.scheduling.planning``) one
+claim takes a job's times up to its window boundary: the claim's 3 units are paid once per
+``claim_runs`` runs (10 for a minute job and the plan's 600 s window: 0.3 a run; with the
+markers, 4.7 in all).
+Two deploy options drop units: without the ``open`` index (``-c open_index=false``)
 insert and finish cost 1 each, and without the GET /stats counters (``-c stats_counters=false``)
 the stats step costs 0: 9, 8, 7, and the design budget's 6 with both off. They do not grow with the
 payload or the headers (up to ``MAX_JOB_BYTES``): only the worker's read of the spec does.
@@ -38,26 +47,58 @@ class WriteUnits:
 
     claim_jobs: int = 1  # the job's head rewritten by the advance (under 1 KB; its spec is not written)
     claim_due: int = 2  # its due-index key moved: delete + put
+    claim_runs: int = 1  # runs one claim takes (a claim window's times; 1 without one): the claim's share
     insert_runs: int = 1
     insert_open: int = 1  # the run's entry in the sparse open index (0 without it)
     lease_runs: int = 1
+    # a pre-leasing worker (the Fargate tier) first reserves the run for its instant, then confirms the
+    # call (execution.reserving, decision 0150): one write more than a lease at the instant
+    reserve_runs: int = 0
     finish_runs: int = 1
     finish_open: int = 1  # the entry deleted at the terminal write (0 without it)
     finish_stats: int = 1  # GET /stats: the owner's minute counter in the leases table (0 without it)
 
     @property
-    def by_step(self) -> dict[str, int]:
+    def claim_jobs_per_run(self) -> float:
+        return self.claim_jobs / self.claim_runs
+
+    @property
+    def claim_due_per_run(self) -> float:
+        return self.claim_due / self.claim_runs
+
+    @property
+    def marked(self) -> bool:
+        """A claim window's runs share one ``open`` entry, on a marker (``engines.aws.windows``)."""
+        return self.claim_runs > 1 and self.insert_open > 0
+
+    @property
+    def insert_open_per_run(self) -> float:
+        """``open`` index writes at insert: the run's entry, or its window marker's share (a put)."""
+        return 1 / self.claim_runs if self.marked else self.insert_open
+
+    @property
+    def finish_open_per_run(self) -> float:
+        """``open`` index writes at the end: the run's entry deleted, or its marker's share (closed)."""
+        return 1 / self.claim_runs if self.marked else self.finish_open
+
+    @property
+    def marker_per_run(self) -> float:
+        """Runs-table writes of the window marker, per run and per step: its put, and its close."""
+        return 1 / self.claim_runs if self.marked else 0.0
+
+    @property
+    def by_step(self) -> dict[str, float]:
         return {
-            "claim": self.claim_jobs + self.claim_due,
-            "insert": self.insert_runs + self.insert_open,
-            "lease": self.lease_runs,
-            "finish": self.finish_runs + self.finish_open,
+            "claim": round((self.claim_jobs + self.claim_due) / self.claim_runs, 4),
+            "insert": round(self.insert_runs + self.marker_per_run + self.insert_open_per_run, 4),
+            "lease": self.lease_runs + self.reserve_runs,
+            "finish": round(self.finish_runs + self.marker_per_run + self.finish_open_per_run, 4),
             "stats": self.finish_stats,
         }
 
     @property
-    def total(self) -> int:
-        return sum(self.by_step.values())
+    def total(self) -> float:
+        return round(sum(self.by_step.values()), 4)
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,13 +107,25 @@ class PerRun:
 
     writes: WriteUnits
     dynamodb_reads: float  # read units per run: the worker's reads of the run's job (READS_PER_RUN)
+    # read units per run of the reaper's one look at a claim window (runs table): the run and its
+    # marker's share, read strongly consistent once the window's last time is a reaper age old
+    reaper_reads: float
     sqs_requests: float  # SQS requests per run, the worker's and the scheduler's
     sqs_detail: dict[str, float]
 
 
-def per_run(*, open_index: bool = True, stats_counters: bool = True, worker: str = "lambda") -> PerRun:
+def per_run(
+    *,
+    open_index: bool = True,
+    stats_counters: bool = True,
+    worker: str = "lambda",
+    claim_runs: int = 1,
+    prelease: bool = False,
+) -> PerRun:
     """The measured per-run counts for a deployment with or without the ``open`` index and the
-    GET /stats counters (``Settings.open_index``, ``Settings.stats_counters``).
+    GET /stats counters (``Settings.open_index``, ``Settings.stats_counters``), whose claims take
+    ``claim_runs`` runs each (a claim window's times of a job: :func:`claim_runs_of`), its workers
+    pre-leasing (``prelease``: a reservation before the instant, then the confirm) or not.
 
     ``worker`` is ``lambda`` (the SQS event source receives and deletes in batches of 10) or
     ``process`` (``punctual worker``, the Fargate task).
@@ -81,9 +134,32 @@ def per_run(*, open_index: bool = True, stats_counters: bool = True, worker: str
         insert_open=1 if open_index else 0,
         finish_open=1 if open_index else 0,
         finish_stats=1 if stats_counters else 0,
+        claim_runs=claim_runs,
+        reserve_runs=1 if prelease else 0,
     )
     sqs = dict(SQS_LAMBDA if worker == "lambda" else SQS_PROCESS)
-    return PerRun(writes=writes, dynamodb_reads=READS_PER_RUN, sqs_requests=sum(sqs.values()), sqs_detail=sqs)
+    reaper = 1 + 1 / claim_runs if writes.marked else 0.0
+    return PerRun(
+        writes=writes, dynamodb_reads=READS_PER_RUN, reaper_reads=reaper, sqs_requests=sum(sqs.values()), sqs_detail=sqs
+    )
+
+
+# The claim window the plan deploys for jobs that fire at least twice in it (Settings.claim_window_s):
+# 10 minutes, 10 runs of a minute job per claim. Its bound (780 s) leaves room for the longest
+# lookahead and pre-lease in one SQS delay; 600 s keeps a margin for jitter.
+CLAIM_WINDOW_S = 600
+
+
+def claim_window_for(interval_s: int) -> int:
+    """The claim window for jobs firing every ``interval_s``: :data:`CLAIM_WINDOW_S` if they fire at
+    least twice in it, else 0 (one time per claim: a window would change nothing)."""
+    return CLAIM_WINDOW_S if 2 * interval_s <= CLAIM_WINDOW_S else 0
+
+
+def claim_runs_of(window_s: int, interval_s: int) -> int:
+    """Runs one claim takes on average for jobs firing every ``interval_s`` with a claim window of
+    ``window_s``: each job claims once per window (its boundary), its times in the window."""
+    return max(1, window_s // interval_s)
 
 
 # The reference job of these counts (tests/integration/test_capacity_counts.py builds it).

@@ -22,6 +22,7 @@ import math
 from dataclasses import dataclass
 
 from punctual.capacity.constants import value
+from punctual.capacity.counts import claim_runs_of, claim_window_for
 from punctual.capacity.figures import QuotaWarning, Scheduling
 from punctual.capacity.load import Load
 from punctual.capacity.simulate import fleet_claim_rate
@@ -147,7 +148,9 @@ def scheduling(load: Load, warnings: list[QuotaWarning]) -> Scheduling:
     fleet = plan_fleet(load, warnings)
     claim, shards, instances = fleet.claim_rate, fleet.due_shards, fleet.instances
     budget = value("ddb_partition_wru") * value("ddb_partition_utilization")
-    open_writes = (claim + load.peak_runs_per_second) if load.open_index else 0.0
+    # an entry put per claimed run and deleted per finished run; a claim window's runs share one (a marker)
+    window = claim_runs_of(claim_window_for(load.burst_interval_s), load.burst_interval_s)
+    open_writes = (claim + load.peak_runs_per_second) / window if load.open_index else 0.0
     open_shards = shard_count(open_writes / budget, at_least=1, warnings=warnings, name="open") if open_writes else 0
     due_per_shard = 2 * claim / shards
     open_per_shard = open_writes / open_shards if open_shards else 0.0

@@ -85,21 +85,35 @@ def table_loads(load: Load, s: Scheduling, counts: PerRun, extras: Extras, *, pr
     b = load.burst_runs
     w = counts.writes
     rows = [
-        # a job is two items: the claim rewrites its head; the worker reads its head and its spec
-        TableLoad("jobs", b * w.claim_jobs, b * counts.dynamodb_reads),
+        # a job is two items: the claim rewrites its head (once per claim window); the worker reads its head and spec
+        TableLoad("jobs", b * w.claim_jobs_per_run, b * counts.dynamodb_reads),
         # each due shard queried once a second (0.5 RRU at least), plus the rows claimed
-        TableLoad("jobs.due", b * w.claim_due, b * 0.5 * DUE_ROW_BYTES / 4096, steady_reads=s.due_shards * 0.5),
+        TableLoad("jobs.due", b * w.claim_due_per_run, b * 0.5 * DUE_ROW_BYTES / 4096, steady_reads=s.due_shards * 0.5),
         TableLoad("jobs.by_owner", 0.0, 0.0),  # written by the API only; claims leave it alone
         TableLoad("jobs.by_calendar", 0.0, 0.0),  # job writes that name a calendar (API only)
         TableLoad(
             "runs",
-            b * (w.insert_runs + w.lease_runs + w.finish_runs + extras.runs_write_units),
-            b * PRELEASE_READS if prelease else 0.0,
+            b
+            * (
+                w.insert_runs
+                + w.lease_runs
+                + w.reserve_runs
+                + w.finish_runs
+                + 2 * w.marker_per_run
+                + extras.runs_write_units
+            ),
+            # pre-leased runs read before their instant; the reaper reads each claim window once
+            b * (PRELEASE_READS if prelease else 0.0) + b * counts.reaper_reads,
         ),
     ]
     if load.open_index:
         rows.append(
-            TableLoad("runs.open", b * (w.insert_open + w.finish_open), 0.0, steady_reads=s.open_shards * 0.5 / 60)
+            TableLoad(
+                "runs.open",
+                b * (w.insert_open_per_run + w.finish_open_per_run),
+                0.0,
+                steady_reads=s.open_shards * 0.5 / 60,
+            )
         )
     # shard leases renewed every 3 s; the owners' GET /stats counters; the owners' rate records (waits)
     rows.append(

@@ -17,7 +17,7 @@ from typing import Any
 
 from punctual.capacity import cost, fleet, modes, tiers
 from punctual.capacity.constants import value
-from punctual.capacity.counts import PerRun, per_run
+from punctual.capacity.counts import PerRun, claim_runs_of, claim_window_for, per_run
 from punctual.capacity.extras import Extras, extras
 from punctual.capacity.fargate import MAX_TASKS
 from punctual.capacity.figures import CapacityPlan, QuotaWarning, Scheduling, Storage, Throughput, Workers
@@ -32,14 +32,22 @@ claim_rate_needed = fleet.claim_rate_needed  # the formula docs/capacity.md deri
 def plan_capacity(load: Load) -> CapacityPlan:
     """Size a deployment for ``load``. Pure arithmetic plus the burst simulation; no I/O."""
     counters = stats_counters_for(load)
-    counts = per_run(open_index=load.open_index, stats_counters=counters)
+    window_s = claim_window_for(load.burst_interval_s)
+    claim_runs = claim_runs_of(window_s, load.burst_interval_s)
+    # the writes of each way of working: the Fargate tier pre-leases (a reservation more a run)
+    by_prelease = {
+        prelease: per_run(open_index=load.open_index, stats_counters=counters, claim_runs=claim_runs, prelease=prelease)
+        for prelease in (False, True)
+    }
+    counts = by_prelease[False]
     more = extras(counts)
     warnings: list[QuotaWarning] = []
     scheduling = fleet.scheduling(load, warnings)
     storage = _storage(load, warnings)
     # the capacity each tier needs: the Fargate tier pre-leases, reading each run once more
     capacities = {
-        prelease: _capacity(load, scheduling, counts, more, storage, prelease=prelease) for prelease in (False, True)
+        prelease: _capacity(load, scheduling, by_prelease[prelease], more, storage, prelease=prelease)
+        for prelease in (False, True)
     }
 
     def capacity(tier: str) -> Capacity:
@@ -61,10 +69,12 @@ def plan_capacity(load: Load) -> CapacityPlan:
         )
     workers = chosen.workers
     context = _context(load, scheduling, workers, tables, storage, stats_counters=counters, mode=mode)
+    if window_s:
+        context["claim_window_s"] = window_s
     ceilings = owner_ceilings(load, stats_counters=counters, warnings=warnings)
     return CapacityPlan(
         load=load.model_dump(mode="json"),
-        per_run=_per_run(counts, more, workers),
+        per_run=_per_run(by_prelease[workers.kind == "fargate"], more, workers),
         runs_per_month=load.runs_per_month,
         scheduling=scheduling,
         tables=tables,
@@ -172,21 +182,30 @@ def _tables(
     """Each table and index at the peak: writes/s and reads/s, pre-warming and quota raises."""
     r, c = load.peak_runs_per_second, s.claim_rate_needed
     w = counts.writes
+    reaped = load.burst_runs / load.burst_interval_s  # the reaper's pace: a minute's runs over the minute
     rows: list[tuple[str, float, float]] = [
         # the worker reads each run's job: its head and its spec, counts.READS_PER_RUN read units
-        ("jobs", c * w.claim_jobs, r * counts.dynamodb_reads),
+        ("jobs", c * w.claim_jobs_per_run, r * counts.dynamodb_reads),
         # each owned shard is queried once a second (0.5 RRU at least), plus the rows claimed
-        ("jobs.due", c * w.claim_due, s.due_shards * 0.5 + c * 0.5 * modes.DUE_ROW_BYTES / 4096),
+        ("jobs.due", c * w.claim_due_per_run, s.due_shards * 0.5 + c * 0.5 * modes.DUE_ROW_BYTES / 4096),
         ("jobs.by_owner", 0.0, 0.0),  # written by the API only; claims leave it alone
         ("jobs.by_calendar", 0.0, 0.0),  # job writes that name a calendar (API only)
         (
             "runs",
-            c * w.insert_runs + r * (w.lease_runs + w.finish_runs + more.runs_write_units),
-            r * modes.PRELEASE_READS if prelease else 0.0,  # pre-leased runs read before their instant
+            # a claim window's marker: put at the claim, closed (and its runs read once) by the reaper
+            c * (w.insert_runs + w.marker_per_run)
+            + r * (w.lease_runs + w.reserve_runs + w.finish_runs + more.runs_write_units)
+            + reaped * w.marker_per_run,
+            # pre-leased runs read before their instant
+            r * (modes.PRELEASE_READS if prelease else 0.0) + reaped * counts.reaper_reads,
         ),
     ]
     if load.open_index:
-        rows.append(("runs.open", c * w.insert_open + r * w.finish_open, s.open_shards * 0.5 / 60))
+        # a run's own entry is deleted at its finish; a marker's, by the reaper
+        finished = reaped if w.marked else r
+        rows.append(
+            ("runs.open", c * w.insert_open_per_run + finished * w.finish_open_per_run, s.open_shards * 0.5 / 60)
+        )
     # shard leases renewed every 3 s, the owners' GET /stats counters (one ADD per finished run), rate records
     rows.append(("leases", s.due_shards / 3 + r * (w.finish_stats + more.leases_write_units), 0.0))
     rows.append(("leases.outbox", 0.0, 0.0))  # pending notifications of jobs that notify (issue 33)

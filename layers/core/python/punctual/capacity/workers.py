@@ -141,8 +141,8 @@ def _lambda_concurrency(
 
 # What the account quota must hold besides workers and schedulers, as the CDK app reserves it
 # (infra.config.InfraConfig.worker_reserved_concurrency): 100 Lambda keeps unreserved, the API's
-# 100 (api_reserved_concurrency) and the reaper's 4.
-OTHER_FUNCTIONS_CONCURRENCY = 100 + 100 + 4
+# 100 (api_reserved_concurrency), the reaper's 4 and the callback authorizer's 10.
+OTHER_FUNCTIONS_CONCURRENCY = 100 + 100 + 4 + 10
 
 
 def account_concurrency(reserved: int, warnings: list[QuotaWarning]) -> int:

@@ -123,6 +123,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"Console: {console_url(url, key)}")
         print("Press Ctrl-C to stop (SIGTERM also stops it cleanly).", flush=True)
         _warn_if_exposed(args.host)
+        if settings.callback_base_url is None:  # callback jobs' targets report to this API
+            settings = settings.model_copy(update={"callback_base_url": url})
         components = dev_components(settings, engine, metrics) if args.components else []
         threads = [_start(c, stop, failed) for c in components]
         while not stop.wait(0.5):

@@ -24,7 +24,7 @@ from punctual.cli.client import ApiError, Client, CliError
 DEFAULT_INTERVAL_S = 2.0
 MIN_INTERVAL_S = 0.2
 MAX_PAGES = 10  # pages one poll reads to reach the oldest open run it showed (a bound, not a goal)
-_OPEN = frozenset({"scheduled", "running", "retrying"})
+_OPEN = frozenset({"scheduled", "running", "retrying", "accepted"})
 # Every cell but the last has a fixed width, so rows printed poll after poll line up under one
 # header: a run id is run_ + 32 hex + _ + epoch ms, a time is ISO 8601 UTC with milliseconds.
 _WIDTHS = {"RUN ID": 50, "SCHEDULED": 24, "STATE": 9, "TRIGGER": 10, "ATTEMPT": 7, "FINISHED": 24}

@@ -113,6 +113,10 @@ def _add_create(actions: Any, common: argparse.ArgumentParser) -> None:
     create.add_argument("--method", choices=["POST", "PUT", "PATCH", "GET", "DELETE"], help="http target method")
     create.add_argument("--payload", help="JSON payload sent to the target")
     create.add_argument("--timeout", type=int, help="seconds a run may take (timeout_s)")
+    create.add_argument(
+        "--completion", choices=["response", "callback"], help="callback: a 202 accepts the work, the target reports"
+    )
+    create.add_argument("--heartbeat-timeout-s", type=int, help="with --completion callback: silence that times out")
     create.add_argument("--max-retries", type=int, help="retries after a failed attempt")
     create.add_argument("--priority", type=int, help="0-9 (default 5): higher first among your runs at a limit")
     create.add_argument(
@@ -267,6 +271,8 @@ def build_spec(args: argparse.Namespace) -> dict[str, Any]:
         "timeout_s": args.timeout,
         "max_retries": args.max_retries,
         "priority": args.priority,
+        "completion": args.completion,
+        "heartbeat_timeout_s": args.heartbeat_timeout_s,
     }
     spec.update({k: v for k, v in flags.items() if v is not None})
     if args.when is not None and not args.after:  # --when says which upstream runs release the job

@@ -24,7 +24,7 @@ RUN_COLUMNS: list[tuple[str, Callable[[dict[str, Any]], Any]]] = [
     ("TRIGGER", lambda r: r["trigger"]),
     ("ATTEMPT", lambda r: r["attempt"]),
     ("FINISHED", lambda r: r.get("finished_at") or "-"),
-    ("NOTE", lambda r: (r.get("note") or "-")[:60]),  # why a run waits ("waiting: max_runs_per_minute 6")
+    ("NOTE", lambda r: _run_note(r)[:60]),  # why it waits, or until when an accepted run lives
 ]
 PREVIEW_COLUMNS: list[tuple[str, Callable[[dict[str, Any]], Any]]] = [
     ("SCHEDULE TIME", lambda i: i["local"]),  # the wall time the schedule names, in the job's zone
@@ -117,6 +117,10 @@ def print_run(run: dict[str, Any]) -> None:
     ]
     if run.get("replay_of"):
         fields.append(("replay of", run["replay_of"]))
+    if run.get("heartbeat_deadline_at"):  # accepted: a callback job's target works on it
+        fields.append(("heartbeat due", run["heartbeat_deadline_at"]))
+    if run.get("heartbeat_at"):
+        fields.append(("last heartbeat", f"{run['heartbeat_at']} {run.get('progress') or ''}".rstrip()))
     _print_fields(fields)
     attempts = run.get("attempts") or []
     print("\nAttempts:\n" + table(attempts, _ATTEMPT_COLUMNS) if attempts else "\nNo attempts yet.")
@@ -125,6 +129,14 @@ def print_run(run: dict[str, Any]) -> None:
         tries = ", ".join(f"{t['at']} {t.get('status_code') or t.get('error') or '-'}" for t in notified["tries"])
         events = ", ".join(notified["events"])
         print(f"\nNotified ({events}) {notified['url']}: {notified['state']}; tries: {tries or '-'}")
+
+
+def _run_note(run: dict[str, Any]) -> str:
+    """Why a run waits ("waiting: max_runs_per_minute 6"), or, accepted, until when and its progress."""
+    if run.get("heartbeat_deadline_at"):
+        progress = f" ({run['progress']})" if run.get("progress") else ""
+        return f"heartbeat due {run['heartbeat_deadline_at']}{progress}"
+    return str(run.get("note") or "-")
 
 
 def _print_fields(fields: Sequence[tuple[str, Any]]) -> None:

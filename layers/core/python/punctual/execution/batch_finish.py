@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from punctual.execution.batch import Leased, Port, wake_waiters
 from punctual.execution.changes import (
+    accepts,
     acks_with_finish,
     attempt_change,
     attempt_record,
@@ -67,15 +68,24 @@ def settle(port: Port, done: Sequence[Done]) -> list[Outcome]:
         if item.result is None:
             change, record = bury_change(leased.job, leased.run, now), None
         else:
-            result = item.result
+            result, job = item.result, leased.job
+            accepted = accepts(job, result)
             verdict = retry.verdict(
-                ok=result.ok, retryable=result.retryable, attempt=leased.run.attempt, max_retries=leased.job.max_retries
+                ok=result.ok,
+                retryable=result.retryable,
+                attempt=leased.run.attempt,
+                max_retries=job.max_retries,
+                accepted=accepted,
             )
             record = attempt_record(
-                result, leased.run.attempt, port.worker_id, item.started_at, item.finished_at, leased.waited
-            )
-            change = attempt_change(leased.job, leased.run, verdict, record, now, options=port.options)
-        ack_now = change.state.is_terminal and acks_with_finish(leased.job, change.state, port.options)
+                result, leased.run.attempt, port.worker_id, item.started_at, item.finished_at, leased.waited,
+                accepted=accepted,
+            )  # fmt: skip
+            change = attempt_change(job, leased.run, verdict, record, now, options=port.options)
+        # an accepted run's message goes with its finish: its row holds its deadline (the reaper's)
+        ack_now = change.state is RunState.ACCEPTED or (
+            change.state.is_terminal and acks_with_finish(leased.job, change.state, port.options)
+        )
         finishes.append(Finish(leased.hold, change, leased.delivery.receipt if ack_now else None, leased.run))
         records.append(record)
 
@@ -84,8 +94,12 @@ def settle(port: Port, done: Sequence[Done]) -> list[Outcome]:
         gate = port.gate
         owners = {run.owner for run in runs if run is not None}
         holding = {owner for owner in owners if gate.holds_slots(owner)}
-        for item, run in zip(done, runs, strict=True):
-            if run is not None and (run.owner in holding or item.leased.job.limits):
+        for item, run in zip(done, runs, strict=True):  # an accepted run keeps its slots until its end
+            if (
+                run is not None
+                and run.state is not RunState.ACCEPTED
+                and (run.owner in holding or item.leased.job.limits)
+            ):
                 gate.release(run.owner, item.leased.run.run_id, item.leased.job)
         try:
             wake_waiters(port)

@@ -16,8 +16,9 @@ from punctual.execution.targets import TargetResult
 from punctual.metrics import RUNS_DISPATCHED, Metrics
 from punctual.model import MAX_ERROR_CHARS, MAX_EXCERPT_CHARS, Attempt, AttemptOutcome, Job, Run, RunState, truncate
 from punctual.model.bounds import MIN_ERROR_KEPT, RUN_RECORD_BYTES
+from punctual.model.callbacks import ACCEPTED_STATUS, Completion
 from punctual.port import Alert, Queue, RunChange, Store
-from punctual.runs import retry
+from punctual.runs import callbacks, retry
 from punctual.runs.alerts import Alerter, alert_once
 from punctual.runs.outcomes import owes, settle_outcomes
 
@@ -34,6 +35,9 @@ def _verdict_change(
     job: Job, run: Run, verdict: retry.Verdict, record: Attempt, now: int, *, options: ExecutionOptions
 ) -> RunChange:
     attempt, error = run.attempt, record.error or "unknown error"
+    if verdict is retry.Verdict.ACCEPTED:  # its message goes with this write: the run's row holds its deadline
+        until = callbacks.deadline(job, run, now)
+        return RunChange(RunState.ACCEPTED, now, until, append=record, clear_lease=False, lease_until=until)
     if verdict is retry.Verdict.SUCCEEDED:
         return RunChange(state=RunState.SUCCEEDED, now=now, deadline_at=now, append=record, finished_at=now)
     if verdict is retry.Verdict.RETRY:
@@ -156,12 +160,28 @@ def alerts_owner(state: RunState, options: ExecutionOptions) -> bool:
     return _alerts(state, options)
 
 
+def accepts(job: Job, result: TargetResult) -> bool:
+    """Whether ``result`` accepts the work of an attempt of ``job`` rather than ending it: a 202 of a
+    ``completion: callback`` job (any other 2xx still ends it succeeded)."""
+    return job.completion is Completion.CALLBACK and result.ok and result.status_code == ACCEPTED_STATUS
+
+
 def attempt_record(  # noqa: PLR0917 - the fields of the record, in its order
-    result: TargetResult, number: int, worker_id: str, started_at: int, finished_at: int, waited: str | None = None
+    result: TargetResult,
+    number: int,
+    worker_id: str,
+    started_at: int,
+    finished_at: int,
+    waited: str | None = None,
+    *,
+    accepted: bool = False,
 ) -> Attempt:
     """The log entry of one executed attempt (error and excerpt bounded); ``waited``: the tenant limit
-    its start waited for (see ``punctual.execution.leasing.waited_before``)."""
-    if result.ok:
+    its start waited for (see ``punctual.execution.leasing.waited_before``); ``accepted``: the answer
+    accepted the work (:func:`accepts`), whose callback ends the attempt later."""
+    if accepted:
+        outcome = AttemptOutcome.ACCEPTED
+    elif result.ok:
         outcome = AttemptOutcome.SUCCEEDED
     else:
         outcome = AttemptOutcome.TIMEOUT if result.timed_out else AttemptOutcome.FAILED

@@ -47,7 +47,14 @@ from punctual import ids, rules
 from punctual import metrics as m
 from punctual.clock import Clock
 from punctual.errors import InvalidId, LeaseLost
-from punctual.execution.changes import attempt_change, attempt_record, bury_change, log_on_cancelled_run, settle_owed
+from punctual.execution.changes import (
+    accepts,
+    attempt_change,
+    attempt_record,
+    bury_change,
+    log_on_cancelled_run,
+    settle_owed,
+)
 from punctual.execution.leasing import (
     cancel_orphan,
     hidden_until,
@@ -257,10 +264,16 @@ class _LeasedAttempt:
 
     def _finish(self, result: TargetResult, started_at: int) -> Outcome:
         now = self.ctx.clock.now_ms()
+        accepted = accepts(self.job, result)
         verdict = retry.verdict(
-            ok=result.ok, retryable=result.retryable, attempt=self.run.attempt, max_retries=self.job.max_retries
+            ok=result.ok,
+            retryable=result.retryable,
+            attempt=self.run.attempt,
+            max_retries=self.job.max_retries,
+            accepted=accepted,
         )
-        record = attempt_record(result, self.run.attempt, self.ctx.worker_id, started_at, now, self.waited)
+        worker = self.ctx.worker_id
+        record = attempt_record(result, self.run.attempt, worker, started_at, now, self.waited, accepted=accepted)
         change = attempt_change(self.job, self.run, verdict, record, now, options=self.ctx.options)
         try:
             finished = self._finish_held(change)
@@ -268,6 +281,9 @@ class _LeasedAttempt:
             logger.warning("run %s attempt %d: finish refused (taken over); the newer attempt stands", *self._ids())
             self._log_on_cancelled_run(record, now)
             return Outcome.LEASE_LOST
+        if accepted:  # its callback ends it: the run keeps its slots, its row its deadline
+            self.ctx.drop()
+            return Outcome.ACCEPTED
         self._release_slot()
         if verdict is retry.Verdict.RETRY:
             assert change.next_attempt_at is not None  # the message (or its re-send) brings the next attempt

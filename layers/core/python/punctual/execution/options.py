@@ -16,6 +16,7 @@ class Outcome(StrEnum):
     """What one delivery did (for logs, metrics and the Lambda adapter)."""
 
     SUCCEEDED = "succeeded"  # attempt succeeded; message deleted
+    ACCEPTED = "accepted"  # a callback job's target took the work (202): run accepted; message deleted
     RETRYING = "retrying"  # attempt failed, retry scheduled; message hidden for the backoff
     FAILED = "failed"  # attempt failed and retrying cannot help; owner alerted; message deleted
     DEAD = "dead"  # attempt failed and retries are exhausted; owner alerted; message deleted
@@ -62,6 +63,9 @@ class ExecutionOptions:
     # Where a message waits (punctual.execution.waits): hidden (in flight) up to hold_max_ms, re-sent
     # with a delay up to resend_max_ms (SQS's longest delay); a retry's longer backoff is parked in its
     # run's row, whose deadline is parked_lead_ms before the next attempt: the reaper re-sends it then.
+    # the API's base URL, which callback jobs' attempts carry (Settings.callback_base_url); None: such
+    # an attempt fails, not retryably (punctual.runs.tokens)
+    callback_base_url: str | None = None
     hold_max_ms: int = 60_000
     resend_max_ms: int = MAX_DELAY_S * 1000
     parked_lead_ms: int = 600_000

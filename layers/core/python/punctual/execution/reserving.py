@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from punctual import ids, rules
 from punctual.execution.batch import Holding, Leased, Port, hold
 from punctual.execution.leasing import lease_length_ms, withdrawal_of
-from punctual.model import Job, JobStatus, Overlap, Run, RunState
+from punctual.model import Completion, Job, JobStatus, Overlap, Run, RunState
 from punctual.port import Delivery, LeaseOutcome, LeaseRequest, Reservation
 
 logger = logging.getLogger(__name__)
@@ -63,8 +63,10 @@ def hold_and_reserve(port: Port, deliveries: Sequence[Delivery], *, instant: int
 
 def _may_reserve(port: Port, job: Job, run: Run) -> bool:
     limited = port.gate is not None and port.gate.limits_starts(job.owner, job)
+    # a callback job's call carries its attempt's token, which names the lease: leased before its call
     return (
         run.state is RunState.SCHEDULED
+        and job.completion is Completion.RESPONSE
         and job.overlap is Overlap.ALLOW
         and not limited
         and job.status is not JobStatus.DELETED

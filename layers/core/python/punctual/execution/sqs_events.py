@@ -126,7 +126,12 @@ class LambdaWorker:
         worker = Worker(
             self.engine,
             self.clock,
-            targets=self.targets or (lambda: AsyncTargets(self.policy, keys=self.engine.keys)),
+            targets=self.targets
+            or (
+                lambda: AsyncTargets(
+                    self.policy, keys=self.engine.keys, callback_base_url=self.options.callback_base_url
+                )
+            ),
             options=self.options,
             tuning=Tuning(max_in_flight=max(1, len(deliveries))),
             alerter=self.alerter,

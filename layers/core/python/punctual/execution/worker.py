@@ -41,14 +41,7 @@ from punctual.clock import Clock
 from punctual.execution import batch, batch_finish
 from punctual.execution.holding import Holding
 from punctual.execution.leasing import observe_start
-from punctual.execution.loop import (
-    LoopState,
-    Running,
-    Settled,
-    Tuning,
-    beat_loop,
-    runner,
-)
+from punctual.execution.loop import LoopState, Running, Settled, Tuning, beat_loop, runner
 from punctual.execution.options import RUN_METRICS, ExecutionOptions, Outcome
 from punctual.execution.targets.aio import AsyncTargetExecutor, AsyncTargets
 from punctual.execution.targets.policy import TargetPolicy
@@ -120,6 +113,7 @@ class Worker(Holding):
                 policy or TargetPolicy(),
                 keys=engine.keys,
                 max_connections_per_host=self.tuning.max_connections_per_host,
+                callback_base_url=self.options.callback_base_url,
             )
         )
         self.outcomes: Counter[Outcome] = Counter()  # what deliveries came to, for tests and metrics

@@ -17,6 +17,7 @@ from punctual.jobs.service import get_job
 from punctual.model import Job, JobStatus, Notification, Run
 from punctual.port import Page, Queue, RunQuery, Store
 from punctual.runs.outcomes import ENDED
+from punctual.scheduling import cron
 from punctual.scheduling.planning import PlanOptions, dispatch_for, is_long_run, manual_run, off_schedule
 
 
@@ -109,3 +110,21 @@ def last_run_times(store: Store, jobs: Sequence[Job], now: int) -> dict[str, int
 
 def _due_by(at: int | None, now: int) -> int | None:
     return at if at is not None and at <= now else None
+
+
+def next_run_times(jobs: Sequence[Job], now: int) -> dict[str, int | None]:
+    """When each job is due next, as the API shows it (``next_run_at``): the job's stored
+    ``next_run_at`` is the first time no claim has taken yet, up to the lookahead and the claim
+    window ahead of the times already claimed (``Settings.claim_window_s``); an active cron job's
+    next time after ``now`` comes first when it is earlier (a claimed time: it runs unless the user
+    withdraws it). Computed, never read."""
+    return {job.id: _next_time(job, now) for job in jobs}
+
+
+def _next_time(job: Job, now: int) -> int | None:
+    stored = job.next_run_at
+    if stored is None or stored <= now or job.status is not JobStatus.ACTIVE or job.schedule is None:
+        return stored
+    if job.calendar is not None:  # a calendar may move or skip the schedule's times: never claimed ahead
+        return stored
+    return min(stored, cron.next_fire(job.schedule, job.timezone, now, job.dst))

@@ -5,9 +5,9 @@ Bounds on every field are part of the contract and documented in ``docs/decision
 
 A kernel split by subject: ``bounds`` (field limits), ``times`` (RFC 3339 at the edges),
 ``states`` (statuses, run states, transitions, policy enums), ``targets`` (where runs go),
-``jobs`` (JobSpec, Job), ``runs`` (Run, Attempt) and ``outcomes`` (notify, notifications, alert
-kinds). Import the names from ``punctual.model``: this module re-exports them all, so callers need
-not know which file holds which.
+``jobs`` (JobSpec, Job), ``runs`` (Run, Attempt), ``callbacks`` (async completion) and
+``outcomes`` (notify, notifications, alert kinds). Import the names from ``punctual.model``: this
+module re-exports them all, so callers need not know which file holds which.
 """
 
 from __future__ import annotations
@@ -28,6 +28,13 @@ from punctual.model.bounds import (
     MAX_UPSTREAMS,
     REDACTED,
     truncate,
+)
+from punctual.model.callbacks import (
+    DEFAULT_HEARTBEAT_TIMEOUT_S,
+    MAX_HEARTBEAT_TIMEOUT_S,
+    MAX_PROGRESS_CHARS,
+    MIN_HEARTBEAT_TIMEOUT_S,
+    Completion,
 )
 from punctual.model.jobs import WHOLE, DependsOn, Job, JobId, JobName, JobSpec, RetryPolicy
 from punctual.model.limits import DEFAULT_PRIORITY, JobLimit, resolve_key
@@ -70,6 +77,7 @@ from punctual.model.targets import (
 from punctual.model.times import AwareRfc3339, Rfc3339
 
 __all__ = [
+    "DEFAULT_HEARTBEAT_TIMEOUT_S",
     "DEFAULT_PRIORITY",
     "JOB_TRANSITIONS",
     "MAX_ATTEMPTS_KEPT",
@@ -78,16 +86,19 @@ __all__ = [
     "MAX_ERROR_CHARS",
     "MAX_EXCERPT_CHARS",
     "MAX_HEADERS",
+    "MAX_HEARTBEAT_TIMEOUT_S",
     "MAX_JITTER_S",
     "MAX_JOB_BYTES",
     "MAX_PAUSE_AFTER_FAILURES",
     "MAX_PAYLOAD_BYTES",
     "MAX_PAYLOAD_DEPTH",
+    "MAX_PROGRESS_CHARS",
     "MAX_RETRIES",
     "MAX_SECRET_CHARS",
     "MAX_TIMEOUT_S",
     "MAX_UPSTREAMS",
     "MIN_DEADLINE_S",
+    "MIN_HEARTBEAT_TIMEOUT_S",
     "OPEN_STATES",
     "REDACTED",
     "RUN_TRANSITIONS",
@@ -98,6 +109,7 @@ __all__ = [
     "AttemptOutcome",
     "AwareRfc3339",
     "Catchup",
+    "Completion",
     "DeadlineSeconds",
     "DependencyWhen",
     "DependsOn",

@@ -30,12 +30,18 @@ from punctual.model.bounds import (
     MAX_UPSTREAMS,
     STRICT,
 )
+from punctual.model.callbacks import (
+    DEFAULT_HEARTBEAT_TIMEOUT_S,
+    MAX_HEARTBEAT_TIMEOUT_S,
+    MIN_HEARTBEAT_TIMEOUT_S,
+    Completion,
+)
 from punctual.model.cron_syntax import validate_cron
 from punctual.model.limits import DEFAULT_PRIORITY, LIMITS_EXAMPLE, MAX_JOB_LIMITS, JobLimit, Priority
 from punctual.model.outcomes import MAX_DEADLINE_S, MAX_PAUSE_AFTER_FAILURES, MIN_DEADLINE_S, Notify
 from punctual.model.states import Catchup, DependencyWhen, JobStatus, Overlap
 from punctual.model.stored import is_stored
-from punctual.model.targets import Target
+from punctual.model.targets import HttpTarget, Target
 from punctual.model.times import Rfc3339, TimezoneName
 from punctual.model.timing import DstPolicy, DstRepeated, DstSkipped, JobCalendar, timing_text
 
@@ -124,6 +130,22 @@ class JobSpec(BaseModel):
         description="alert the owner when a run has not finished this long after its scheduled time,"
         " or a cron instant produced no run by then (punctual.reaping.deadlines)",
     )
+    # async completion (punctual.model.callbacks), left out of the stored and shown job at the default
+    completion: Completion = Field(
+        default=Completion.RESPONSE,
+        exclude_if=lambda value: value is Completion.RESPONSE,
+        description="response: the target's answer ends the attempt; callback (http targets): a 202 accepts"
+        " the work, and the target reports its end to X-Punctual-Callback-Url",
+    )
+    heartbeat_timeout_s: (
+        Annotated[int, Field(strict=True, ge=MIN_HEARTBEAT_TIMEOUT_S, le=MAX_HEARTBEAT_TIMEOUT_S), WHOLE] | None
+    ) = Field(
+        default=None,
+        exclude_if=lambda value: value is None,
+        examples=[300],
+        description=f"completion callback: an accepted attempt with no heartbeat or completion this long times out"
+        f" (null: {DEFAULT_HEARTBEAT_TIMEOUT_S})",
+    )
     priority: Priority = DEFAULT_PRIORITY  # punctual.model.limits
     limits: Annotated[list[JobLimit], Field(max_length=MAX_JOB_LIMITS, examples=[LIMITS_EXAMPLE])] = Field(
         default_factory=list
@@ -154,6 +176,29 @@ class JobSpec(BaseModel):
     def _no_calendar(cls, value: DependsOn | None, info: ValidationInfo) -> DependsOn | None:
         if value is not None and not is_stored(info) and info.data.get("calendar") is not None:
             raise ValueError("a job released by other jobs has no times of its own for a calendar; send calendar: null")
+        return value
+
+    @field_validator("completion")
+    @classmethod
+    def _callback_over_http(cls, value: Completion, info: ValidationInfo) -> Completion:
+        if is_stored(info):
+            return value
+        # ``target`` is validated first (declared first); absent from data only when it was refused
+        target = info.data.get("target")
+        if value is Completion.CALLBACK and not isinstance(target, HttpTarget | None):
+            raise ValueError("completion callback needs an http target (its callback URL travels in a header)")
+        return value
+
+    @field_validator("heartbeat_timeout_s")
+    @classmethod
+    def _callback_only(cls, value: int | None, info: ValidationInfo) -> int | None:
+        if is_stored(info):
+            return value
+        callback = info.data.get("completion", Completion.CALLBACK) is Completion.CALLBACK
+        if value is not None and not callback:
+            raise ValueError(
+                "applies to completion: callback only; send heartbeat_timeout_s: null or completion: callback"
+            )
         return value
 
     @field_validator("run_at")
@@ -217,6 +262,12 @@ class JobSpec(BaseModel):
         """The stored form of its timing rules, which the due index carries (``model.timing``)."""
         once = None if self.run_at is None else from_datetime(self.run_at)
         return timing_text(self.dst, self.calendar, once, self.priority)
+
+    @property
+    def heartbeat_ms(self) -> int:
+        """How long an accepted attempt may go without a heartbeat (``heartbeat_timeout_s`` or its default)."""
+        seconds = DEFAULT_HEARTBEAT_TIMEOUT_S if self.heartbeat_timeout_s is None else self.heartbeat_timeout_s
+        return seconds * 1000
 
     @property
     def is_recurring(self) -> bool:

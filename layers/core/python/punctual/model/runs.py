@@ -8,6 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from punctual import ids
 from punctual.model.bounds import MAX_ERROR_CHARS, MAX_EXCERPT_CHARS
+from punctual.model.callbacks import MAX_PROGRESS_CHARS
 from punctual.model.states import OPEN_STATES, AttemptOutcome, RunState, Trigger
 
 
@@ -51,6 +52,12 @@ class Run(BaseModel):
     released_by: list[str] | None = None  # trigger dependency: the upstream run ids that released it
     # trigger replay: the run it replays (POST /runs/replay); left out of the stored run while unset
     replay_of: str | None = Field(default=None, exclude_if=lambda value: value is None)
+    # completion callback (punctual.model.callbacks): the last heartbeat of the accepted attempt, and
+    # its progress note; left out of the stored run while unset (every run of a response job)
+    heartbeat_at: int | None = Field(default=None, exclude_if=lambda value: value is None)
+    progress: Annotated[str, Field(max_length=MAX_PROGRESS_CHARS)] | None = Field(
+        default=None, exclude_if=lambda value: value is None
+    )
     attempts: list[Attempt] = Field(default_factory=list)
 
     @property

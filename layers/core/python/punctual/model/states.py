@@ -26,6 +26,9 @@ class RunState(StrEnum):
     SCHEDULED = "scheduled"  # inserted by the scheduler, message on the queue, not yet leased
     RUNNING = "running"  # leased by a worker until lease_expires_at
     RETRYING = "retrying"  # an attempt failed; the message reappears after the backoff
+    # completion callback: the target answered 202 and reports the end itself (POST /runs/{id}/complete);
+    # lease_expires_at is the heartbeat deadline, no worker holds it and its message is gone
+    ACCEPTED = "accepted"
     SUCCEEDED = "succeeded"  # terminal: the target accepted the run
     FAILED = "failed"  # terminal: failed with an error that retrying cannot fix
     DEAD = "dead"  # terminal: retries exhausted or poisoned (dead-letter queue); owner alerted
@@ -37,7 +40,7 @@ class RunState(StrEnum):
 
 
 TERMINAL_STATES = frozenset({RunState.SUCCEEDED, RunState.FAILED, RunState.DEAD, RunState.CANCELLED})
-OPEN_STATES = frozenset({RunState.SCHEDULED, RunState.RUNNING, RunState.RETRYING})
+OPEN_STATES = frozenset({RunState.SCHEDULED, RunState.RUNNING, RunState.RETRYING, RunState.ACCEPTED})
 
 RUN_TRANSITIONS: dict[RunState, frozenset[RunState]] = {
     RunState.SCHEDULED: frozenset({RunState.RUNNING, RunState.CANCELLED, RunState.DEAD}),
@@ -50,7 +53,12 @@ RUN_TRANSITIONS: dict[RunState, frozenset[RunState]] = {
             RunState.RETRYING,
             RunState.DEAD,
             RunState.CANCELLED,
+            RunState.ACCEPTED,  # a callback job's target answered 202
         }
+    ),
+    # ended by the callback's completion, or timed out (its heartbeat stopped, its deadline_s passed)
+    RunState.ACCEPTED: frozenset(
+        {RunState.SUCCEEDED, RunState.FAILED, RunState.RETRYING, RunState.DEAD, RunState.CANCELLED}
     ),
     RunState.RETRYING: frozenset({RunState.RUNNING, RunState.DEAD, RunState.CANCELLED}),
     RunState.SUCCEEDED: frozenset(),
@@ -104,3 +112,4 @@ class AttemptOutcome(StrEnum):
     LEASE_EXPIRED = "lease_expired"  # the worker vanished; another worker took the run over
     DEAD_LETTERED = "dead_lettered"  # the message exhausted its receives (poison)
     CANCELLED = "cancelled"
+    ACCEPTED = "accepted"  # a callback job's target answered 202: the attempt goes on until its callback

@@ -21,7 +21,8 @@ class SkewSource(Protocol):
 
 
 class Keys(ABC):
-    """The engine's secrets: sealing job secrets at rest, and each owner's request-signing secret.
+    """The engine's secrets: sealing job secrets at rest, each owner's request-signing secret, and the
+    key of the runs' callback tokens.
 
     A sealed value is bound to its owner: opening it for another owner fails. The embedded engine
     keeps one random key in a file next to its database (owner-only permissions); the aws engine
@@ -42,6 +43,11 @@ class Keys(ABC):
     def signing_secret(self, owner: str) -> str:
         """``owner``'s request-signing secret (``psk_`` + 43 url-safe characters): the same for
         every call, process and worker of one deployment, different for every owner."""
+
+    @abstractmethod
+    def callback_key(self) -> bytes:
+        """The deployment's key of callback tokens (``punctual.runs.tokens``): 32 bytes, the same in
+        every process of one deployment, derived from the engine's key material and never stored."""
 
     def at_hand(self, owner: str, tokens: Collection[str]) -> bool:
         """Whether opening ``tokens`` and the signing secret of ``owner`` need no I/O (an asyncio

@@ -91,7 +91,8 @@ class RunChange:
     """What a finish/transition writes. Fields left None are not changed.
 
     ``append`` adds an attempt record to ``attempts`` (bounded by the engine to the newest
-    ``MAX_ATTEMPTS_KEPT``). ``clear_lease`` removes worker_id and lease_expires_at.
+    ``MAX_ATTEMPTS_KEPT``). ``clear_lease`` removes worker_id and lease_expires_at; ``lease_until``
+    (with ``clear_lease=False``) moves lease_expires_at there instead: an accepted attempt's deadline.
     """
 
     state: RunState
@@ -103,6 +104,7 @@ class RunChange:
     attempt: int | None = None
     note: str | None = None
     clear_lease: bool = True
+    lease_until: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

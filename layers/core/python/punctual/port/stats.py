@@ -128,8 +128,8 @@ class OpenRuns:
     """An owner's open runs that are due now (``Store.open_runs``).
 
     ``waiting``: scheduled or retrying (not started yet, or between attempts); ``executing``:
-    running. ``complete`` is False when the engine stopped reading at its bound: the counts are
-    then lower bounds.
+    running, or accepted (a callback job's target works on it). ``complete`` is False when the
+    engine stopped reading at its bound: the counts are then lower bounds.
     """
 
     waiting: int

@@ -1,6 +1,6 @@
 """The :class:`Store`: jobs, runs, shard leases, dependencies and tenants, as every engine stores them,
 with its parts (``port.run_reads``, ``port.run_changes``, ``port.outcomes``, ``port.alerts``,
-``port.calendars``). See ``punctual.port`` for the rules every engine keeps."""
+``port.calendars``, ``port.callbacks``). See ``punctual.port`` for the rules every engine keeps."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from punctual.errors import JobNotFound, RunNotFound
 from punctual.model import Job, JobStatus, Overlap, Run, Withdrawal
 from punctual.port.alerts import AlertStore
 from punctual.port.calendars import CalendarStore
+from punctual.port.callbacks import CallbackStore
 from punctual.port.edges import EdgeChange, EdgeReads
 from punctual.port.outcomes import OutcomeStore
 from punctual.port.records import (
@@ -37,7 +38,7 @@ from punctual.port.run_reads import RunReads
 from punctual.port.stats import OpenRuns, RunStats
 
 
-class Store(RunReads, RunChanges, OutcomeStore, AlertStore, CalendarStore, ABC):
+class Store(RunReads, RunChanges, OutcomeStore, AlertStore, CalendarStore, CallbackStore, ABC):
     """Jobs, runs, shard leases and more (the parts it inherits). Every conditional write of the
     system lives below this."""
 
@@ -119,11 +120,12 @@ class Store(RunReads, RunChanges, OutcomeStore, AlertStore, CalendarStore, ABC):
         """
 
     @abstractmethod
-    def insert_runs(self, runs: Sequence[Run]) -> list[bool]:
+    def insert_runs(self, runs: Sequence[Run], *, window: bool = False) -> list[bool]:
         """Insert each run unless a run with the same (job_id, scheduled_at) exists.
 
         Returns one flag per run: True if this call inserted it, False if it existed (then the
-        stored run is left untouched). Open runs enter the open-runs index.
+        stored run is left untouched). Open runs enter the open-runs index (``window``: a claim
+        window's runs of one job, which an engine may index together: ``engines.aws.windows``).
         """
 
     @abstractmethod

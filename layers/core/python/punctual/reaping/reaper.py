@@ -19,16 +19,18 @@ lease), so the reaper only handles what the queue cannot:
                  a message's delay, and its deadline
                  comes before its next attempt
                  (``punctual.execution.waits``)
+   accepted      a callback job's attempt got no          timed out: retried or buried by its retry
+                 heartbeat in time, or its deadline_s     policy (``punctual.reaping.acceptances``;
+                 passed                                   the embedded engine's reaper finds them
+                                                          every ``acceptance_interval_s``)
    ============  =======================================  ==============================================
 
    Runs whose job is gone are cancelled. Every write is a compare-and-set on the run as read, so a
    run that moved on meanwhile (a worker leased it) is left alone. Two reapers that both resend
    produce one extra message, which the worker's conditional lease drops as a duplicate.
 
-2. The dead-letter queue: a message that was received ``max_receives`` times (a run that crashes
-   its worker every time) marks its run ``dead`` (logged as ``dead_lettered``) and alerts the owner,
-   unless the run is terminal already, or a worker holds a live lease on it right now (that worker
-   finishes it; should it vanish, step 1 takes over). The dead-letter message is then deleted.
+2. The dead-letter queue (``punctual.reaping.dead_letters``): a message that was received
+   ``max_receives`` times marks its run ``dead`` and alerts the owner, unless a worker still holds it.
 
 Every run the reaper turns dead releases the jobs that depend on its job
 (``punctual.dependencies.release``), crash-safely: before burying a run of a job that has
@@ -51,18 +53,21 @@ from __future__ import annotations
 import logging
 import threading
 from dataclasses import dataclass, field, fields
-from enum import StrEnum
 
-from punctual import ids, rules
+from punctual import rules
 from punctual.clock import Clock
 from punctual.config import DEFAULT_RETENTION_S
 from punctual.dependencies.release import ReleaseOptions, release_dependents
-from punctual.errors import ConcurrentModification, InvalidId, RunNotFound
+from punctual.errors import ConcurrentModification
+from punctual.execution.callbacks import Ending
 from punctual.execution.notify import Notifier
-from punctual.model import MAX_ERROR_CHARS, Attempt, AttemptOutcome, Job, Run, RunState, truncate
-from punctual.port import Alert, Delivery, Dispatch, Engine, Queue, RunChange, Store
+from punctual.execution.options import ExecutionOptions
+from punctual.model import Job, Run, RunState
+from punctual.port import Dispatch, Engine, Queue, RunChange, Store
+from punctual.reaping.acceptances import time_out, time_out_expired
+from punctual.reaping.dead_letters import dead_change, drain, owner_alert
 from punctual.reaping.deadlines import DeadlineMemo, watch_deadlines
-from punctual.resources import MAX_BATCH, MAX_DELAY_S
+from punctual.resources import MAX_DELAY_S
 from punctual.runs.alerts import Alerter, LogAlerter, alert_once
 from punctual.runs.cancel import cancellation, live_job
 from punctual.runs.outcomes import owes, settle_outcomes
@@ -98,6 +103,7 @@ class ReapStats:
     alerts: int = 0  # owner alerts sent (new ones only)
     purged: int = 0  # expired runs and deleted jobs removed (embedded engine; DynamoDB uses TTL)
     slots_freed: int = 0  # tenant concurrency slots held by runs that no longer run
+    timed_out: int = 0  # accepted attempts (completion callback) timed out, or cancelled with their job
     notifications: int = 0  # notification tries made (punctual.execution.notify)
     deadline_alerts: int = 0  # deadline_missed and run_missed alerts recorded (punctual.reaping.deadlines)
     errors: int = 0  # runs that could not be handled this pass (logged; retried next pass)
@@ -105,17 +111,6 @@ class ReapStats:
     def add(self, other: ReapStats) -> None:
         for f in fields(self):
             setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
-
-
-DEAD_LETTER_NOTE = "dead-lettered: its message was received the maximum number of times without a finish"
-
-
-class DeadLetterResult(StrEnum):
-    DEAD = "dead"  # the run was open and is now dead
-    TERMINAL = "terminal"  # the run had finished already
-    HELD = "held"  # a worker holds a live lease: left to it
-    MISSING = "missing"  # no such run, or the message names none
-    CONFLICT = "conflict"  # the run kept changing; the message is kept for a later try
 
 
 def reap_once(
@@ -137,6 +132,7 @@ def reap_once(
     options = options or ReapOptions()
     reap = _Pass(store, queue, alerter, clock.now_ms(), options)
     now = reap.now
+    reap.stats.timed_out = time_out_expired(reap.ending, now) or 0  # where the engine indexes them
     runs = store.past_deadline_runs(now - options.grace_ms, now - options.min_age_ms, options.limit)
     reap.stats.examined = len(runs)
     jobs: dict[str, Job | None] = {}
@@ -149,48 +145,15 @@ def reap_once(
             logger.exception("reaping run %s failed; it is retried on the next pass", run.run_id)
             reap.stats.errors += 1
     if dead_letters is not None and options.drain_dead_letters:
-        _drain(reap, dead_letters, clock)
+        visibility_s = options.dead_letter_visibility_s
+        drained = drain(store, queue, alerter, dead_letters, clock, options.dead_letter_batches, visibility_s)
+        reap.stats.conflicts += drained.conflicts
+        reap.stats.dead_letters += drained.handled
+        reap.stats.dead += drained.dead
+        reap.stats.alerts += drained.dead  # this pass turned each dead, so its alert was the first
     reap.stats.purged = store.purge_expired(now, now - options.retention_s * 1000, options.purge_limit)
     reap.stats.slots_freed = repair_slots(store, now)
     return reap.stats
-
-
-def handle_dead_letter(
-    store: Store, alerter: Alerter, delivery: Delivery, now: int, *, queue: Queue
-) -> DeadLetterResult:
-    """Mark the run of a dead-lettered message ``dead``, release its job's dependents (their runs go
-    to the dispatch ``queue``) and alert its owner (see the module docstring).
-
-    The caller deletes the message unless the result is CONFLICT. Used by :func:`reap_once` and by
-    the reaper Lambda on its dead-letter event source.
-    """
-    try:
-        job_id, scheduled_at = ids.parse_run_id(delivery.run_id)
-    except InvalidId:
-        logger.error("dead-letter message names no run: %r %s", delivery.run_id, delivery.extra)
-        return DeadLetterResult.MISSING
-    for _ in range(3):
-        try:
-            run = store.get_run(job_id, scheduled_at)
-        except RunNotFound:
-            return DeadLetterResult.MISSING
-        if not run.is_open:
-            if run.state is RunState.DEAD:  # a crash between marking and alerting: alert now (idempotent)
-                _settle_dead(store, queue, alerter, run, now)
-                alert_once(store, alerter, _alert(run, run.note or "dead", now))
-            return DeadLetterResult.TERMINAL
-        if rules.lease_is_live(run, now):
-            return DeadLetterResult.HELD
-        note = DEAD_LETTER_NOTE
-        record = Attempt(number=run.attempt, outcome=AttemptOutcome.DEAD_LETTERED, finished_at=now, error=note)
-        try:
-            dead = store.transition_run(run, _dead(record, note, now))
-        except ConcurrentModification:
-            continue
-        _settle_dead(store, queue, alerter, dead, now)
-        alert_once(store, alerter, _alert(dead, note, now))
-        return DeadLetterResult.DEAD
-    return DeadLetterResult.CONFLICT
 
 
 class Reaper:
@@ -212,8 +175,11 @@ class Reaper:
         interval_s: float = 60.0,
         max_passes: int = 10,
         notifier: Notifier | None = None,
+        acceptance_interval_s: float | None = 2.0,
     ) -> None:
         self.engine, self.clock = engine, clock
+        # between passes, timed-out accepted attempts are looked for this often (None: only in passes)
+        self.acceptance_interval_s = acceptance_interval_s
         self.notifier = notifier  # delivers notifications (punctual.execution.notify); None: nobody here
         self.alerter = alerter or LogAlerter()
         self.options = options or ReapOptions()
@@ -225,7 +191,29 @@ class Reaper:
         """Reap until ``stop`` is set. Errors are logged; the next pass tries again."""
         while not stop.is_set():
             self.tick()
+            self._between_passes(stop)
+
+    def _between_passes(self, stop: threading.Event) -> None:
+        """Wait ``interval_s`` for the next pass, timing out accepted attempts every
+        ``acceptance_interval_s`` meanwhile, where the engine indexes them (one indexed read)."""
+        every = self.acceptance_interval_s
+        if every is None or every >= self.interval_s:
             stop.wait(self.interval_s)
+            return
+        for _ in range(max(1, int(self.interval_s / every))):
+            if stop.wait(every):
+                return
+            try:
+                found = time_out_expired(
+                    ending_of(self.engine.store, self.engine.queue, self.alerter, self.options), self.clock.now_ms()
+                )
+            except Exception:  # storage outage: the next round looks again
+                logger.exception("acceptance round failed")
+                continue
+            if found is None:  # not indexed on this engine: the passes find them
+                stop.wait(max(0.0, self.interval_s - every))
+                return
+            self.stats.timed_out += found
 
     def tick(self, until_ms: int | None = None) -> ReapStats:
         """Passes until one finds less than a full page (caught up), or changes nothing (the rest
@@ -282,6 +270,13 @@ class Reaper:
         return passes == 0 or self.clock.now_ms() < until_ms
 
 
+def ending_of(store: Store, queue: Queue, alerter: Alerter, options: ReapOptions) -> Ending:
+    """How the reaper ends an accepted attempt (``punctual.reaping.acceptances``)."""
+    release = ReleaseOptions(retention_s=options.retention_s, long_run_after_s=options.long_run_after_s)
+    execution = ExecutionOptions(release=release)
+    return Ending(store, queue, alerter, execution, long_run_after_s=options.long_run_after_s)
+
+
 def _progress(stats: ReapStats) -> bool:
     """Whether a pass moved any run on (a full page of conflicts or errors would be read again)."""
     return bool(stats.redispatched or stats.requeued or stats.dead or stats.cancelled)
@@ -301,6 +296,11 @@ class _Pass:
     options: ReapOptions
     stats: ReapStats = field(default_factory=ReapStats)
 
+    @property
+    def ending(self) -> Ending:
+        """How an accepted attempt ends here (``punctual.reaping.acceptances``)."""
+        return ending_of(self.store, self.queue, self.alerter, self.options)
+
     def run(self, run: Run, job: Job | None) -> None:
         """Act on one past-deadline run (a run that moved on meanwhile counts as a conflict)."""
         now = self.now
@@ -310,6 +310,9 @@ class _Pass:
                 self.stats.cancelled += 1
             elif run.state is RunState.RUNNING:
                 self._lost_lease(run, job)
+            elif run.state is RunState.ACCEPTED:  # found here where the engine keeps no index of them
+                time_out(self.ending, job, run, now)
+                self.stats.timed_out += 1
             else:  # scheduled or retrying, and its message is gone (or parked): push the deadline, then resend
                 due = max(now, run.next_attempt_at or now) if run.state is RunState.RETRYING else now
                 change = RunChange(run.state, now, due + self.options.redispatch_grace_ms, clear_lease=False)
@@ -334,11 +337,11 @@ class _Pass:
             # run dead and settles what it owes (releases, a pause, a notification), or, before it,
             # buries the run itself.
             self._resend(run, job)
-        dead = self.store.transition_run(run, _dead(lost, note, self.now))
+        dead = self.store.transition_run(run, dead_change(lost, note, self.now))
         release = ReleaseOptions(retention_s=self.options.retention_s, long_run_after_s=self.options.long_run_after_s)
         release_dependents(self.store, self.queue, job, dead, self.now, options=release)
         self.stats.dead += 1
-        self.stats.alerts += alert_once(self.store, self.alerter, _alert(dead, note, self.now))
+        self.stats.alerts += alert_once(self.store, self.alerter, owner_alert(dead, note, self.now))
         settle_outcomes(self.store, self.alerter, job, dead, self.now)
 
     def _resend(self, run: Run, job: Job, due: int | None = None) -> None:
@@ -350,45 +353,3 @@ class _Pass:
 
     def _new_deadline(self) -> int:
         return self.now + self.options.redispatch_grace_ms
-
-
-# -- step 2: the dead-letter queue -----------------------------------------------------------------
-
-
-def _drain(reap: _Pass, dead_letters: Queue, clock: Clock) -> None:
-    options, stats = reap.options, reap.stats
-    for _ in range(options.dead_letter_batches):
-        deliveries = dead_letters.receive(MAX_BATCH, options.dead_letter_visibility_s)
-        for delivery in deliveries:
-            result = handle_dead_letter(reap.store, reap.alerter, delivery, clock.now_ms(), queue=reap.queue)
-            if result is DeadLetterResult.CONFLICT:
-                stats.conflicts += 1
-                continue  # comes back after its visibility timeout
-            dead_letters.delete(delivery.receipt)
-            stats.dead_letters += 1
-            if result is DeadLetterResult.DEAD:
-                stats.dead += 1
-                stats.alerts += 1  # this pass turned it dead, so its alert was the first
-        if len(deliveries) < MAX_BATCH:
-            return
-
-
-# -- helpers ---------------------------------------------------------------------------------------
-
-
-def _dead(record: Attempt, note: str, now: int) -> RunChange:
-    note = truncate(note, MAX_ERROR_CHARS) or note
-    return RunChange(RunState.DEAD, now, now, append=record, finished_at=now, note=note)
-
-
-def _settle_dead(store: Store, queue: Queue, alerter: Alerter, run: Run, now: int) -> None:
-    """What a dead-lettered run owes besides its alert: its job's dependents released, and the
-    outcomes its job asked for (``punctual.runs.outcomes``)."""
-    job = live_job(store, run.job_id)
-    if job is not None:
-        release_dependents(store, queue, job, run, now)
-        settle_outcomes(store, alerter, job, run, now)
-
-
-def _alert(run: Run, reason: str, now: int) -> Alert:
-    return Alert(owner=run.owner, run_id=run.run_id, job_id=run.job_id, created_at=now, reason=reason)

@@ -5,6 +5,7 @@ The worker (``punctual.execution.delivery``) and the reaper apply these; nothing
 What a finished attempt makes of a run (``verdict``)::
 
     target ok ───────────────────────────────────────────────> succeeded
+    target 202, job completion callback ──────────────────────> accepted (its callback ends it later)
     failure, not retryable (the target refused the run as sent) ─> failed   (terminal, owner alerted)
     failure, retryable, attempt <= max_retries ───────────────> retrying (same message, after backoff)
     failure, retryable, attempt >  max_retries ───────────────> dead     (terminal, owner alerted)
@@ -44,15 +45,17 @@ class Jitter(StrEnum):
 
 class Verdict(StrEnum):
     SUCCEEDED = "succeeded"
+    ACCEPTED = "accepted"  # a callback job's target took the work (202): the run waits for its callback
     RETRY = "retry"
     FAILED = "failed"
     DEAD = "dead"
 
 
-def verdict(*, ok: bool, retryable: bool, attempt: int, max_retries: int) -> Verdict:
-    """What attempt number ``attempt`` (1-based) makes of its run, given the target's answer."""
+def verdict(*, ok: bool, retryable: bool, attempt: int, max_retries: int, accepted: bool = False) -> Verdict:
+    """What attempt number ``attempt`` (1-based) makes of its run, given the target's answer;
+    ``accepted``: the answer accepts the work of a callback job (``execution.changes.accepts``)."""
     if ok:
-        return Verdict.SUCCEEDED
+        return Verdict.ACCEPTED if accepted else Verdict.SUCCEEDED
     if not retryable:
         return Verdict.FAILED
     return Verdict.RETRY if rules.attempt_allowed(attempt + 1, max_retries) else Verdict.DEAD

@@ -88,6 +88,7 @@ class Runtime:
             prelease_s=early_s if prelease else 0,
             lease_margin_s=self.settings.lease_margin_s,
             visibility_s=visibility,
+            callback_base_url=self.settings.callback_base_url,
             release=ReleaseOptions(
                 retention_s=self.settings.retention_s, long_run_after_s=self.settings.long_run_after_s
             ),  # runs released for dependents
@@ -95,7 +96,7 @@ class Runtime:
 
     def services(self) -> Services:
         """What the API's routes use (the Lambda handler, ``punctual api``, ``punctual dev``)."""
-        return Services.of(self.engine, self.settings, self.clock)
+        return Services.of(self.engine, self.settings, self.clock, alerter=self.alerter)
 
     def scheduler(
         self,

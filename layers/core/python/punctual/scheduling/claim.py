@@ -94,7 +94,7 @@ def claim_page(
         on_plans(plans)
 
     runs = [run for p in plans for run in p.runs]
-    inserted = store.insert_runs(runs)  # step 1
+    inserted = store.insert_runs(runs, window=True) if options.window_ms > 0 else store.insert_runs(runs)  # step 1
     stats.inserted = sum(inserted)
     stats.existed = len(inserted) - stats.inserted
 

@@ -6,7 +6,7 @@ under a schedule that no longer holds: what the user committed before the instan
 (docs/execution.md, the run contract), so an instant the new schedule lacks is not called.
 
 Only jobs changed recently pay for the check: a change older than :data:`CLAIM_HORIZON_MS`
-before the instant came before any claim of it (a claim is never earlier than the lookahead),
+before the instant came before any claim of it (a claim is never earlier than the lookahead and the claim window),
 so that claim already followed it. The cron check is cached per (schedule, time zone, instant):
 20,000 jobs on one schedule cost one computation.
 """
@@ -24,8 +24,10 @@ from punctual.model.timing import CalendarMode, DstPolicy
 from punctual.scheduling import cron
 
 # A claim of an instant is never earlier than this before it: the largest lookahead
-# (Settings.lookahead_ms <= 60 s) plus the early dispatch of pre-leasing (prelease_s <= 10 s), and margin.
-CLAIM_HORIZON_MS = 120_000
+# (Settings.lookahead_ms <= 60 s) plus the largest claim window (claim_window_s <= 780 s: a claim
+# takes a job's times up to its window boundary) plus the early dispatch of pre-leasing
+# (prelease_s <= 10 s), and margin.
+CLAIM_HORIZON_MS = 1_000_000
 
 
 def still_planned(job: Job, scheduled_at: int) -> bool:

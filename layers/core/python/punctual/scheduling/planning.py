@@ -10,6 +10,15 @@ Catch-up (a job whose time passed while no scheduler claimed it, or that was res
 A due time counts as missed only once it is more than ``late_after_ms`` old, so a scheduler that is
 a little behind (a top-of-minute backlog) still produces the on-time run, not a catch-up.
 One-time jobs always get their run, however late (marked ``catchup`` when late).
+
+Claim window (``PlanOptions.window_ms``, ``Settings.claim_window_s``; 0 by default): an on-time
+cron job is claimed for every time of its schedule up to its next *window boundary*, not for its
+next time alone, so that its head moves (and pays its ``due`` index move) once per window rather
+than once per run. A job's boundaries are ``window_ms`` apart at a phase taken from its id, so the
+jobs of one schedule reach theirs at different minutes and the claims stay spread. Each claimed
+time is a run and a delayed message as usual: the lease at its instant decides it (pause, delete,
+edit, replace), as it does for a run claimed a lookahead ahead. Times whose message would need a
+longer SQS delay than ``MAX_DELAY_S`` (with the job's jitter) wait for a later claim.
 """
 
 from __future__ import annotations
@@ -33,6 +42,8 @@ class PlanOptions:
     # messages turn visible up to early_s + 1 s before their instant, so that a long-running
     # worker can pre-lease them (Settings.prelease_s; ExecutionOptions.prelease_s)
     early_s: int = 0
+    # claim an on-time cron job's times up to its next window boundary at once (module docstring); 0: one time
+    window_ms: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +57,8 @@ class Plan:
 def plan(job: DueJob, now: int, options: PlanOptions) -> Plan:
     """The runs to insert and the advance to apply for one due job (``job.next_run_at`` <= now + lookahead)."""
     times, trigger = _times_to_run(job, now, options)
+    if trigger is Trigger.SCHEDULE and options.window_ms > 0 and times:
+        times = window_times(job, times[0], now, options.window_ms)
     runs = [
         _new_run(job.job_id, job.owner, at, jitter_s=job.jitter_s, trigger=trigger, now=now, options=options)
         for at in times
@@ -59,6 +72,33 @@ def plan(job: DueJob, now: int, options: PlanOptions) -> Plan:
         for run in runs
     ]
     return Plan(job, runs, dispatches, advance)
+
+
+MAX_WINDOW_RUNS = 16  # times one claim of a job takes at most (a minute job's 780 s window: 13)
+
+
+def window_end(job_id: str, at: int, window_ms: int) -> int:
+    """The job's first window boundary after ``at``: boundaries are ``window_ms`` apart, at a
+    phase in [0, window_ms) taken from the job's id (the same for every claim of the job)."""
+    phase = int(ids.unit_fraction(job_id) * window_ms)
+    return at + window_ms - (at - phase) % window_ms
+
+
+def window_times(job: DueJob, first: int, now: int, window_ms: int) -> list[int]:
+    """``first`` and the job's next times before its window boundary after ``first``, at most
+    :data:`MAX_WINDOW_RUNS`, each sendable now with one SQS delay (its time plus the job's largest
+    jitter at most ``MAX_DELAY_S`` from ``now``)."""
+    if job.schedule is None:
+        return [first]
+    end = window_end(job.job_id, first, window_ms)
+    latest = now + (MAX_DELAY_S - job.jitter_s) * 1000
+    times = [first]
+    while len(times) < MAX_WINDOW_RUNS:
+        nxt = schedule.next_fire(job.schedule, job.timezone, times[-1], job.dst)
+        if nxt >= end or nxt > latest:
+            break
+        times.append(nxt)
+    return times
 
 
 def dispatch_for(

@@ -52,7 +52,10 @@ def options_from_settings(settings: Settings) -> SchedulerOptions:
     return SchedulerOptions(
         lookahead_ms=settings.lookahead_ms,
         plan=PlanOptions(
-            retention_s=settings.retention_s, long_run_after_s=settings.long_run_after_s, early_s=settings.prelease_s
+            retention_s=settings.retention_s,
+            long_run_after_s=settings.long_run_after_s,
+            early_s=settings.prelease_s,
+            window_ms=settings.claim_window_s * 1000,
         ),
         max_failed_ticks=settings.scheduler_max_failed_ticks,
     )

@@ -303,5 +303,7 @@ def _runs_live(store: Store, run_id: str, now: int) -> bool:
     except (InvalidId, RunNotFound):
         return False
     # a run cancelled under its attempt (overlap=replace, its job deleted) keeps the lease that
-    # attempt held: its call may go on until its worker's next heartbeat finds the run cancelled
-    return run.state in (RunState.RUNNING, RunState.CANCELLED) and (run.lease_expires_at or 0) >= now
+    # attempt held: its call may go on until its worker's next heartbeat finds the run cancelled; an
+    # accepted run (completion callback) runs until its heartbeat deadline
+    live = (RunState.RUNNING, RunState.CANCELLED, RunState.ACCEPTED)
+    return run.state in live and (run.lease_expires_at or 0) >= now

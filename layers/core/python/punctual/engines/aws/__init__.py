@@ -21,7 +21,16 @@ from punctual.errors import ConfigError
 from punctual.port import Engine
 from punctual.resources import DEAD_LETTER_QUEUE, DISPATCH_QUEUE, physical_name
 
-__all__ = ["AwsClients", "AwsEngine", "DispatchFailed", "DynamoStore", "ServiceClock", "SqsQueue", "ensure_resources"]
+__all__ = [
+    "AwsClients",
+    "AwsEngine",
+    "DispatchFailed",
+    "DynamoStore",
+    "ServiceClock",
+    "SqsQueue",
+    "ensure_resources",
+    "keys_of",
+]
 
 
 class AwsEngine(Engine):
@@ -63,13 +72,7 @@ class AwsEngine(Engine):
         )
         self.queue: SqsQueue = SqsQueue(self.clients.sqs, dispatch_url, long_run_url=settings.long_run_queue_url)
         self.dead_letters: SqsQueue = SqsQueue(self.clients.sqs, dead_letter_url)
-        # Unset ids (a local stack configured by prefix only) name the keys by the aliases that
-        # bootstrap.ensure_resources gives them; the CDK app always sets the ARNs.
-        self.keys: KmsKeys = KmsKeys(
-            self.clients.client("kms"),
-            settings.secrets_key_id or "alias/" + physical_name(settings.name_prefix, "secrets"),
-            settings.signing_key_id or "alias/" + physical_name(settings.name_prefix, "signing"),
-        )
+        self.keys: KmsKeys = keys_of(settings, self.clients)
 
     @classmethod
     def from_settings(
@@ -110,3 +113,14 @@ class AwsEngine(Engine):
                 "first (punctual dev --engine aws does)"
             ) from exc
         return url
+
+
+def keys_of(settings: Settings, clients: AwsClients) -> KmsKeys:
+    """The engine's keys alone (the callback authorizer needs nothing else). Unset ids (a local stack
+    configured by prefix only) name the keys by the aliases ``bootstrap.ensure_resources`` gives them;
+    the CDK app always sets the ARNs."""
+    return KmsKeys(
+        clients.client("kms"),
+        settings.secrets_key_id or "alias/" + physical_name(settings.name_prefix, "secrets"),
+        settings.signing_key_id or "alias/" + physical_name(settings.name_prefix, "signing"),
+    )

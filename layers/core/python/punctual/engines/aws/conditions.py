@@ -34,6 +34,8 @@ JOB_STILL_DUE = f"{JOB_ACTIVE} AND {NEXT_UNCHANGED}"
 
 # -- runs: insert ----------------------------------------------------------------------------------
 RUN_NOT_EXISTS = "attribute_not_exists(job_id)"
+# a window marker (engines.aws.windows) still in the open index: closing it twice writes once
+MARKER_OPEN = "attribute_exists(open_shard)"
 
 # -- runs: lease (rules.lease_outcome) -------------------------------------------------------------
 IS_SCHEDULED = "#state = :scheduled"
@@ -61,6 +63,14 @@ TAKEOVER = f"{IS_RUNNING} AND {SAME_ATTEMPT_SEEN} AND {SAME_LEASE_SEEN} AND {LEA
 # -- runs: holding the lease (rules.holds_lease) ---------------------------------------------------
 # Expired or not: only a takeover (attempt + 1) fences the old worker out.
 LEASE_HELD = f"{IS_RUNNING} AND worker_id = :worker AND attempt = :held_attempt"
+
+# -- runs: a callback of an accepted attempt (rules.callback_open) --------------------------------
+# The token's attempt, by the worker that leased it, running or accepted, its deadline not passed.
+CALLBACK_OPEN = (
+    "(#state = :running OR #state = :accepted) AND attempt = :token_attempt AND worker_id = :token_worker"
+    " AND lease_expires_at >= :now"
+)
+CALLBACK_BEAT = f"{CALLBACK_OPEN} AND #state = :seen_state"  # a heartbeat keeps the state it read
 
 # -- runs: compare-and-set on what the caller read (rules.unchanged_since) -------------------------
 STATE_AS_READ = "#state = :read_state"

@@ -15,6 +15,7 @@ from typing import Any
 from punctual.engines.aws import items as it
 from punctual.engines.aws.items import Item, Key, n, s
 from punctual.engines.aws.tables import Tables
+from punctual.engines.aws.windows import DynamoWindows, is_marker, marked
 from punctual.model import Run, RunState
 from punctual.port.stats import OpenRuns
 
@@ -27,7 +28,7 @@ INDEX_ROWS_PER_RUN = 10  # open_runs reads at most this many open-index rows per
 SWEPT_KEPT = 5_000  # keys of old open runs a sweep keeps for the deadline watch (10 ticks of its reads)
 
 
-class DeadlineReads:
+class DeadlineReads(DynamoWindows):
     """The reaper's reads of :class:`~punctual.engines.aws.store.DynamoStore`."""
 
     _tables: Tables
@@ -55,7 +56,8 @@ class DeadlineReads:
         for offset in range(self.open_shards):
             shard = (start + offset) % self.open_shards
             for keys in self._open_keys(shard, scheduled_before):
-                found.extend(r for r in self._get_runs(keys) if r.is_open and r.deadline_at < now)
+                runs = self._runs_and_markers(keys, scheduled_before, now)
+                found.extend(r for r in runs if r.is_open and r.deadline_at < now)
                 if len(found) >= limit:
                     break
             if len(found) >= limit:
@@ -78,12 +80,13 @@ class DeadlineReads:
         """
         request: dict[str, Any] = {
             "TableName": self.runs_table,
-            "FilterExpression": "#state IN (:scheduled, :running, :retrying) AND scheduled_at <= :before",
+            "FilterExpression": "#state IN (:scheduled, :running, :retrying, :accepted) AND scheduled_at <= :before",
             "ExpressionAttributeNames": {"#state": "state"},
             "ExpressionAttributeValues": {
                 ":scheduled": s(RunState.SCHEDULED.value),
                 ":running": s(RunState.RUNNING.value),
                 ":retrying": s(RunState.RETRYING.value),
+                ":accepted": s(RunState.ACCEPTED.value),
                 ":before": n(scheduled_before),
             },
             "ProjectionExpression": "job_id, scheduled_at, deadline_at",
@@ -140,6 +143,18 @@ class DeadlineReads:
     def _get_runs(self, keys: list[Key]) -> list[Run]:
         return [it.item_to_run(item) for item in self._tables.batch_get(self.runs_table, keys)]
 
+    def _runs_and_markers(self, keys: list[Key], scheduled_before: int, now: int) -> list[Run]:
+        """The runs of ``keys`` (open index rows): the runs themselves, and the runs of the window
+        markers among them whose last time is at or before ``scheduled_before`` (a younger window
+        waits: its key says so); those markers are closed when all their runs have ended."""
+        old = [k for k in keys if not is_marker(k["job_id"]["S"]) or marked(_pair(k))[1] <= scheduled_before]
+        markers = self._marker_runs(old, before=scheduled_before)
+        wanted = [k for k in old if not is_marker(k["job_id"]["S"])] + [k for ks in markers.values() for k in ks]
+        runs = {(r.job_id, r.scheduled_at): r for r in self._get_runs(wanted)} if wanted else {}
+        if markers:
+            self._close_markers(markers, runs, now)
+        return list(runs.values())
+
     def open_runs(self, owner: str, now: int, at_most: int) -> OpenRuns | None:
         """The runs table has no owner index (it would cost write units on every run), so: the
         owner's job ids from the jobs ``by_owner`` index, then the due rows of the ``open`` index
@@ -160,12 +175,14 @@ class DeadlineReads:
         for rows, whole in self._tables.each(
             lambda shard: self._due_open_rows(shard, now, per_shard), range(self.open_shards)
         ):
-            keys += [key for key in rows if key["job_id"]["S"] in jobs]
+            keys += [key for key in rows if _job_of(key) in jobs]
             complete = complete and whole
+        markers = self._marker_runs(keys, before=now, consistent=False)  # a window's runs due by now
+        keys = [key for key in keys if not is_marker(key["job_id"]["S"])] + [k for ks in markers.values() for k in ks]
         if len(keys) > at_most:
             keys, complete = keys[:at_most], False
         states = [r.get("state", {}).get("S") for r in self._tables.batch_get(self.runs_table, keys, consistent=False)]
-        running = states.count(RunState.RUNNING.value)
+        running = states.count(RunState.RUNNING.value) + states.count(RunState.ACCEPTED.value)
         waiting = sum(1 for state in states if state in (RunState.SCHEDULED.value, RunState.RETRYING.value))
         return OpenRuns(waiting=waiting, executing=running, complete=complete)
 
@@ -207,3 +224,12 @@ class DeadlineReads:
         # DynamoDB TTL deletes expired runs (expires_at) and deleted jobs (expires_at set on delete)
         # for free, without consuming write capacity.
         return 0
+
+
+def _pair(key: Key) -> tuple[str, int]:
+    return key["job_id"]["S"], int(key["scheduled_at"]["N"])
+
+
+def _job_of(key: Key) -> str:
+    job_id: str = key["job_id"]["S"]
+    return marked(_pair(key))[0] if is_marker(job_id) else job_id

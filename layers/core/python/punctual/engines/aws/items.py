@@ -170,6 +170,8 @@ def run_to_item(run: Run, *, open_shards: int) -> Item:
     _put(item, "next_attempt_at", _opt_n(run.next_attempt_at))
     _put(item, "note", _opt_s(run.note))
     _put(item, "replay_of", _opt_s(run.replay_of))
+    _put(item, "heartbeat_at", _opt_n(run.heartbeat_at))  # completion callback only
+    _put(item, "progress", _opt_s(run.progress))
     if run.released_by:
         item["released_by"] = {"SS": run.released_by}
     if run.expires_at is not None:
@@ -208,6 +210,8 @@ def item_to_run(item: Item) -> Run:
         "note": get_s(item, "note"),
         "released_by": sorted(item["released_by"]["SS"]) if "released_by" in item else None,
         "replay_of": get_s(item, "replay_of"),
+        "heartbeat_at": get_n(item, "heartbeat_at"),
+        "progress": get_s(item, "progress"),
         "attempts": rules.bounded(attempts),
     }
     return Run.model_validate(data)

@@ -36,7 +36,7 @@ from typing import Any
 
 from punctual.engines.aws.calendars import calendar_of
 from punctual.engines.aws.items import Item, Key, get_n, get_s, js, n, s, ttl_seconds
-from punctual.model import DEFAULT_PRIORITY, Job, JobStatus
+from punctual.model import DEFAULT_PRIORITY, Completion, Job, JobStatus
 from punctual.model.stored import StoredReader
 from punctual.model.timing import read_timing
 
@@ -102,6 +102,9 @@ def job_to_items(job: Job, *, retention_days: int) -> tuple[Item, Item]:
     _put(spec, "pause_after_failures", None if job.pause_after_failures is None else n(job.pause_after_failures))
     _put(spec, "notify", None if job.notify is None else {"S": job.notify.model_dump_json()})
     _put(spec, "deadline_s", None if job.deadline_s is None else n(job.deadline_s))
+    # async completion: written only for a callback job, so every other job is stored as before
+    _put(spec, "completion", None if job.completion is Completion.RESPONSE else s(job.completion.value))
+    _put(spec, "heartbeat_timeout_s", None if job.heartbeat_timeout_s is None else n(job.heartbeat_timeout_s))
     # priority and keyed limits: written only when set, so a job without them is stored as before
     _put(spec, "priority", None if job.priority == DEFAULT_PRIORITY else n(job.priority))
     _put(spec, "limits", None if not job.limits else js([limit.model_dump(exclude_none=True) for limit in job.limits]))
@@ -167,6 +170,8 @@ def items_to_job(head: Item, spec: Item | None = None) -> Job:
         ("pause_after_failures", get_n(whole, "pause_after_failures")),
         ("notify", None if (notify := get_s(whole, "notify")) is None else json.loads(notify)),
         ("deadline_s", get_n(whole, "deadline_s")),
+        ("completion", get_s(whole, "completion")),
+        ("heartbeat_timeout_s", get_n(whole, "heartbeat_timeout_s")),
         ("paused_after", get_s(head, "paused_after")),
         ("resumed_at", get_n(head, "resumed_at")),
     ):

@@ -8,6 +8,8 @@
   Decrypt per job's secret per process, not per run.
 - Signing secrets: ``kms:GenerateMac`` (HMAC_SHA_256) of the owner with the HMAC key
   ``signing_key_id``, cached per owner: the same secret in every process, never stored.
+- The callback-token key: ``kms:GenerateMac`` of a fixed label with the same HMAC key, once per
+  process (``punctual.runs.tokens``); the label cannot be an owner's message (``signing/`` vs ``callback/``).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ class KmsKeys(Keys):
         self._signing_key_id = signing_key_id
         self._opened: OrderedDict[tuple[str, str], str] = OrderedDict()
         self._signing: dict[str, str] = {}
+        self._callback: bytes | None = None
         self._lock = threading.Lock()
 
     def seal(self, owner: str, plaintext: str) -> str:
@@ -86,6 +89,16 @@ class KmsKeys(Keys):
                 self._signing.clear()
             self._signing[owner] = secret
         return secret
+
+    def callback_key(self) -> bytes:
+        key = self._callback
+        if key is None:  # one GenerateMac per process; a race computes the same bytes twice
+            key_id = _required(self._signing_key_id, "signing_key_id")
+            key = self._kms.generate_mac(
+                KeyId=key_id, Message=b"punctual/callback/v1\x00", MacAlgorithm="HMAC_SHA_256"
+            )["Mac"]
+            self._callback = key
+        return bytes(key)
 
 
 def _required(key_id: str | None, name: str) -> str:

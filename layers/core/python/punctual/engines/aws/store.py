@@ -4,10 +4,11 @@ Division of labour (as in the Powertools idempotency layer): :mod:`punctual.rule
 :mod:`.conditions` spells them as condition expressions, :mod:`.updates` builds the lifecycle's
 update requests from them, :mod:`.items` owns the item layout and cursors, :mod:`.tables` does the
 paging, batches and conditional-write plumbing, and this module maps each port method to those
-requests: the claim, runs, stats and alerts here; jobs (:mod:`.jobs`), the reaper's reads
-(:mod:`.deadlines`), shard leases (:mod:`.shards`), dependencies (:mod:`.dependencies`, and
-their decisions in :mod:`.edges`), tenants, run outcomes (:mod:`.outcomes`) and calendars
-(:mod:`.calendars`) in mixins. Every
+requests: the claim, runs, stats and alerts here; the runs' inserts and a claim window's marker
+(:mod:`.windows`), jobs (:mod:`.jobs`), the reaper's reads (:mod:`.deadlines`), shard leases
+(:mod:`.shards`), dependencies (:mod:`.dependencies`, and their decisions in :mod:`.edges`),
+tenants, run outcomes (:mod:`.outcomes`), calendars (:mod:`.calendars`) and callbacks
+(:mod:`.callbacks`) in mixins. Every
 ``ConditionalCheckFailedException`` becomes the outcome the port documents (False, None, a
 :class:`LeaseOutcome`, or the named exception); every other ``ClientError`` propagates unchanged.
 Conditional writes that fail ask DynamoDB for the item as it was
@@ -18,7 +19,8 @@ headers: the advance writes only the job's head, :mod:`.job_items`; see
 tests/integration/test_capacity_counts.py and punctual.capacity.counts): advance the job (table 1,
 ``due`` key move 2), insert the run (table 1, ``open`` put 1), lease (1), finish (table 1, ``open``
 delete 1, the stats counter 1). ``open_index=False`` drops the two ``open`` units and
-``stats_counters=False`` the counter: 6.
+``stats_counters=False`` the counter: 6. A claim window pays the advance once per window and its
+runs' ``open`` units once, on a marker (:mod:`.windows`).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from punctual.engines.aws import overlap as ov
 from punctual.engines.aws import stats
 from punctual.engines.aws import updates as u
 from punctual.engines.aws.calendars import DynamoCalendars
+from punctual.engines.aws.callbacks import DynamoCallbacks
 from punctual.engines.aws.deadlines import SWEEP_PAGES, DeadlineReads
 from punctual.engines.aws.edges import DynamoEdges
 from punctual.engines.aws.items import n, s
@@ -43,11 +46,7 @@ from punctual.engines.aws.shards import DynamoShards
 from punctual.engines.aws.tables import Tables, Written
 from punctual.engines.aws.tenants import DynamoTenants
 from punctual.engines.aws.watch import DynamoWatch
-from punctual.errors import (
-    ConcurrentModification,
-    LeaseLost,
-    RunNotFound,
-)
+from punctual.errors import ConcurrentModification, LeaseLost, RunNotFound
 from punctual.model import JobStatus, Overlap, Run, RunState, Withdrawal
 from punctual.port import (
     Advance,
@@ -81,6 +80,7 @@ class DynamoStore(
     DynamoOutcomes,
     DynamoWatch,
     DynamoCalendars,
+    DynamoCallbacks,
     Store,
 ):
     """Jobs, runs, shard leases and alerts in three DynamoDB tables (see ``punctual.resources``)."""
@@ -137,18 +137,8 @@ class DynamoStore(
             request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
         return found
 
-    def insert_runs(self, runs: Sequence[Run]) -> list[bool]:
-        return self._tables.each(self._insert_run, runs)
-
     def advance_jobs(self, advances: Sequence[Advance]) -> list[bool]:
         return self._tables.each(self._advance_job, advances)
-
-    def _insert_run(self, run: Run) -> bool:
-        item = it.run_to_item(run, open_shards=self.open_shards)
-        inserted = self._tables.put(self.runs_table, item, c.guarded(c.RUN_NOT_EXISTS)).applied
-        if inserted and run.state.is_terminal:  # a skipped time, recorded already closed
-            self._tally(run)
-        return inserted
 
     def _advance_job(self, advance: Advance) -> bool:
         expr = c.Expression().set("last_run_at = :last", last=n(advance.last_run_at))

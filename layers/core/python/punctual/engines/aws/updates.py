@@ -75,6 +75,8 @@ def change_expression(change: RunChange, *, retention_days: int) -> c.Expression
         expr.remove("next_attempt_at")
     if change.clear_lease:
         expr.remove("worker_id", "lease_expires_at")
+    elif change.lease_until is not None:  # an accepted attempt: its lease is the heartbeat deadline
+        expr.set("lease_expires_at = :lease_until", lease_until=n(change.lease_until))
     if change.state.is_terminal:
         expr.remove("open_shard", "retain_until")  # the run leaves the open index
         # update expressions read the item as it was, so retain_until is copied before it goes

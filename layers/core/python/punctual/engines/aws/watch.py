@@ -14,13 +14,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from punctual.engines.aws.items import n
+from punctual.engines.aws.items import n, s
 from punctual.engines.aws.tables import Tables
+from punctual.engines.aws.windows import DynamoWindows, is_marker
 
 _MAX_PAGE = 1_000
 
 
-class DynamoWatch:
+class DynamoWatch(DynamoWindows):
     """Old open runs and old due jobs, read from the ``open`` and ``due`` indexes."""
 
     _tables: Tables
@@ -34,9 +35,18 @@ class DynamoWatch:
     def stale_open_runs(self, scheduled_before: int, limit: int) -> list[tuple[str, int]]:
         if not self.open_index:  # without it the reaper's sweep is the only read of open runs: what it saw
             return self.swept_open_runs(scheduled_before, limit)
-        return self._oldest(
+        keys = self._oldest(
             "open", "open_shard", "scheduled_at", self.runs_table, self.open_shards, scheduled_before, limit
         )
+        if not any(is_marker(job_id) for job_id, _ in keys):
+            return keys
+        # a claim window's marker stands for its runs: those scheduled by then (engines.aws.windows)
+        wanted = [{"job_id": s(job_id), "scheduled_at": n(at)} for job_id, at in keys if is_marker(job_id)]
+        runs = self._marker_runs(wanted, before=scheduled_before, consistent=False)
+        found = [key for key in keys if not is_marker(key[0])]
+        found += [(key["job_id"]["S"], int(key["scheduled_at"]["N"])) for named in runs.values() for key in named]
+        found.sort(key=lambda key: key[1])
+        return found[: max(0, limit)]
 
     def stale_due_jobs(self, due_before: int, limit: int) -> list[tuple[str, int]]:
         return self._oldest("due", "due_shard", "next_run_at", self.jobs_table, self.shards, due_before, limit)

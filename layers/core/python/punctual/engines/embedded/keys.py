@@ -32,6 +32,7 @@ class LocalKeys(Keys):
         master = _load_or_create(path)
         self._aead = AESGCM(hmac.new(master, b"punctual/seal/v1", hashlib.sha256).digest())
         self._signing = hmac.new(master, b"punctual/signing/v1", hashlib.sha256).digest()
+        self._callback = hmac.new(master, b"punctual/callback/v1", hashlib.sha256).digest()
         self._secrets: dict[str, str] = {}
 
     def seal(self, owner: str, plaintext: str) -> str:
@@ -59,6 +60,9 @@ class LocalKeys(Keys):
                 self._secrets.clear()
             self._secrets[owner] = secret
         return secret
+
+    def callback_key(self) -> bytes:
+        return self._callback
 
 
 def _load_or_create(path: Path) -> bytes:

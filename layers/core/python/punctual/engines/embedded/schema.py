@@ -11,13 +11,12 @@ Tables mirror DESIGN.md §2:
   impossible. ``runs_open`` is the open-runs index (partial on open states), ordered by
   ``deadline_at`` so the reaper reads exactly the runs that are past their deadline.
 - ``shard_leases``, ``alerts``: scheduler shard ownership and owner alerts (the ``leases`` table).
-- ``queue``: the dispatch queue and its dead-letter queue (column ``queue``), with per-message
-  ``visible_at`` (delay and visibility timeout), ``receive_count`` and the current ``receipt``.
+- ``queue``: the dispatch queue and its dead-letter queue (column ``queue``), with per-message ``visible_at``
+  (delay and visibility timeout), ``receive_count``, the current ``receipt`` and ``pri`` (v15: ``.schema_v15``).
 - ``dependents``, ``releases``: job dependencies (reverse edges and release records; v5).
 - ``tenants``, ``tenant_slots``, ``tenant_starts``: per-owner limits, the concurrency slots held by
   running runs of limited owners, and each rate-limited owner's record of starts (``punctual.tenancy``).
-- ``notifications``: what runs owe their jobs' ``notify`` webhooks, pending ones indexed by when
-  they are tried next (v11).
+- ``notifications``: what runs owe their jobs' ``notify`` webhooks, pending ones indexed by their next try (v11).
 - ``calendars``: owners' calendars (``punctual.calendars``; v12); ``idempotency_keys`` (v13: ``.idempotency``).
 - ``meta``: facts fixed when the file was created (the number of due shards).
 
@@ -31,7 +30,8 @@ import sqlite3
 from collections.abc import Iterable
 
 from punctual.engines.embedded.idempotency import V13
-from punctual.engines.embedded.schema_v14 import V14  # priority in the queue
+from punctual.engines.embedded.schema_callbacks import V14
+from punctual.engines.embedded.schema_v15 import V15
 from punctual.errors import ConfigError
 from punctual.model import OPEN_STATES, TERMINAL_STATES, RunState
 from punctual.resources import DUE_INDEX, ROUTING_ATTRIBUTES
@@ -297,8 +297,8 @@ _V12 = (
     " PRIMARY KEY (owner, name)) WITHOUT ROWID",
 )
 
-# MIGRATIONS[n] takes a file from version n to n + 1
-MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9, _V10, _V11, _V12, V13, V14)
+# MIGRATIONS[n] takes a file from version n to n + 1 (v14: accepted runs, engines.embedded.schema_callbacks)
+MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9, _V10, _V11, _V12, V13, V14, V15)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 SYNCHRONOUS_MODES = frozenset({"NORMAL", "FULL", "EXTRA"})

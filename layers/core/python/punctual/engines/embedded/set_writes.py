@@ -103,7 +103,8 @@ _FINISH_SET = (
 )
 _FINISH = _FINISH_SET + " RETURNING runs.job_id, runs.scheduled_at, runs.doc"
 _LEASE = _LEASE_SET + " RETURNING runs.doc"
-_FINISHABLE = RUN_TRANSITIONS[RunState.RUNNING]
+# an accepted attempt moves its lease to the heartbeat deadline (RunChange.lease_until): the per-run path
+_FINISHABLE = RUN_TRANSITIONS[RunState.RUNNING] - {RunState.ACCEPTED}
 
 
 def lease_scheduled(

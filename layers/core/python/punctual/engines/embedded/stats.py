@@ -52,7 +52,7 @@ _OPEN = (
 
 def open_runs(conn: sqlite3.Connection, owner: str, now: int) -> OpenRuns:
     counts = {state: int(count) for state, count in conn.execute(_OPEN, (owner, now))}
-    executing = counts.pop(RunState.RUNNING.value, 0)
+    executing = counts.pop(RunState.RUNNING.value, 0) + counts.pop(RunState.ACCEPTED.value, 0)
     return OpenRuns(waiting=sum(counts.values()), executing=executing)
 
 

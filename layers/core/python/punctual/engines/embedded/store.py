@@ -26,12 +26,12 @@ from punctual import ids, rules
 from punctual.clock import Clock
 from punctual.engines.embedded import bulk
 from punctual.engines.embedded.calendars import EmbeddedCalendars
+from punctual.engines.embedded.callbacks import EmbeddedCallbacks
 from punctual.engines.embedded.db import Database
 from punctual.engines.embedded.edges import EdgeDecisions
 from punctual.engines.embedded.housekeeping import purge_records
 from punctual.engines.embedded.outcomes import EmbeddedOutcomes, purge_notifications
 from punctual.engines.embedded.reads import SELECT_JOB, due_job_from_row, job_from_row
-from punctual.engines.embedded.run_changes import EmbeddedRunChanges
 from punctual.engines.embedded.runs import (
     extend_in,
     finish_all_in,
@@ -131,7 +131,7 @@ class EmbeddedStore(
     EmbeddedOutcomes,
     EmbeddedWatch,
     EmbeddedCalendars,
-    EmbeddedRunChanges,
+    EmbeddedCallbacks,
     Store,
 ):
     """The Store port on one SQLite file (see the module docstring for the row layout)."""
@@ -208,7 +208,7 @@ class EmbeddedStore(
         self._positions.update((row[2], row[-1]) for row in rows)
         return [due_job_from_row(row[:-1]) for row in rows]
 
-    def insert_runs(self, runs: Sequence[Run]) -> list[bool]:
+    def insert_runs(self, runs: Sequence[Run], *, window: bool = False) -> list[bool]:
         rows = [run_row(run) for run in runs]  # serialize before taking the write lock
         if not rows:
             return []

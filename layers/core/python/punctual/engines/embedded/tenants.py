@@ -13,6 +13,7 @@ import json
 from typing import Any
 
 from punctual.engines.embedded.db import Database
+from punctual.engines.embedded.run_changes import EmbeddedRunChanges
 from punctual.port import RateState, SlotOutcome, Tenant
 
 _TENANT_FIELDS = ("max_jobs", "max_runs_per_minute", "max_concurrency", "api_requests_per_second")
@@ -25,8 +26,9 @@ _COUNT_LIVE = (
 )
 
 
-class EmbeddedTenants:
-    """Tenant records on the store's SQLite file (see the module docstring)."""
+class EmbeddedTenants(EmbeddedRunChanges):
+    """Tenant records on the store's SQLite file (see the module docstring), and the batched notes
+    of the runs that wait for them (``Store.transition_runs``: store.py is at its size limit)."""
 
     _db: Database
 

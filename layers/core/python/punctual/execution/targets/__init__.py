@@ -54,11 +54,17 @@ class Targets:
     """
 
     def __init__(
-        self, policy: TargetPolicy | None = None, *, aws: AwsTargets | None = None, keys: Keys | None = None
+        self,
+        policy: TargetPolicy | None = None,
+        *,
+        aws: AwsTargets | None = None,
+        keys: Keys | None = None,
+        callback_base_url: str | None = None,
     ) -> None:
         self.policy = policy or TargetPolicy()
         self._aws = aws
         self.keys = keys  # opens secret headers and signs HTTP requests (the engine's keys)
+        self.callback_base_url = callback_base_url  # the API's, for callback jobs (punctual.runs.tokens)
 
     def execute(self, job: Job, run: Run, attempt: int, deadline: float) -> TargetResult:
         """Execute one attempt. Never raises: a request that cannot be built fails for good
@@ -68,7 +74,9 @@ class Targets:
         if deadline <= time.monotonic():
             return timed_out(0)
         try:
-            invocation = Invocation.of(job, run, attempt, self.keys)
+            invocation = Invocation.of(job, run, attempt, self.keys, self.callback_base_url)
+        except TargetRefused as exc:  # a callback job this worker cannot call back for
+            return unbuildable(exc.message)
         except ValueError as exc:  # a secret sealed under another key: retrying cannot fix it
             return failed(f"a secret header of the job does not open: {exc}", retryable=False)
         try:

@@ -26,7 +26,7 @@ from punctual.execution.targets.request_rules import TargetRefused, TargetUrl, c
 from punctual.execution.targets.resolutions import RESOLUTIONS, Resolutions
 from punctual.execution.targets.types import Invocation, TargetResult, failed, timed_out, unbuildable
 from punctual.execution.targets.wire import Answer, Request, WireError, WirePool
-from punctual.model import HttpTarget, Job, Run
+from punctual.model import Completion, HttpTarget, Job, Run
 from punctual.port import Keys
 
 logger = logging.getLogger(__name__)
@@ -92,11 +92,13 @@ class AsyncTargets:
         max_connections_per_host: int = 1024,
         keys: Keys | None = None,
         resolutions: Resolutions = RESOLUTIONS,
+        callback_base_url: str | None = None,
     ) -> None:
         self.policy = policy or TargetPolicy()
+        self.callback_base_url = callback_base_url  # the API's, for callback jobs (punctual.runs.tokens)
         self.resolutions = resolutions  # names checked recently (the process's, by default)
         self.keys = keys  # opens secret headers and signs HTTP requests (the engine's keys)
-        self._sync = sync or Targets(self.policy, keys=keys)
+        self._sync = sync or Targets(self.policy, keys=keys, callback_base_url=callback_base_url)
         # requests built ahead of their instant, by (run id, attempt): (the job version, the request)
         self._prebuilt: dict[tuple[str, int], tuple[int, Request]] = {}
         self._blocking = blocking or ThreadPoolExecutor(max_workers=16, thread_name_prefix="punctual-targets")
@@ -163,8 +165,9 @@ class AsyncTargets:
         own (most) is written from one template, without an :class:`Invocation` (the same bytes)."""
         target = job.target
         assert isinstance(target, HttpTarget)
-        if target.headers or target.secret_headers:
-            return _request(target, Invocation.of(job, run, attempt, self.keys), url, address)
+        if target.headers or target.secret_headers or job.completion is not Completion.RESPONSE:
+            invocation = Invocation.of(job, run, attempt, self.keys, self.callback_base_url)
+            return _request(target, invocation, url, address)
         method = target.method
         body = http.encode_payload(job.payload) if method in http.METHODS_WITH_BODY else None
         block = signing.plain_block(
@@ -186,7 +189,9 @@ class AsyncTargets:
         """An attempt :meth:`_ready` left: another kind, a name to resolve, or one that fails."""
         try:
             try:
-                invocation = Invocation.of(job, run, attempt, self.keys)
+                invocation = Invocation.of(job, run, attempt, self.keys, self.callback_base_url)
+            except TargetRefused as exc:  # a callback job this worker cannot call back for
+                return unbuildable(exc.message)
             except ValueError as exc:  # a secret sealed under another key: retrying cannot fix it
                 return failed(f"a secret header of the job does not open: {exc}", retryable=False)
             except Exception as exc:  # KMS unavailable: transient
@@ -218,8 +223,8 @@ class AsyncTargets:
         The address is checked here (SSRF guard) and the request is pinned to it, as in execute.
         """
         target = job.target
-        if not isinstance(target, HttpTarget):
-            return
+        if not isinstance(target, HttpTarget) or job.completion is not Completion.RESPONSE:
+            return  # a callback job's token names its lease: built when leased
         try:
             url = target_url(target.url)
             if url.literal:

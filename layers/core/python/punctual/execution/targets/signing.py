@@ -43,6 +43,7 @@ from punctual.execution.targets.request_rules import (
 )
 from punctual.execution.targets.types import Invocation
 from punctual.model import Signatures
+from punctual.runs import tokens
 
 SIGNATURE_HEADER = "Punctual-Signature"
 V1, V2 = "v1", "v2"
@@ -226,6 +227,8 @@ def request_headers(
         "X-Punctual-Scheduled-At": _iso(invocation.scheduled_at),
         "X-Punctual-Job-Id": invocation.job_id,
     }
+    if invocation.callback is not None:  # a callback job: where to report, and this attempt's token
+        ours[tokens.URL_HEADER], ours[tokens.TOKEN_HEADER] = invocation.callback
     named = {name.lower() for name in built} & JOB_MAY_SET
     built.update({name: value for name, value in ours.items() if name.lower() not in named})
     if invocation.signing_secret:
@@ -257,7 +260,7 @@ def header_block(
     """The headers of :func:`request_headers` as header lines, each ending in CRLF, for the asyncio
     client (``punctual.execution.targets.wire``). A job without headers of its own (most) skips the
     dict: one template, the same headers in the same order."""
-    if headers or invocation.secret_headers:
+    if headers or invocation.secret_headers or invocation.callback is not None:
         built = request_headers(headers, invocation, host_header, body, method=method, path=path, v1=v1, now_s=now_s)
         return "".join([f"{name}: {value}\r\n" for name, value in built.items()])
     return plain_block(

@@ -6,6 +6,7 @@ import { lateness, percentile } from "./format.js";
 export const COLORS = {
   succeeded: "#2e9d5b", failed: "#d64541", timeout: "#d64541", dead: "#7a1f1f", dead_lettered: "#7a1f1f",
   cancelled: "#9aa0a6", lease_expired: "#f0a030", running: "#3b82f6", scheduled: "#93b4f5", retrying: "#f0a030",
+  accepted: "#8b6bd6",
 };
 const WAIT = "#dfe3ea";
 const live = new Set();

@@ -39,7 +39,7 @@ export function ganttBars(runs, now) {
   return { ordered, bars, owners };
 }
 
-const OPEN_STATES = new Set(["scheduled", "running", "retrying"]);
+const OPEN_STATES = new Set(["scheduled", "running", "retrying", "accepted"]);
 
 function bar(row, start, end, lane, lanes, kind, color) {
   return { value: [row, start, Math.max(start, end), lane, lanes, kind], itemStyle: { color } };
@@ -129,6 +129,7 @@ export function runDuration(run, now) {
   const started = run.attempts.filter((a) => a.started_at);
   if (!started.length) return null;
   const last = started[started.length - 1];
+  if (run.state === "accepted") return now - ms(started[0].started_at); // its target still works on it
   const end = last.finished_at ? ms(last.finished_at) : (run.state === "running" ? now : ms(run.finished_at) ?? now);
   return end - ms(started[0].started_at);
 }

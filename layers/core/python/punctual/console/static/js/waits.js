@@ -12,7 +12,7 @@
 import { h, link } from "./dom.js";
 import { ms, when } from "./format.js";
 
-export const OPEN = ["scheduled", "running", "retrying"];
+export const OPEN = ["scheduled", "running", "retrying", "accepted"];
 const WAITING_NOTE = "waiting: ";
 
 // { kind, text } for an open run that has not started (or waits between attempts), else null.
@@ -46,9 +46,20 @@ export function reasonBadge(reason) {
   return h("span", { class: `wait ${reason.kind}`, "data-testid": "waiting", title: reason.text }, reason.text);
 }
 
-// What a run's "Why" cell says: the waiting reason while it holds, else a closed run's note (why it
-// was skipped, cancelled or dead: history), never a stale "waiting: ..." note.
+// An accepted run (completion callback: its target took the work and reports its end): until when
+// it lives without a heartbeat, and its last heartbeat's time and note.
+export function acceptedBadge(run) {
+  if (run.state !== "accepted") return null;
+  const due = run.heartbeat_deadline_at ? `heartbeat due ${when(run.heartbeat_deadline_at).slice(11)}` : "accepted";
+  const last = run.heartbeat_at ? ` · last ${when(run.heartbeat_at).slice(11)}${run.progress ? ` (${run.progress})` : ""}` : "";
+  const text = `${due}${last}`;
+  return h("span", { class: "wait accepted", "data-testid": "accepted", title: text }, text);
+}
+
+// What a run's "Why" cell says: the waiting reason while it holds, an accepted run's heartbeat, else
+// a closed run's note (why it was skipped, cancelled or dead: history), never a stale "waiting: ..." note.
 export function whyCell(run, job, runs, now) {
+  if (run.state === "accepted") return acceptedBadge(run);
   const reason = waitingReason(run, job, runs, now);
   if (reason) return reasonBadge(reason);
   if (run.note && !run.note.startsWith(WAITING_NOTE) && !OPEN.includes(run.state)) return h("span", { class: "muted" }, run.note);

@@ -98,7 +98,7 @@ export async function jobView(ctx, jobId) {
     if (!ctx.current()) return;
     if (!current.runs.length && freshRuns.length) return ctx.rerender(); // the first run: the whole page changes
     const next = signature(fresh, freshRuns);
-    if (next === current.signature && !freshRuns.some((r) => r.state === "running")) return;
+    if (next === current.signature && !freshRuns.some((r) => ["running", "accepted"].includes(r.state))) return;
     current = { job: fresh, runs: freshRuns, signature: next };
     draw();
   };

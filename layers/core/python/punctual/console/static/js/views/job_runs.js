@@ -89,6 +89,6 @@ function runsTable(job, runs, all, now, marks) {
         h("td", { "data-label": "Attempts" }, String(run.attempts.length)),
         h("td", { "data-label": "Started" }, when(run.started_at)),
         h("td", { "data-label": "Duration", "data-testid": "duration" },
-          took === null ? "—" : `${duration(took)}${run.state === "running" ? " so far" : ""}`));
+          took === null ? "—" : `${duration(took)}${["running", "accepted"].includes(run.state) ? " so far" : ""}`));
     })));
 }

@@ -27,6 +27,8 @@ export async function runView(ctx, runId) {
       fact("Attempt", String(run.attempt)),
       run.next_attempt_at ? fact("Next attempt", when(run.next_attempt_at)) : null,
       deadline ? fact("Deadline", deadline) : null,
+      run.heartbeat_deadline_at ? fact("Heartbeat due", when(run.heartbeat_deadline_at)) : null,
+      run.heartbeat_at ? fact("Last heartbeat", `${when(run.heartbeat_at)}${run.progress ? ` · ${run.progress}` : ""}`) : null,
       why ? fact("Why", why) : null),
     h("h2", {}, `Attempts (${run.attempts.length})`),
     run.attempts.length

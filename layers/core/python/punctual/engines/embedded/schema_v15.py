@@ -1,4 +1,4 @@
-"""Schema v14 of the embedded engine (``punctual.engines.embedded.schema`` applies it): priority in
+"""Schema v15 of the embedded engine (``punctual.engines.embedded.schema`` applies it): priority in
 the queue.
 
 Each message carries its run's job's priority (``Dispatch.priority``; 5 for every message sent
@@ -10,7 +10,7 @@ hand-out reads it in its order: one seek per priority, no sort.
 
 from __future__ import annotations
 
-V14 = (
+V15 = (
     "ALTER TABLE queue ADD COLUMN pri INTEGER NOT NULL DEFAULT 5",
     "DROP INDEX queue_group_visible",
     "CREATE INDEX queue_group_visible ON queue(queue, grp, pri DESC, visible_at, id)",
