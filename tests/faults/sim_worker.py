@@ -170,8 +170,9 @@ class SimWorker:
         self.at(not_before, lambda: self._at_instant(holding, begun))
 
     def _at_instant(self, holding: batch.Holding, begun: reserving.Begun) -> None:
-        """As the worker's instant task: the reserved runs called at once, then confirmed (a refused
-        confirm cuts its call); the rest leased, then called."""
+        """As the worker's instant task: the reserved runs called at once; those answered at once
+        finished by writes that confirm them (``Done.confirm``: refused, the answer is dropped), the
+        others confirmed (a refused confirm cuts its call); the rest leased, then called."""
         try:
             self._start_instant(holding, begun)
         finally:  # as the worker: the starts are in the store, or given up
@@ -181,12 +182,20 @@ class SimWorker:
         port = self.port()
         flights = [self._begin(port, one, settle=False) for one in begun.calls]
         if begun.calls:
-            for flight, ok in zip(flights, reserving.confirm(port, begun), strict=True):
-                if not ok and flight is not None:  # the reservation was lost: the call is cut
-                    self._cut(flight)
-            for flight in flights:
-                if flight is not None and flight.duration == 0:
-                    self._end(flight, 0, flight.leased.job.timeout_s * SECOND)
+            # answered before the confirms go out (the calls that end at once): confirmed by their finish
+            answered = [f for f in flights if f is not None and f.duration == 0]
+            for flight in answered:
+                self._end(flight, 0, flight.leased.job.timeout_s * SECOND, confirm=True)
+            pending = reserving.Begun(now=begun.now, seen=begun.seen)
+            in_flight = []
+            for one, flight in zip(begun.calls, flights, strict=True):
+                if flight is None or flight.duration > 0:
+                    pending.calls.append(one)
+                    in_flight.append(flight)
+            if pending.calls:
+                for flight, ok in zip(in_flight, reserving.confirm(port, pending), strict=True):
+                    if not ok and flight is not None:  # the reservation was lost: the call is cut
+                        self._cut(flight)
         rest = [*begun.rest, *(d for d in holding.deliveries if d.receipt not in holding.reserved)]
         prepared = batch.prepare(port, rest, known=holding.jobs, seen=holding.runs, defer_cover=True)
         self._begin_all(port, prepared.leased)
@@ -274,7 +283,7 @@ class SimWorker:
         flight.call.lease_end = self.clock.now_ms() + flight.leased.lease_ms
         self._plan_beat(flight)
 
-    def _end(self, flight: InFlight, duration: int, timeout_ms: int) -> None:
+    def _end(self, flight: InFlight, duration: int, timeout_ms: int, *, confirm: bool = False) -> None:
         if flight not in self.in_flight:
             return
         self.in_flight.remove(flight)
@@ -283,7 +292,8 @@ class SimWorker:
         result = self.sim.target_result(leased, duration >= timeout_ms)
         if duration >= timeout_ms:
             result = timed_out(timeout_ms / SECOND)
-        batch_finish.settle(self.port(), [batch_finish.Done(leased, result, flight.started, self.clock.now_ms())])
+        done = batch_finish.Done(leased, result, flight.started, self.clock.now_ms(), confirm=confirm)
+        batch_finish.settle(self.port(), [done])
 
 
 def scripted(fail: bool) -> TargetResult:

@@ -162,7 +162,8 @@ def reserve_scheduled(
 def finish_held(conn: sqlite3.Connection, finishes: Sequence[Finish]) -> dict[RunKey, Run]:
     """Apply every finish that appends an attempt record, where its lease is still held and the
     log has room (the first finish for a run; a repeat is left to the per-run path). Returns the
-    finished runs by (job_id, scheduled_at), inside the caller's write transaction.
+    finished runs by (job_id, scheduled_at), inside the caller's write transaction. A confirmed
+    finish (``Finish.confirm``) is left to the per-run path (``runs.confirmed_finish_in``).
 
     A finish whose ``leased`` copy is usable (:func:`_usable`) returns ``rules.apply_change`` of it
     (see :class:`~punctual.port.Finish`), the others the row as written, parsed."""
@@ -171,7 +172,7 @@ def finish_held(conn: sqlite3.Connection, finishes: Sequence[Finish]) -> dict[Ru
     for finish in finishes:
         hold, change = finish.hold, finish.change
         key = (hold.job_id, hold.scheduled_at)
-        if change.append is None or change.state not in _FINISHABLE or key in rows:
+        if change.append is None or change.state not in _FINISHABLE or key in rows or finish.confirm:
             continue
         leased = _usable(finish)
         if leased is not None:
