@@ -10,6 +10,7 @@ run comes back and is called again, and only the calls whose attempt was written
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -132,3 +133,76 @@ def test_a_lost_reservation_refuses_the_confirmed_finish_and_the_run_is_called_a
     change = RunChange(RunState.SUCCEEDED, later + 100, later + 100, append=record, finished_at=later + 100)
     final = store.finish_run(lost.run.job_id, at, "w2", 1, change)
     assert (final.state, final.attempt, [a.worker_id for a in final.attempts]) == (RunState.SUCCEEDED, 1, ["w2"])
+
+
+class ByJob:
+    """Answers each call at once, or after ``slow_s`` for the jobs in ``slow`` (past the confirms)."""
+
+    def __init__(self, slow: set[str], slow_s: float) -> None:
+        self.slow, self.slow_s = slow, slow_s
+
+    async def execute(self, job: Any, run: Any, attempt: int, timeout_s: float) -> TargetResult:
+        if job.id in self.slow:
+            await asyncio.sleep(self.slow_s)
+        return OK
+
+    def close(self) -> None:
+        pass
+
+
+def test_the_worker_confirms_answered_calls_by_their_finish_and_the_rest_by_a_confirm(tmp_path: Any) -> None:
+    from punctual.clock import SystemClock
+    from punctual.execution.loop import Tuning
+    from punctual.execution.worker import Worker
+    from tests.conftest import make_embedded_engine
+    from tests.contract.test_worker import serving, wait_for_successes
+
+    # Given four runs due 1.5 s from now on a pre-leasing worker (real time), two of whose targets
+    # answer at once and two only after the confirms went out
+    clock = SystemClock()
+    engine = make_embedded_engine(tmp_path, clock)  # type: ignore[arg-type]
+    try:
+        store = engine.store
+        at = clock.now_ms() + 1_500
+        jobs = [make_job(OWNER, clock, shards=store.shards) for _ in range(4)]  # type: ignore[arg-type]
+        for job in jobs:
+            store.create_job(job)
+        runs = [make_run(job, at, clock) for job in jobs]  # type: ignore[arg-type]
+        assert store.insert_runs(runs) == [True] * 4
+        engine.queue.send([Dispatch(run.run_id, at) for run in runs])
+        slow = {jobs[2].id, jobs[3].id}
+        writes = Writes(engine)
+        confirms: list[str] = []
+        lease_runs = store.lease_runs
+
+        def counted(requests: Any, *args: Any) -> Any:
+            confirms.extend(r.job_id for r in requests if r.confirm)
+            return lease_runs(requests, *args)
+
+        store.lease_runs = counted  # type: ignore[method-assign]
+        options = ExecutionOptions(lease_margin_s=1, prelease_s=2, min_heartbeat_s=0.2)
+        worker = Worker(
+            engine,
+            clock,
+            targets=lambda: ByJob(slow, 2 * reserving.CONFIRM_WAIT_S),
+            options=options,
+            tuning=Tuning(max_in_flight=16, receive_batch=10, receivers=1, wait_s=0.1),
+            worker_id="w1",
+            complete=writes.complete,
+        )
+        # When it serves them
+        with serving(worker) as stop:
+            wait_for_successes(worker, len(runs), stop)
+        # Then the answered calls were finished by writes that confirmed them, and only the slow ones
+        # were confirmed on their own, then finished: one attempt each, started at the instant
+        assert worker.outcomes[Outcome.SUCCEEDED] == 4
+        assert sorted(confirms) == sorted(slow)
+        flags = [flag for _, batch_flags in writes.log for flag in batch_flags]
+        assert sorted(flags) == [False, False, True, True]
+        for job in jobs:
+            run = store.get_run(job.id, at)
+            assert (run.state, run.attempt, len(run.attempts)) == (RunState.SUCCEEDED, 1, 1)
+            assert run.started_at is not None and run.started_at >= at
+        assert engine.queue.depth() == 0
+    finally:
+        engine.close()
