@@ -20,7 +20,7 @@ from punctual.execution import batch, batch_finish, reserving
 from punctual.execution.options import ExecutionOptions, Outcome
 from punctual.execution.targets.types import TargetResult
 from punctual.model import RunState
-from punctual.port import Dispatch, LeaseOutcome, LeaseRequest, RunChange
+from punctual.port import Dispatch, Finish, LeaseOutcome, LeaseRequest, RunChange
 from punctual.runs.alerts import LogAlerter
 from tests.contract.factories import SECOND, attempt, drain, make_job, make_run
 
@@ -80,13 +80,13 @@ def _held(engine, clock, count: int, worker: str = "w1"):
 def test_an_answer_before_the_confirm_is_one_write_and_one_after_it_two(engine, clock):
     # Given two runs reserved by w1 and called at their instant
     store = engine.store
-    port, writes, begun, at = _held(engine, clock, 2)
-    first, second = begun.calls
+    port, writes, begun, at = _held(engine, clock, 3)
+    first, second, third = begun.calls
     # When the first call's answer is in before the confirm batch goes out
     clock.advance(100)
     [outcome] = batch_finish.settle(port, [batch_finish.Done(first, OK, at, at + 100, confirm=True)])
     # Then one write confirms and finishes it: succeeded at attempt 1, started at the instant, its
-    # record kept, its message gone, as the confirm then the finish would have left it
+    # record kept, as the confirm then the finish would have left it
     assert outcome is Outcome.SUCCEEDED
     assert writes.log == [("finish_and_ack", [True])]
     run = store.get_run(first.run.job_id, at)
@@ -105,7 +105,14 @@ def test_an_answer_before_the_confirm_is_one_write_and_one_after_it_two(engine, 
     assert writes.log[1:] == [("lease_runs", 1), ("finish_and_ack", [False])]
     other = store.get_run(second.run.job_id, at)
     assert (other.state, other.attempt, other.started_at, len(other.attempts)) == (RunState.SUCCEEDED, 1, at, 1)
-    assert engine.queue.depth() == 0
+    # and a confirmed finish returns the run as written; repeated, it is refused (nothing written)
+    record = attempt(1, "w1", at, clock.now_ms(), status_code=200)
+    change = RunChange(RunState.SUCCEEDED, clock.now_ms(), clock.now_ms(), append=record, finished_at=clock.now_ms())
+    confirmed = Finish(third.hold, change, leased=third.run, confirm=True)
+    [written] = store.finish_runs([confirmed])
+    assert written is not None and written == store.get_run(third.run.job_id, at)
+    assert written == rules.apply_change(third.run, change) and written.attempt == 1
+    assert store.finish_runs([confirmed]) == [None] and store.get_run(third.run.job_id, at) == written
 
 
 def test_a_lost_reservation_refuses_the_confirmed_finish_and_the_run_is_called_again(engine, clock):

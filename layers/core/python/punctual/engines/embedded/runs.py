@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from punctual import ids, rules
-from punctual.engines.embedded.set_writes import finish_held, lease_scheduled
+from punctual.engines.embedded.set_writes import confirm_finished, finish_held, lease_scheduled
 from punctual.errors import LeaseLost
 from punctual.model import Run
 from punctual.port import Beat, Finish, Hold, LeaseOutcome, LeaseRequest, LeaseResult, RunChange
@@ -99,17 +99,21 @@ def _lease_by_rules(conn: sqlite3.Connection, request: LeaseRequest, worker_id: 
 
 
 def finish_all_in(conn: sqlite3.Connection, finishes: Sequence[Finish]) -> list[Run | None]:
-    """Each finish inside the caller's write transaction; None where the lease was lost. The common
-    case is one statement per few hundred finishes (``set_writes.finish_held``); the rest, one by one."""
+    """Each finish inside the caller's write transaction; None where the lease was lost (for a
+    ``Finish.confirm``: the reservation). The common case is one statement per few hundred finishes
+    (``set_writes.finish_held``, ``set_writes.confirm_finished``); the rest, one by one."""
     done = finish_held(conn, finishes)
-    return [
-        confirmed_finish_in(conn, finish)
-        if finish.confirm
-        else run
-        if (run := done.pop((finish.hold.job_id, finish.hold.scheduled_at), None)) is not None
-        else held(finish_in, conn, finish.hold, finish.change)
-        for finish in finishes
-    ]
+    confirmed = confirm_finished(conn, finishes) if any(finish.confirm for finish in finishes) else {}
+    results: list[Run | None] = []
+    for finish in finishes:
+        key = (finish.hold.job_id, finish.hold.scheduled_at)
+        if finish.confirm:
+            run = confirmed.pop(key, None)
+            results.append(run if run is not None else confirmed_finish_in(conn, finish))
+        else:
+            run = done.pop(key, None)
+            results.append(run if run is not None else held(finish_in, conn, finish.hold, finish.change))
+    return results
 
 
 def confirmed_finish_in(conn: sqlite3.Connection, finish: Finish) -> Run | None:
