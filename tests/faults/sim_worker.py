@@ -40,6 +40,7 @@ class InFlight:
     started: int  # worker clock
     stalled: bool
     duration: int = 0
+    confirm: bool = False  # a reserved call whose attempt its finish confirms (Done.confirm)
 
 
 class SimWorker:
@@ -182,14 +183,19 @@ class SimWorker:
         port = self.port()
         flights = [self._begin(port, one, settle=False) for one in begun.calls]
         if begun.calls:
-            # answered before the confirms go out (the calls that end at once): confirmed by their finish
-            answered = [f for f in flights if f is not None and f.duration == 0]
-            for flight in answered:
-                self._end(flight, 0, flight.leased.job.timeout_s * SECOND, confirm=True)
+            # answered before the confirms go out (the calls that end at once): confirmed by their finish;
+            # so is a stalled call's: the process stalls before its confirms, and its answer comes after
+            # the reservation ended (the finish is refused if another worker took the run meanwhile)
+            for flight in flights:
+                if flight is not None and (flight.duration == 0 or flight.stalled):
+                    flight.confirm = True
+            for flight in flights:
+                if flight is not None and flight.duration == 0:
+                    self._end(flight, 0, flight.leased.job.timeout_s * SECOND)
             pending = reserving.Begun(now=begun.now, seen=begun.seen)
             in_flight = []
             for one, flight in zip(begun.calls, flights, strict=True):
-                if flight is None or flight.duration > 0:
+                if flight is None or not flight.confirm:
                     pending.calls.append(one)
                     in_flight.append(flight)
             if pending.calls:
@@ -283,7 +289,7 @@ class SimWorker:
         flight.call.lease_end = self.clock.now_ms() + flight.leased.lease_ms
         self._plan_beat(flight)
 
-    def _end(self, flight: InFlight, duration: int, timeout_ms: int, *, confirm: bool = False) -> None:
+    def _end(self, flight: InFlight, duration: int, timeout_ms: int) -> None:
         if flight not in self.in_flight:
             return
         self.in_flight.remove(flight)
@@ -292,7 +298,7 @@ class SimWorker:
         result = self.sim.target_result(leased, duration >= timeout_ms)
         if duration >= timeout_ms:
             result = timed_out(timeout_ms / SECOND)
-        done = batch_finish.Done(leased, result, flight.started, self.clock.now_ms(), confirm=confirm)
+        done = batch_finish.Done(leased, result, flight.started, self.clock.now_ms(), confirm=flight.confirm)
         batch_finish.settle(self.port(), [done])
 
 
