@@ -19,6 +19,7 @@ from punctual.clock import ManualClock
 from punctual.config import Settings
 from punctual.execution.options import Outcome
 from punctual.execution.targets import TargetResult
+from punctual.jobs.lifecycle import delete_job
 from punctual.model import AttemptOutcome, Completion, Job, RetryPolicy, Run, RunState
 from punctual.port import Dispatch, Engine, Tenant
 from punctual.reaping.reaper import ReapOptions, reap_once
@@ -199,3 +200,25 @@ def _beat(run: Run, clock: ManualClock) -> Any:
     from punctual.port import Beat, Hold
 
     return Beat(Hold(run.job_id, run.scheduled_at, WORKER, run.attempt), clock.now_ms() + 60 * SECOND)
+
+
+def test_a_callback_of_a_deleted_jobs_accepted_run_cancels_it_and_frees_its_slot_at_once(engine, clock):
+    # Given an accepted run holding its owner's only slot (max_concurrency 1)
+    settings = Settings(shards=engine.store.shards)
+    engine.store.put_tenant(Tenant(OWNER, max_concurrency=1))
+    job = callback_job(engine, clock)
+    run, token = run_to_acceptance(engine, clock, job, gate=gate_for(engine.store, settings, clock))
+    assert list(engine.store.slot_holders(OWNER)) == [run.run_id]
+    # When its job is deleted and the target heartbeats
+    delete_job(engine.store, OWNER, job.id, clock.now_ms())
+    clock.advance(SECOND)
+    status, body = callback(engine, clock, run.run_id, "heartbeat", token)
+    # Then the answer is true: the run is cancelled now, not at its heartbeat deadline (up to 12 h
+    # later, by the reaper), and the slot it held is free for the owner's other runs
+    assert (status, body["code"]) == (409, "attempt_superseded"), body
+    cancelled = stored(engine, run)
+    assert (cancelled.state, cancelled.note) == (RunState.CANCELLED, "job deleted")
+    assert engine.store.slot_holders(OWNER) == {}
+    assert callback(engine, clock, run.run_id, "complete", token, {"state": "succeeded"})[1]["code"] == (
+        "attempt_superseded"
+    )

@@ -247,3 +247,17 @@ def test_the_accepted_runs_step_names_the_open_runs_index_as_the_schema_does() -
 
     assert schema_callbacks.OPEN_RUN_SQL == schema.OPEN_RUN_SQL  # or the reaper's query cannot use it
     assert schema.MIGRATIONS[-1] == schema_callbacks.V14
+
+
+@pytest.mark.parametrize("value", ["no", "false", 0, 1, "yes"])
+def test_a_completions_retryable_and_a_replays_dry_run_are_json_booleans(value: Any) -> None:
+    from punctual.api.callbacks import CompleteRequest
+    from punctual.api.replay import ReplayRequest
+
+    with pytest.raises(ValidationError, match="retryable"):
+        CompleteRequest.model_validate({"state": "failed", "retryable": value})
+    window = {"from": "2027-01-15T00:00:00Z", "to": "2027-01-16T00:00:00Z"}
+    with pytest.raises(ValidationError, match="dry_run"):
+        ReplayRequest.model_validate({**window, "dry_run": value})
+    assert CompleteRequest.model_validate({"state": "failed", "retryable": False}).retryable is False
+    assert ReplayRequest.model_validate({**window, "dry_run": True}).dry_run is True

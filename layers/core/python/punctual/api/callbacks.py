@@ -68,6 +68,7 @@ class CompleteRequest(BaseModel):
     )
     retryable: bool = Field(
         default=True,
+        strict=True,  # a JSON boolean: "no" or 0 is 422, as "30" is for an integer
         description="failed only: whether the run may be tried again (the job's max_retries and backoff"
         " decide); false ends it failed",
     )

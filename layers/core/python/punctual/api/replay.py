@@ -50,7 +50,7 @@ class ReplayRequest(BaseModel):
     states: Annotated[list[Replayable], Field(min_length=1, max_length=4)] = Field(
         default_factory=_failures, description="the states the runs ended in"
     )
-    dry_run: bool = Field(default=False, description="only list the runs a replay would start again")
+    dry_run: bool = Field(default=False, strict=True, description="only list the runs a replay would start again")
 
 
 class ReplayedRun(BaseModel):

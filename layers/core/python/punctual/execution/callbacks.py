@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 from punctual import ids
 from punctual.clock import Clock
-from punctual.errors import AttemptSuperseded, ConcurrentModification, InvalidCallbackToken
+from punctual.errors import AttemptSuperseded, ConcurrentModification, InvalidCallbackToken, JobNotFound
 from punctual.execution.changes import acks_with_finish, attempt_change, settle_owed
 from punctual.execution.options import RUN_METRICS, ExecutionOptions, Outcome
 from punctual.execution.waits import parked
@@ -35,7 +35,7 @@ from punctual.port import Dispatch, Keys, Queue, RunChange, Store
 from punctual.resources import MAX_DELAY_S
 from punctual.runs import callbacks, retry, tokens
 from punctual.runs.alerts import Alerter
-from punctual.runs.cancel import live_job
+from punctual.runs.cancel import cancellation, live_job
 from punctual.scheduling.planning import is_long_run
 from punctual.tenancy.admission import Gate
 
@@ -110,7 +110,7 @@ class Callbacks:
             now = self.clock.now_ms()
             run = store.get_run(job_id, scheduled_at)
             callbacks.judge(run, claim, now)
-            job = _job_of(store, run)
+            job = self._job_of(run, now)
             until = callbacks.deadline(job, run, now) if run.state is RunState.ACCEPTED else None
             try:
                 return store.callback_beat(run, now, until, note)
@@ -128,7 +128,7 @@ class Callbacks:
             now = self.clock.now_ms()
             run = store.get_run(job_id, scheduled_at)
             callbacks.judge(run, claim, now)
-            job = _job_of(store, run)
+            job = self._job_of(run, now)
             verdict = retry.verdict(
                 ok=report.succeeded, retryable=report.retryable, attempt=run.attempt, max_retries=job.max_retries
             )
@@ -139,6 +139,25 @@ class Callbacks:
                 continue
         raise ConcurrentModification(f"run {run_id} kept changing; send the completion again", field="run_id")
 
+    def _job_of(self, run: Run, now: int) -> Job:
+        """The run's job; if it was deleted, :class:`AttemptSuperseded`, after cancelling the run if it
+        is accepted (by compare-and-set on the run as read) and freeing its slots. Otherwise the
+        reaper would cancel it only at its heartbeat deadline (up to 12 h), holding its slots until
+        then, while this answer tells the target the run is cancelled."""
+        store = self.ending.store
+        job = live_job(store, run.job_id)
+        if job is not None:
+            return job
+        if run.state is RunState.ACCEPTED:
+            try:
+                store.transition_run(run, cancellation(now, "job deleted"))
+            except ConcurrentModification:
+                pass  # it moved on (a completion, the reaper): whoever moved it decides
+            else:
+                if self.ending.gate is not None:
+                    self.ending.gate.release(run.owner, run.run_id, _deleted_job(store, run.job_id))
+        raise AttemptSuperseded(f"the job of run {run.run_id} was deleted: the run is cancelled", field="run_id")
+
     def _claim(self, run_id: str, token: str | None) -> tuple[tokens.Claim, str, int]:
         claim = tokens.verify(self.keys.callback_key(), run_id, token)
         try:
@@ -148,9 +167,9 @@ class Callbacks:
         return claim, job_id, scheduled_at
 
 
-def _job_of(store: Store, run: Run) -> Job:
-    """The run's job, or :class:`AttemptSuperseded` if it was deleted (its runs are cancelled)."""
-    job = live_job(store, run.job_id)
-    if job is None:
-        raise AttemptSuperseded(f"the job of run {run.run_id} was deleted: the run is cancelled", field="run_id")
-    return job
+def _deleted_job(store: Store, job_id: str) -> Job | None:
+    """A deleted job as stored (its keyed limits name the slots its runs hold), or None once purged."""
+    try:
+        return store.get_job(job_id)
+    except JobNotFound:
+        return None

@@ -59,7 +59,10 @@ def judge(run: Run, claim: Claim, now: int) -> None:
         raise AttemptSuperseded(f"{where} is over: the run is at attempt {run.attempt} ({run.state.value})")
     if run.state in _LIVE:
         if run.lease_expires_at is None or run.lease_expires_at < now:
-            raise AttemptTimedOut(f"{where} timed out: its deadline passed; the run is retried or buried by its policy")
+            raise AttemptTimedOut(
+                f"{where} timed out: its deadline passed (a heartbeat deadline: the run is retried or buried "
+                "by its policy; the job's deadline_s: the run fails, not retried)"
+            )
         return
     if run.state is RunState.CANCELLED:
         raise AttemptSuperseded(f"{where} is over: the run was cancelled ({run.note or 'cancelled'})")
