@@ -1,5 +1,5 @@
 """The :class:`Store`: jobs, runs, shard leases, dependencies and tenants, as every engine stores them,
-with its parts (``port.run_reads``, ``port.run_changes``, ``port.outcomes``, ``port.alerts``,
+with its parts (``port.run_reads``, ``port.limit_waits``, ``port.outcomes``, ``port.alerts``,
 ``port.calendars``, ``port.callbacks``). See ``punctual.port`` for the rules every engine keeps."""
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from punctual.port.alerts import AlertStore
 from punctual.port.calendars import CalendarStore
 from punctual.port.callbacks import CallbackStore
 from punctual.port.edges import EdgeChange, EdgeReads
+from punctual.port.limit_waits import LimitWaits
 from punctual.port.outcomes import OutcomeStore
 from punctual.port.records import (
     Advance,
@@ -33,12 +34,11 @@ from punctual.port.records import (
     SlotOutcome,
     Tenant,
 )
-from punctual.port.run_changes import RunChanges
 from punctual.port.run_reads import RunReads
 from punctual.port.stats import OpenRuns, RunStats
 
 
-class Store(RunReads, RunChanges, OutcomeStore, AlertStore, CalendarStore, CallbackStore, ABC):
+class Store(RunReads, LimitWaits, OutcomeStore, AlertStore, CalendarStore, CallbackStore, ABC):
     """Jobs, runs, shard leases and more (the parts it inherits). Every conditional write of the
     system lives below this."""
 
@@ -370,10 +370,6 @@ class Store(RunReads, RunChanges, OutcomeStore, AlertStore, CalendarStore, Callb
     @abstractmethod
     def mark_slot_wait(self, owner: str, priority: int, until: int) -> None:
         """A run of ``priority`` waits for one of the owner's slots until ``until`` (the later mark stays)."""
-
-    @abstractmethod
-    def clear_slot_wait(self, owner: str, priority: int, until: int) -> bool:
-        """End the mark of ``priority`` iff it is still ``until`` (a later mark stays). True if it ended."""
 
     @abstractmethod
     def release_slot(self, owner: str, run_id: str) -> bool:

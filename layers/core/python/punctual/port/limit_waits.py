@@ -1,9 +1,12 @@
-"""Compare-and-set changes of many runs at once (a mixin of :class:`~punctual.port.store.Store`):
-what a worker writes on the runs of a batch that wait for their owner's limits (their note and
-deadline), one write per batch where the engine can."""
+"""What a :class:`~punctual.port.store.Store` offers the runs that wait for their owner's limits (a
+mixin of the Store): their notes written in batches (compare-and-set changes of many runs at once,
+one write per batch where the engine can), and the end of a slot-wait mark its writer no longer
+needs (``punctual.tenancy.handoff``).
+"""
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from collections.abc import Sequence
 from typing import Protocol
 
@@ -16,8 +19,8 @@ class _TransitionsRuns(Protocol):
     def transition_run(self, current: Run, change: RunChange) -> Run: ...
 
 
-class RunChanges:
-    """What a Store adds over ``transition_run`` (see :class:`~punctual.port.store.Store`)."""
+class LimitWaits:
+    """See the module docstring."""
 
     def transition_runs(self: _TransitionsRuns, changes: Sequence[tuple[Run, RunChange]]) -> list[Run | None]:
         """``transition_run`` of each (run as read, change): the run as changed, or None where the
@@ -33,3 +36,7 @@ class RunChanges:
             except (ConcurrentModification, RunNotFound):
                 changed.append(None)
         return changed
+
+    @abstractmethod
+    def clear_slot_wait(self, owner: str, priority: int, until: int) -> bool:
+        """End the mark of ``priority`` iff it is still ``until`` (a later mark stays). True if it ended."""
