@@ -69,6 +69,11 @@ OPTIONS = {(True, True): 9, (True, False): 8, (False, True): 7, (False, False): 
 @pytest.fixture(params=list(OPTIONS), ids=lambda o: f"open_index={o[0]}-stats_counters={o[1]}")
 def engine(request: pytest.FixtureRequest, clock: ManualClock) -> Iterator[AwsEngine]:
     open_index, stats_counters = request.param
+    yield from _measured_engine(clock, open_index=open_index, stats_counters=stats_counters)
+
+
+def _measured_engine(clock: ManualClock, *, open_index: bool, stats_counters: bool) -> Iterator[AwsEngine]:
+    """An aws engine on moto with the deploy options measured (one for each fixture's test)."""
     with mock_aws():
         settings = Settings(
             engine=EngineKind.AWS,
@@ -201,18 +206,8 @@ WINDOW_JOBS = 2
 
 @pytest.fixture(params=[True, False], ids=lambda o: f"open_index={o}")
 def windowed(request: pytest.FixtureRequest, clock: ManualClock) -> Iterator[AwsEngine]:
-    with mock_aws():
-        settings = Settings(
-            engine=EngineKind.AWS,
-            shards=4,
-            open_shards=2,
-            name_prefix="cap",
-            open_index=request.param,
-            stats_counters=False,  # the mission's plan drops them; measured above with and without
-        )
-        engine = AwsEngine(ensure_resources(settings), clock=clock, serialize=True)
-        yield engine
-        engine.close()
+    # no stats counters: the mission's plan drops them (measured above with and without)
+    yield from _measured_engine(clock, open_index=request.param, stats_counters=False)
 
 
 def test_a_claim_window_pays_the_claim_once_per_window(windowed: AwsEngine, clock: ManualClock) -> None:

@@ -20,7 +20,7 @@ message sent for its next attempt (a parked retry is the reaper's); what the run
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from punctual import ids
@@ -103,17 +103,11 @@ class Callbacks:
         :class:`AttemptTimedOut` or :class:`AttemptSuperseded` (409), :class:`AttemptCompleted`
         (403), :class:`RunNotFound` (404), or :class:`ConcurrentModification` (409) when the run kept
         moving under it."""
-        claim, job_id, scheduled_at = self._claim(run_id, token)
         note = truncate(progress, MAX_PROGRESS_CHARS)
-        store = self.ending.store
-        for _ in range(ROUNDS):
-            now = self.clock.now_ms()
-            run = store.get_run(job_id, scheduled_at)
-            callbacks.judge(run, claim, now)
-            job = self._job_of(run, now)
+        for now, run, job in self._rounds(run_id, token):
             until = callbacks.deadline(job, run, now) if run.state is RunState.ACCEPTED else None
             try:
-                return store.callback_beat(run, now, until, note)
+                return self.ending.store.callback_beat(run, now, until, note)
             except ConcurrentModification:
                 continue
         raise ConcurrentModification(f"run {run_id} kept changing; send the heartbeat again", field="run_id")
@@ -122,22 +116,27 @@ class Callbacks:
         """End the token's attempt as ``report`` says, once: succeeded; or failed, then retried or
         buried by the job's retry policy. Returns the run as written. Raises as :meth:`heartbeat`;
         a second completion of one attempt is :class:`AttemptCompleted` (403)."""
-        claim, job_id, scheduled_at = self._claim(run_id, token)
-        store = self.ending.store
-        for _ in range(ROUNDS):
-            now = self.clock.now_ms()
-            run = store.get_run(job_id, scheduled_at)
-            callbacks.judge(run, claim, now)
-            job = self._job_of(run, now)
+        for now, run, job in self._rounds(run_id, token):
             verdict = retry.verdict(
                 ok=report.succeeded, retryable=report.retryable, attempt=run.attempt, max_retries=job.max_retries
             )
             record = callbacks.report_record(run, report, now)
             try:
-                return self.ending.end(job, run, verdict, record, now, store.callback_complete)
+                return self.ending.end(job, run, verdict, record, now, self.ending.store.callback_complete)
             except ConcurrentModification:
                 continue
         raise ConcurrentModification(f"run {run_id} kept changing; send the completion again", field="run_id")
+
+    def _rounds(self, run_id: str, token: str | None) -> Iterator[tuple[int, Run, Job]]:
+        """At most :data:`ROUNDS` tries of one callback: each reads the run afresh, judges the token's
+        attempt on it (raising why not) and finds its job; the caller writes, and takes the next
+        round when its write was refused (the run moved under it). Raises as :meth:`heartbeat`."""
+        claim, job_id, scheduled_at = self._claim(run_id, token)
+        for _ in range(ROUNDS):
+            now = self.clock.now_ms()
+            run = self.ending.store.get_run(job_id, scheduled_at)
+            callbacks.judge(run, claim, now)
+            yield now, run, self._job_of(run, now)
 
     def _job_of(self, run: Run, now: int) -> Job:
         """The run's job; if it was deleted, :class:`AttemptSuperseded`, after cancelling the run if it
