@@ -40,6 +40,7 @@ class InFlight:
     started: int  # worker clock
     stalled: bool
     duration: int = 0
+    confirm: bool = False  # a reserved call whose attempt its finish confirms (Done.confirm)
 
 
 class SimWorker:
@@ -170,8 +171,9 @@ class SimWorker:
         self.at(not_before, lambda: self._at_instant(holding, begun))
 
     def _at_instant(self, holding: batch.Holding, begun: reserving.Begun) -> None:
-        """As the worker's instant task: the reserved runs called at once, then confirmed (a refused
-        confirm cuts its call); the rest leased, then called."""
+        """As the worker's instant task: the reserved runs called at once; those answered at once
+        finished by writes that confirm them (``Done.confirm``: refused, the answer is dropped), the
+        others confirmed (a refused confirm cuts its call); the rest leased, then called."""
         try:
             self._start_instant(holding, begun)
         finally:  # as the worker: the starts are in the store, or given up
@@ -181,12 +183,25 @@ class SimWorker:
         port = self.port()
         flights = [self._begin(port, one, settle=False) for one in begun.calls]
         if begun.calls:
-            for flight, ok in zip(flights, reserving.confirm(port, begun), strict=True):
-                if not ok and flight is not None:  # the reservation was lost: the call is cut
-                    self._cut(flight)
+            # answered before the confirms go out (the calls that end at once): confirmed by their finish;
+            # so is a stalled call's: the process stalls before its confirms, and its answer comes after
+            # the reservation ended (the finish is refused if another worker took the run meanwhile)
+            for flight in flights:
+                if flight is not None and (flight.duration == 0 or flight.stalled):
+                    flight.confirm = True
             for flight in flights:
                 if flight is not None and flight.duration == 0:
                     self._end(flight, 0, flight.leased.job.timeout_s * SECOND)
+            pending = reserving.Begun(now=begun.now, seen=begun.seen)
+            in_flight = []
+            for one, flight in zip(begun.calls, flights, strict=True):
+                if flight is None or not flight.confirm:
+                    pending.calls.append(one)
+                    in_flight.append(flight)
+            if pending.calls:
+                for flight, ok in zip(in_flight, reserving.confirm(port, pending), strict=True):
+                    if not ok and flight is not None:  # the reservation was lost: the call is cut
+                        self._cut(flight)
         rest = [*begun.rest, *(d for d in holding.deliveries if d.receipt not in holding.reserved)]
         prepared = batch.prepare(port, rest, known=holding.jobs, seen=holding.runs, defer_cover=True)
         self._begin_all(port, prepared.leased)
@@ -283,7 +298,8 @@ class SimWorker:
         result = self.sim.target_result(leased, duration >= timeout_ms)
         if duration >= timeout_ms:
             result = timed_out(timeout_ms / SECOND)
-        batch_finish.settle(self.port(), [batch_finish.Done(leased, result, flight.started, self.clock.now_ms())])
+        done = batch_finish.Done(leased, result, flight.started, self.clock.now_ms(), confirm=flight.confirm)
+        batch_finish.settle(self.port(), [done])
 
 
 def scripted(fail: bool) -> TargetResult:

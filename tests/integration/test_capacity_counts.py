@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from moto import mock_aws
 
-from punctual import resources
+from punctual import resources, rules
 from punctual.capacity.counts import (
     CLAIM_WINDOW_S,
     READ_REQUESTS_LAMBDA_WORKER,
@@ -39,7 +39,7 @@ from punctual.execution.options import ExecutionOptions, Outcome
 from punctual.execution.sqs_events import LambdaWorker
 from punctual.execution.targets import TargetResult
 from punctual.model import HttpTarget, Job, Run, RunState
-from punctual.port import LeaseOutcome, LeaseRequest, Reservation, RunChange
+from punctual.port import Finish, Hold, LeaseOutcome, LeaseRequest, Reservation, RunChange
 from punctual.scheduling.claim import claim_page
 from punctual.scheduling.planning import PlanOptions, window_end
 from tests.contract.factories import attempt, make_job
@@ -234,22 +234,34 @@ def test_a_claim_window_pays_the_claim_once_per_window(windowed: AwsEngine, cloc
     runs = WINDOW_JOBS * claim_runs
     assert (stats.inserted, stats.dispatched, stats.advanced) == (runs, runs, WINDOW_JOBS)
     # each run leased and finished at its instant (as the worker does: the lease's and the finish's writes);
-    # the second job's runs pre-leased (the Fargate tier): reserved before the instant, confirmed after it
+    # the second job's runs pre-leased (the Fargate tier): reserved before the instant, then its call's
+    # answer, in before the confirms go out, confirmed and finished in one write (Finish.confirm); one
+    # run of the first job is pre-leased and still in flight at the confirms: reserved, confirmed, finished
     times = [T0 + i * interval_s * 1000 for i in range(claim_runs)]
     with meter.phase("execute"):
         for job in jobs:
             for at in times:
-                if job is jobs[1]:
+                done = attempt(1, "w1", at, at + 500)
+                change = RunChange(RunState.SUCCEEDED, at + 500, at + 500, append=done, finished_at=at + 500)
+                in_flight = job is jobs[0] and at == times[-1]
+                if job is jobs[1] or in_flight:
                     meter.phase("reserve")
                     [seen] = store.reserve_runs([Reservation(store.get_run(job.id, at), at + 3_000)], "w1", at)
                     assert seen is not None
+                    meter.phase("execute")
+                if in_flight:
+                    meter.phase("confirm")
                     confirm = LeaseRequest(job.id, at, 60_000, seen=seen, confirm=True)
                     assert store.lease_runs([confirm], "w1", at)[0].outcome is LeaseOutcome.LEASED
                     meter.phase("execute")
+                elif job is jobs[1]:
+                    leased = rules.leased(seen, "w1", at, 60_000)
+                    finish = Finish(Hold(job.id, at, "w1", 1), change, leased=leased, confirm=True)
+                    [finished] = store.finish_runs([finish])
+                    assert finished is not None and finished == rules.apply_change(leased, change)
+                    continue
                 else:
                     assert store.lease_run(job.id, at, "w1", at, 60_000).outcome is LeaseOutcome.LEASED
-                done = attempt(1, "w1", at, at + 500)
-                change = RunChange(RunState.SUCCEEDED, at + 500, at + 500, append=done, finished_at=at + 500)
                 assert store.finish_run(job.id, at, "w1", 1, change).state is RunState.SUCCEEDED
     # the reaper's pass once the windows' last times are a minute old: nothing to do, the markers closed
     now = times[-1] + 120_000
@@ -266,14 +278,22 @@ def test_a_claim_window_pays_the_claim_once_per_window(windowed: AwsEngine, cloc
     assert meter.units["claim"] == WINDOW_JOBS * 3 + runs + 2 * markers
     assert meter.units["claim"] / runs == pytest.approx(steps["claim"] + steps["insert"])
     # lease and finish: 1 each, no index entry; the marker's close: 1 and its entry deleted, 1
-    # (a pre-leased run: reserve 1 and confirm 1 for its lease)
-    assert meter.units["execute"] == 2 * runs - claim_runs
-    assert meter.units["reserve"] == 2 * claim_runs
+    # (a pre-leased run: reserve 1, then the confirm and the finish in one write, 1; in flight at the
+    # confirms, the confirm 1 more)
+    prelease = per_run(open_index=open_index, stats_counters=False, claim_runs=claim_runs, prelease=True)
+    assert meter.units["reserve"] == claim_runs + 1
+    assert meter.units["confirm"] == 1
+    assert meter.units["execute"] == 2 * (claim_runs - 1) + 1 + claim_runs
     assert meter.units.get("reap", 0) == 2 * markers
-    leased = meter.units["execute"] + meter.units["reserve"] - claim_runs  # as if every run were leased at once
-    assert (leased + meter.units.get("reap", 0)) / runs == pytest.approx(steps["lease"] + steps["finish"])
-    reserving = per_run(open_index=open_index, stats_counters=False, claim_runs=claim_runs, prelease=True)
-    assert reserving.writes.by_step["lease"] - steps["lease"] == 1
+    reap = meter.units.get("reap", 0)
+    # the pre-leased job, as the Fargate tier runs it: what the plan states for it
+    pre_leased = claim_runs + claim_runs + reap / 2  # reserve, confirmed finish, its marker's close
+    assert pre_leased / claim_runs == pytest.approx(
+        prelease.writes.by_step["lease"] + prelease.writes.by_step["finish"]
+    )
+    leased = meter.units["execute"] + meter.units["reserve"] + meter.units["confirm"] - 1  # the in-flight one: 3
+    assert (leased + reap) / runs == pytest.approx(steps["lease"] + steps["finish"])  # as if leased at the instant
+    assert prelease.writes.total == model.writes.total  # the reservation costs what the lease at the instant does
     assert steps["claim"] == 0.3 and claim_runs == 10
     assert model.writes.total == (3.7 if open_index else 3.3)
     # reads: each marker and its runs once (consistent), and an empty open-index page per shard and pass

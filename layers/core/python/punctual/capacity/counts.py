@@ -21,6 +21,11 @@ finish     UpdateItem runs                       table 1 + ``open`` entry delete
 stats      UpdateItem leases (ADD)               1 (the per-owner minute counters of GET /stats)
 =========  ====================================  =====================================
 
+A pre-leasing worker (the Fargate tier) writes the lease step as a reservation before the instant
+(``execution.reserving``), and confirms the attempt in its finish's write when the call answered
+within ``CONFIRM_WAIT_S`` of the instant (``Finish.confirm``): 1 unit for the lease step either way
+(a call still in flight then is confirmed by a write of its own: 1 more).
+
 With a claim window, a job's window runs go without their own ``open`` entries: one marker item
 stands for them in the index (``punctual.engines.aws.windows``: put at the claim, 1 unit and 1 for
 its entry; closed by the reaper once its runs have ended, 1 and 1): 0.2 a run at insert and 0.2 at
@@ -50,9 +55,12 @@ class WriteUnits:
     claim_runs: int = 1  # runs one claim takes (a claim window's times; 1 without one): the claim's share
     insert_runs: int = 1
     insert_open: int = 1  # the run's entry in the sparse open index (0 without it)
+    # the lease at the instant; a pre-leasing worker's confirm of its reservation is merged into the
+    # finish when the call answered before the confirms went out (Finish.confirm): 0 there
     lease_runs: int = 1
-    # a pre-leasing worker (the Fargate tier) first reserves the run for its instant, then confirms the
-    # call (execution.reserving, decision 0150): one write more than a lease at the instant
+    # a pre-leasing worker (the Fargate tier) first reserves the run for its instant (execution.reserving,
+    # decision 0150), and its call's finish confirms it (one write for the confirm and the finish): the
+    # lease step costs 1 either way (2, reserve and confirm, for a call still in flight at the confirms)
     reserve_runs: int = 0
     finish_runs: int = 1
     finish_open: int = 1  # the entry deleted at the terminal write (0 without it)
@@ -125,7 +133,8 @@ def per_run(
     """The measured per-run counts for a deployment with or without the ``open`` index and the
     GET /stats counters (``Settings.open_index``, ``Settings.stats_counters``), whose claims take
     ``claim_runs`` runs each (a claim window's times of a job: :func:`claim_runs_of`), its workers
-    pre-leasing (``prelease``: a reservation before the instant, then the confirm) or not.
+    pre-leasing (``prelease``: a reservation before the instant, confirmed by the finish of a call
+    answered within ``execution.reserving.CONFIRM_WAIT_S``) or not.
 
     ``worker`` is ``lambda`` (the SQS event source receives and deletes in batches of 10) or
     ``process`` (``punctual worker``, the Fargate task).
@@ -135,6 +144,7 @@ def per_run(
         finish_open=1 if open_index else 0,
         finish_stats=1 if stats_counters else 0,
         claim_runs=claim_runs,
+        lease_runs=0 if prelease else 1,
         reserve_runs=1 if prelease else 0,
     )
     sqs = dict(SQS_LAMBDA if worker == "lambda" else SQS_PROCESS)

@@ -51,7 +51,8 @@ def extras(counts: PerRun) -> Extras:
     return Extras(
         retry_rate=retry,
         tenant_wait_rate=wait,
-        runs_write_units=retry * (w.lease_runs + w.finish_runs),
+        # a retry is leased when its backoff ends, never reserved ahead (pre-leasing or not): 1 unit
+        runs_write_units=retry * (1 + w.finish_runs),
         leases_write_units=wait * 1.0,
         sqs_requests=(retry + wait) * REQUESTS_PER_WAIT,
         attempts=1.0 + retry,

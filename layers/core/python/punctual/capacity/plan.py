@@ -34,7 +34,7 @@ def plan_capacity(load: Load) -> CapacityPlan:
     counters = stats_counters_for(load)
     window_s = claim_window_for(load.burst_interval_s)
     claim_runs = claim_runs_of(window_s, load.burst_interval_s)
-    # the writes of each way of working: the Fargate tier pre-leases (a reservation more a run)
+    # the writes of each way of working: the Fargate tier pre-leases (a reservation, confirmed by the finish)
     by_prelease = {
         prelease: per_run(open_index=load.open_index, stats_counters=counters, claim_runs=claim_runs, prelease=prelease)
         for prelease in (False, True)

@@ -2,7 +2,8 @@
 finished and their messages settled, leases beaten, a batch at a time through the port.
 
 - :func:`settle`, after the targets answered: one :meth:`Engine.finish_and_ack` (or its two steps
-  when the messages belong to a Lambda batch), then dependents released, alerts, retry backoffs
+  when the messages belong to a Lambda batch; a reserved run answered before its confirm is
+  confirmed by its finish, ``Done.confirm``), then dependents released, alerts, retry backoffs
   and log entries on runs cancelled under their attempt. This is where a worker's run turns
   terminal: a run that owes something (a release of dependent jobs, an alert) keeps its message
   until that is done, so a crash in between does it on redelivery.
@@ -50,6 +51,9 @@ class Done:
     result: TargetResult | None
     started_at: int
     finished_at: int
+    # answered before its attempt's confirm went out (``execution.reserving``): the finish confirms
+    # it in the same write (``Finish.confirm``); refused, the answer is dropped as a refused confirm's
+    confirm: bool = False
 
 
 def settle(port: Port, done: Sequence[Done]) -> list[Outcome]:
@@ -86,7 +90,8 @@ def settle(port: Port, done: Sequence[Done]) -> list[Outcome]:
         ack_now = change.state is RunState.ACCEPTED or (
             change.state.is_terminal and acks_with_finish(leased.job, change.state, port.options)
         )
-        finishes.append(Finish(leased.hold, change, leased.delivery.receipt if ack_now else None, leased.run))
+        ack = leased.delivery.receipt if ack_now else None
+        finishes.append(Finish(leased.hold, change, ack, leased.run, confirm=item.confirm))
         records.append(record)
 
     runs = port.complete(finishes)
@@ -110,7 +115,10 @@ def settle(port: Port, done: Sequence[Done]) -> list[Outcome]:
     drops: list[str] = []
     for item, finish, record, run in zip(done, finishes, records, runs, strict=True):
         leased = item.leased
-        if run is None:
+        if run is None and item.confirm:  # the reservation was lost: the run comes back when it ends
+            logger.warning("run %s: its reservation was lost before its attempt was confirmed", leased.run.run_id)
+            outcomes.append(Outcome.LEASE_LOST)
+        elif run is None:
             logger.warning("run %s attempt %d: finish refused (lease lost)", leased.run.run_id, leased.run.attempt)
             if record is not None:
                 log_on_cancelled_run(port.store, leased.run, record, now)

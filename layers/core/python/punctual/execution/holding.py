@@ -3,15 +3,19 @@
 A group of runs whose instant is still ahead is held: their jobs and runs are read, the runs that
 may start as they are reserved for this worker (``execution.reserving``: no attempt counted), their
 requests built and connections opened. At the instant, every run held for it, from however many
-receives, is handled by one task: the reserved runs whose jobs did not change are called at once
-and confirmed once the burst's answers were read (a refused confirm cuts its call); the others are
-leased first (``batch.prepare``), then called. A worker starts one copy of a run's message at a time
-(:meth:`Holding._claim_starts`). Mixed into :class:`punctual.execution.worker.Worker`.
+receives, is handled by one task: the reserved runs whose jobs did not change are called at once;
+once their answers are in (or ``reserving.CONFIRM_WAIT_S`` passed, or a burst's quiet), those
+answered are finished by writes that also confirm them (``Done.confirm``: one write a run), and
+those still in flight are confirmed (a refused confirm cuts its call, a refused confirmed finish
+drops its answer); the others are leased first (``batch.prepare``), then called. A worker starts
+one copy of a run's message at a time (:meth:`Holding._claim_starts`). Mixed into
+:class:`punctual.execution.worker.Worker`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Callable
 from functools import partial
@@ -184,14 +188,16 @@ class Holding:
             state.unconfirmed.update(one.delivery.receipt for one in begun.calls)
             calls = [(one, self._start(state, one, instant.futures[one.delivery.receipt])) for one in begun.calls]
             started.extend(begun.calls)
-            if calls:  # the calls are on their way: now their attempts are counted
-                if (quiet := state.quiet_until - state.loop.time()) > 0:  # once the burst's answers are read
-                    await asyncio.sleep(quiet)
+            if calls:  # the calls are on their way: their attempts are counted once answered, or soon after
+                await self._until_answered(state, begun.calls, instant.futures)
+                pending = self._finish_answered(state, begun)
                 try:
-                    confirmed = await self._blocking(reserving.confirm, self.port, begun, urgent=True)
+                    confirmed = await self._blocking(reserving.confirm, self.port, pending, urgent=True)
                 finally:
-                    state.unconfirmed.difference_update(one.delivery.receipt for one in begun.calls)
-                for (one, running), ok in zip(calls, confirmed, strict=True):
+                    state.unconfirmed.difference_update(one.delivery.receipt for one in pending.calls)
+                waiting = {one.delivery.receipt for one in pending.calls}
+                in_flight = [(one, running) for one, running in calls if one.delivery.receipt in waiting]
+                for (one, running), ok in zip(in_flight, confirmed, strict=True):
                     self._confirmed(state, one, running, ok)
             rest = [d for d in instant.deliveries if d.receipt not in instant.reserved]
             lease = partial(batch.prepare, known=instant.jobs, seen=instant.runs, defer_cover=True)
@@ -248,6 +254,37 @@ class Holding:
         for delivery in deliveries:
             if starting.get(delivery.run_id) == delivery.receipt:
                 del starting[delivery.run_id]
+
+    async def _until_answered(
+        self, state: LoopState, calls: list[batch.Leased], futures: dict[str, asyncio.Future[Settled]]
+    ) -> None:
+        """Wait until every one of ``calls`` was answered (or settled otherwise), at most until
+        ``reserving.CONFIRM_WAIT_S`` from now or the end of a burst's quiet, whichever is later:
+        an answer that comes first is confirmed by its finish (one write instead of two)."""
+        deadline = max(state.quiet_until, state.loop.time() + reserving.CONFIRM_WAIT_S)
+        pending = [one.delivery.receipt for one in calls]
+        while True:  # bounded by the deadline
+            pending = [r for r in pending if r not in state.parked and not futures[r].done()]
+            if not pending or (left := deadline - state.loop.time()) <= 0:
+                return
+            await asyncio.sleep(min(reserving.ANSWERS_POLL_S, left))
+
+    def _finish_answered(self, state: LoopState, begun: reserving.Begun) -> reserving.Begun:
+        """Hand the calls of ``begun`` answered by now to the settle loop, each finish confirming its
+        attempt (``Done.confirm``: one conditional write); returns the rest, still in flight, to confirm."""
+        pending = reserving.Begun(now=begun.now, seen=begun.seen)
+        for one in begun.calls:
+            receipt = one.delivery.receipt
+            parked = state.parked.pop(receipt, None)
+            if parked is None:
+                pending.calls.append(one)
+                continue
+            state.unconfirmed.discard(receipt)
+            done, future = parked
+            state.done.append((dataclasses.replace(done, confirm=True), future))
+        if len(pending.calls) < len(begun.calls):
+            state.settle.set()
+        return pending
 
     def _confirmed(self, state: LoopState, leased: batch.Leased, running: Running | None, ok: bool) -> None:
         """Its confirm is back: an answer that came first is settled now; a refused confirm (the

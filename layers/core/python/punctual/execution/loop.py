@@ -159,7 +159,9 @@ async def beat_loop(state: LoopState, port: batch.Port, options: ExecutionOption
     while True:
         await asyncio.sleep(tick)
         now = time.monotonic()
-        due = [running for running in state.running.values() if running.next_beat <= now]
+        # a reserved run's call before its confirm holds no lease to extend yet (its reservation holds it)
+        unconfirmed = state.unconfirmed
+        due = [r for r in state.running.values() if r.next_beat <= now and r.leased.delivery.receipt not in unconfirmed]
         if not due:
             continue
         try:

@@ -7,10 +7,13 @@ runs that qualify are *reserved* for this worker until shortly after their insta
 finds it HELD). Just before the instant (:func:`begin_reserved`, :data:`BEGIN_AHEAD_MS`): one read
 of the jobs' versions decides which reserved runs go ahead as they were read; their attempts are
 built in memory (``rules.leased`` of the reserved copy), and at the instant their calls are written
-at once. Right after
-(:func:`confirm`): one batch of confirms (``LeaseRequest.confirm``) counts the attempts, each only if
-the run is still reserved by this worker at the attempt seen. A confirm that is refused means the
-reservation was lost (it ended and another worker took the run): that call is cut.
+at once. Once their answers are in, or :data:`CONFIRM_WAIT_S` later: a call answered by then is
+finished by a write that also confirms it (``Finish.confirm``, one write: the confirm and the finish
+under the confirm's condition), and one batch of confirms (:func:`confirm`, ``LeaseRequest.confirm``)
+counts the attempts of the calls still in flight; each only if the run is still reserved by this
+worker at the attempt seen. A confirm that is refused means the reservation was lost (it ended and
+another worker took the run): that call is cut; a confirmed finish refused drops its answer, nothing
+written: the run comes back when the reservation ends and is called again.
 
 So an attempt is counted only for a call that began (invariant (a), with no exception for a worker
 that dies between the two), the instant holds reads only, and a worker that dies holding runs gives
@@ -38,6 +41,11 @@ logger = logging.getLogger(__name__)
 # machine. It is within the second before an instant whose commits the contract does not promise (c).
 BEGIN_AHEAD_MS = 500
 CONFIRM_TRIES = 3  # a confirm batch that fails (a throttle) is tried again before its calls are cut
+# The confirms wait this long after the calls (or a burst's quiet, if longer) for the answers: a call
+# answered by then is confirmed by its finish, one write instead of two (``Done.confirm``). Well
+# within the reservation's grace (rules.RESERVATION_GRACE_MS): the confirms still land before it ends.
+CONFIRM_WAIT_S = 0.75
+ANSWERS_POLL_S = 0.05  # how often the wait looks for the answers
 
 
 def hold_and_reserve(port: Port, deliveries: Sequence[Delivery], *, instant: int) -> Holding:

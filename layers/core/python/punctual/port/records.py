@@ -180,6 +180,11 @@ class Finish:
     change: RunChange
     ack: str | None = None
     leased: Run | None = None
+    # The confirm merged into the finish (``execution.reserving``: the call was answered before its
+    # confirm went out): applies iff the run is still reserved by the hold's worker at the attempt
+    # before the hold's (``rules.confirms``), and writes ``rules.apply_change(leased, change)``
+    # (``leased``, required: ``rules.leased`` of the run as reserved, at the attempt's start).
+    confirm: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -219,7 +219,8 @@ class Store(RunReads, LimitWaits, OutcomeStore, AlertStore, CalendarStore, Callb
     def finish_runs(self, finishes: Sequence[Finish]) -> list[Run | None]:
         """:meth:`finish_run` for each finish, in one step where the engine can. One result per
         finish: the run after the change, or None if the lease was lost (:class:`LeaseLost` of a
-        single finish). ``Finish.ack`` is ignored here (see :meth:`Engine.finish_and_ack`).
+        single finish). ``Finish.ack`` is ignored here (see :meth:`Engine.finish_and_ack`). A
+        ``Finish.confirm`` needs the reservation instead of the lease (None: it was lost).
         """
 
     @abstractmethod

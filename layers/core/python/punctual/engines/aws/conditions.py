@@ -51,6 +51,9 @@ LEASABLE = f"({IS_SCHEDULED} AND {NOT_RESERVED_BY_ANOTHER}) OR ({RETRY_READY})"
 # rules.reservable, at the attempt the worker read; rules.confirms
 RESERVABLE = f"{IS_SCHEDULED} AND attempt = :seen_attempt AND {NOT_RESERVED_BY_ANOTHER}"
 CONFIRMABLE = f"{IS_SCHEDULED} AND worker_id = :worker AND attempt = :seen_attempt"
+# the confirm merged into the finish (Finish.confirm: the call was answered before its confirm went
+# out): one write, under the same condition as the confirm it replaces (rules.confirms)
+CONFIRMED_FINISH = CONFIRMABLE
 
 # -- runs: takeover of an expired lease ------------------------------------------------------------
 # Decided from the image the failed LEASABLE write returned; this compare-and-set makes sure nobody

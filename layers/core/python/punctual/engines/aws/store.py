@@ -318,6 +318,8 @@ class DynamoStore(
     def finish_runs(self, finishes: Sequence[Finish]) -> list[Run | None]:
         def one(finish: Finish) -> Run | None:
             h = finish.hold
+            if finish.confirm:
+                return self._confirmed_finish(finish)
             try:
                 return self.finish_run(h.job_id, h.scheduled_at, h.worker_id, h.attempt, finish.change)
             except LeaseLost:

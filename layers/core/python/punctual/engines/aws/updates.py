@@ -85,3 +85,22 @@ def change_expression(change: RunChange, *, retention_days: int) -> c.Expression
             expires=n(change.now // 1000 + retention_days * 86_400),
         )
     return expr
+
+
+def confirmed_finish_expression(change: RunChange, leased: Run, *, retention_days: int) -> c.Expression:
+    """The confirm and the finish in one update (``Finish.confirm``): ``change`` applied to the run
+    as its confirm would have leased it (``leased``: ``rules.leased`` of the run as reserved), so the
+    item ends as ``rules.apply_change(leased, change)`` does in memory. Only a change that clears the
+    lease qualifies (an accepted attempt keeps it: callback jobs are never reserved)."""
+    if not change.clear_lease:
+        raise ValueError("a confirmed finish clears the lease")
+    assert leased.started_at is not None  # rules.leased sets it
+    expr = change_expression(change, retention_days=retention_days)
+    if change.attempt is None:
+        expr.set("attempt = :new_attempt", new_attempt=n(leased.attempt))
+    expr.set("started_at = if_not_exists(started_at, :started)", started=n(leased.started_at))
+    if change.note is None:
+        expr.remove("note")  # a waiting run's note goes with the wait (rules.leased)
+    if change.state is RunState.RETRYING and change.next_attempt_at is None:
+        expr.remove("next_attempt_at")
+    return expr

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from punctual import ids, rules
-from punctual.engines.embedded.set_writes import finish_held, lease_scheduled
+from punctual.engines.embedded.set_writes import confirm_finished, finish_held, lease_scheduled
 from punctual.errors import LeaseLost
 from punctual.model import Run
 from punctual.port import Beat, Finish, Hold, LeaseOutcome, LeaseRequest, LeaseResult, RunChange
@@ -99,15 +99,39 @@ def _lease_by_rules(conn: sqlite3.Connection, request: LeaseRequest, worker_id: 
 
 
 def finish_all_in(conn: sqlite3.Connection, finishes: Sequence[Finish]) -> list[Run | None]:
-    """Each finish inside the caller's write transaction; None where the lease was lost. The common
-    case is one statement per few hundred finishes (``set_writes.finish_held``); the rest, one by one."""
+    """Each finish inside the caller's write transaction; None where the lease was lost (for a
+    ``Finish.confirm``: the reservation). The common case is one statement per few hundred finishes
+    (``set_writes.finish_held``, ``set_writes.confirm_finished``); the rest, one by one."""
     done = finish_held(conn, finishes)
-    return [
-        run
-        if (run := done.pop((finish.hold.job_id, finish.hold.scheduled_at), None)) is not None
-        else held(finish_in, conn, finish.hold, finish.change)
-        for finish in finishes
-    ]
+    confirmed = confirm_finished(conn, finishes) if any(finish.confirm for finish in finishes) else {}
+    results: list[Run | None] = []
+    for finish in finishes:
+        key = (finish.hold.job_id, finish.hold.scheduled_at)
+        if finish.confirm:
+            run = confirmed.pop(key, None)
+            results.append(run if run is not None else confirmed_finish_in(conn, finish))
+        else:
+            run = done.pop(key, None)
+            results.append(run if run is not None else held(finish_in, conn, finish.hold, finish.change))
+    return results
+
+
+def confirmed_finish_in(conn: sqlite3.Connection, finish: Finish) -> Run | None:
+    """``Finish.confirm``: the confirm and the finish in one write, iff the run is still reserved by
+    the hold's worker at the attempt before the hold's (``rules.confirms``, the confirm's guard);
+    the run as written, or None (the reservation was lost: nothing is written)."""
+    hold, leased = finish.hold, finish.leased
+    if leased is None or leased.started_at is None or leased.lease_expires_at is None:
+        raise ValueError("a confirmed finish needs the run as leased")
+    run = load_run(conn, hold.job_id, hold.scheduled_at)
+    if not rules.confirms(run, hold.worker_id, hold.attempt - 1):
+        return None
+    assert run is not None
+    start = leased.started_at  # the attempt's start, as its confirm would have leased the stored run
+    begun = rules.leased(run, hold.worker_id, start, leased.lease_expires_at - start)
+    finished = rules.apply_change(begun, finish.change)
+    save_run(conn, finished)
+    return finished
 
 
 def finish_in(conn: sqlite3.Connection, hold: Hold, change: RunChange) -> Run:

@@ -101,6 +101,27 @@ _FINISH_SET = (
     " AND runs.worker_id = k.w AND runs.attempt = k.a"
     f" AND (k.room OR json_array_length(runs.doc, '$.attempts') < {MAX_ATTEMPTS_KEPT})"
 )
+# The confirm merged into the finish (Finish.confirm): rules.apply_change of rules.leased under
+# rules.confirms (scheduled, reserved by this worker at the attempt seen), for a change that clears
+# the lease, appends a record to a log with room for it and leaves the attempt to the lease. The
+# lease's fields the change does not overwrite: attempt + 1, started_at kept once set, no note.
+_CONFIRMED_FINISH_SET = (
+    "WITH k(j, s, w, a, st, dl, rec, fin, nxt, note, sa) AS (VALUES {rows})"
+    " UPDATE runs SET state = k.st, deadline_at = k.dl, attempt = runs.attempt + 1,"
+    " worker_id = NULL, lease_expires_at = NULL,"
+    " next_attempt_at = CASE WHEN k.st = 'retrying' THEN k.nxt END,"
+    " started_at = coalesce(runs.started_at, k.sa), finished_at = coalesce(k.fin, runs.finished_at),"
+    " doc = json_set(runs.doc, '$.state', k.st, '$.deadline_at', k.dl, '$.attempt', runs.attempt + 1,"
+    " '$.worker_id', NULL, '$.lease_expires_at', NULL,"
+    " '$.next_attempt_at', CASE WHEN k.st = 'retrying' THEN k.nxt END,"
+    " '$.started_at', coalesce(runs.started_at, k.sa),"
+    " CASE WHEN k.fin IS NULL THEN '$.state' ELSE '$.finished_at' END, coalesce(k.fin, k.st),"
+    " '$.note', k.note, '$.attempts[#]', json(k.rec))"
+    " FROM k WHERE runs.job_id = k.j AND runs.scheduled_at = k.s AND runs.state = 'scheduled'"
+    " AND runs.worker_id = k.w AND runs.attempt = k.a"
+    f" AND json_array_length(runs.doc, '$.attempts') < {MAX_ATTEMPTS_KEPT}"
+)
+_CONFIRMED_FINISH = _CONFIRMED_FINISH_SET + " RETURNING runs.job_id, runs.scheduled_at"
 _FINISH = _FINISH_SET + " RETURNING runs.job_id, runs.scheduled_at, runs.doc"
 _LEASE = _LEASE_SET + " RETURNING runs.doc"
 # an accepted attempt moves its lease to the heartbeat deadline (RunChange.lease_until): the per-run path
@@ -162,7 +183,8 @@ def reserve_scheduled(
 def finish_held(conn: sqlite3.Connection, finishes: Sequence[Finish]) -> dict[RunKey, Run]:
     """Apply every finish that appends an attempt record, where its lease is still held and the
     log has room (the first finish for a run; a repeat is left to the per-run path). Returns the
-    finished runs by (job_id, scheduled_at), inside the caller's write transaction.
+    finished runs by (job_id, scheduled_at), inside the caller's write transaction. A confirmed
+    finish (``Finish.confirm``) is :func:`confirm_finished`'s.
 
     A finish whose ``leased`` copy is usable (:func:`_usable`) returns ``rules.apply_change`` of it
     (see :class:`~punctual.port.Finish`), the others the row as written, parsed."""
@@ -171,7 +193,7 @@ def finish_held(conn: sqlite3.Connection, finishes: Sequence[Finish]) -> dict[Ru
     for finish in finishes:
         hold, change = finish.hold, finish.change
         key = (hold.job_id, hold.scheduled_at)
-        if change.append is None or change.state not in _FINISHABLE or key in rows:
+        if change.append is None or change.state not in _FINISHABLE or key in rows or finish.confirm:
             continue
         leased = _usable(finish)
         if leased is not None:
@@ -193,6 +215,46 @@ def finish_held(conn: sqlite3.Connection, finishes: Sequence[Finish]) -> dict[Ru
             key = (job_id, scheduled_at)
             copy = known.get(key)
             written[key] = Run.model_validate_json(doc) if copy is None else rules.apply_change(*copy)
+    return written
+
+
+def confirm_finished(conn: sqlite3.Connection, finishes: Sequence[Finish]) -> dict[RunKey, Run]:
+    """Apply every confirmed finish (``Finish.confirm``) of the common case: one statement per chunk,
+    each run written where ``rules.confirms`` holds and its log has room, the result
+    ``rules.apply_change(finish.leased, change)`` (as a confirm's is ``rules.leased`` of the copy
+    seen). Returns the finished runs by (job_id, scheduled_at); the others are left to the per-run
+    path (``runs.confirmed_finish_in``), in the caller's write transaction."""
+    rows: dict[RunKey, tuple[Any, ...]] = {}
+    known: dict[RunKey, tuple[Run, RunChange]] = {}
+    for finish in finishes:
+        hold, change, leased = finish.hold, finish.change, finish.leased
+        key = (hold.job_id, hold.scheduled_at)
+        common = (
+            finish.confirm
+            and leased is not None
+            and leased.started_at is not None
+            and leased.attempt == hold.attempt
+            and change.append is not None
+            and change.state in _FINISHABLE
+            and change.clear_lease
+            and change.attempt is None
+        )
+        if not common or key in rows:
+            continue
+        assert leased is not None and change.append is not None
+        known[key] = (leased, change)
+        rows[key] = (
+            hold.job_id, hold.scheduled_at, hold.worker_id, hold.attempt - 1, str(change.state), change.deadline_at,
+            _ATTEMPT_JSON(change.append).decode(), change.finished_at, change.next_attempt_at, change.note,
+            leased.started_at,
+        )  # fmt: skip
+    written: dict[RunKey, Run] = {}
+    for chunk in chunks(list(rows.values()), _CHUNK):
+        if _all_applied(conn, _CONFIRMED_FINISH_SET, 11, chunk):
+            keys = [(row[0], row[1]) for row in chunk]
+        else:  # some reservations were lost: RETURNING says which were written
+            keys = list(_execute(conn, _CONFIRMED_FINISH, 11, chunk, padded=True))
+        written.update(((job_id, at), rules.apply_change(*known[(job_id, at)])) for job_id, at in keys)
     return written
 
 
