@@ -14,7 +14,8 @@ Checks, each named by the invariant of docs/execution.md it checks:
     call begin, or its lease was committed at (or after) the run's instant by a worker that then
     died before the call could be written (the commit is the attempt's beginning);
 (b) two calls of one run never overlap unless the first one's lease (the one its worker held and
-    extended) had expired by the clock of whoever took the run over, worker or reaper;
+    extended; a reserved call's reservation until its confirm) had expired by the clock of whoever
+    took the run over, worker or reaper;
 (c) a pause or delete committed at least 1 s before an instant means no call for that instant; a
     schedule edit committed by then decides whether the instant exists; a call uses a job at
     least as new as the last edit committed by then;

@@ -41,6 +41,7 @@ class InFlight:
     stalled: bool
     duration: int = 0
     confirm: bool = False  # a reserved call whose attempt its finish confirms (Done.confirm)
+    awaiting_confirm: bool = False  # a reserved call whose confirm is planned: answered first, its finish confirms it
 
 
 class SimWorker:
@@ -171,41 +172,71 @@ class SimWorker:
         self.at(not_before, lambda: self._at_instant(holding, begun))
 
     def _at_instant(self, holding: batch.Holding, begun: reserving.Begun) -> None:
-        """As the worker's instant task: the reserved runs called at once; those answered at once
-        finished by writes that confirm them (``Done.confirm``: refused, the answer is dropped), the
-        others confirmed (a refused confirm cuts its call); the rest leased, then called."""
+        """As the worker's instant task: the reserved runs called at once, their confirms planned for
+        when they are answered or ``reserving.CONFIRM_WAIT_S`` later (:meth:`_confirm`); the rest
+        leased, then called. The reserved runs' starts are released once confirmed."""
+        confirming: list[Delivery] = []
         try:
-            self._start_instant(holding, begun)
+            confirming = self._start_instant(holding, begun)
         finally:  # as the worker: the starts are in the store, or given up
-            self._release(holding.deliveries)
+            later = {delivery.receipt for delivery in confirming}
+            self._release([d for d in holding.deliveries if d.receipt not in later])
 
-    def _start_instant(self, holding: batch.Holding, begun: reserving.Begun) -> None:
+    def _start_instant(self, holding: batch.Holding, begun: reserving.Begun) -> list[Delivery]:
+        """Returns the deliveries of the reserved calls whose confirm is still to come."""
         port = self.port()
         flights = [self._begin(port, one, settle=False) for one in begun.calls]
+        waiting: list[tuple[batch.Leased, InFlight | None]] = []
         if begun.calls:
-            # answered before the confirms go out (the calls that end at once): confirmed by their finish;
-            # so is a stalled call's: the process stalls before its confirms, and its answer comes after
-            # the reservation ended (the finish is refused if another worker took the run meanwhile)
+            # until its confirm, a reserved call is covered by its reservation only (instant + grace,
+            # by this worker's clock): a process that stalls past it may see its run taken over (b)
+            for one, flight in zip(begun.calls, flights, strict=True):
+                if flight is not None:
+                    flight.call.lease_end = begun.seen[one.delivery.receipt].lease_expires_at or 0
+            # the call of a process that stalls before its confirms (the other stalls come after them)
+            # is confirmed by its finish: its answer comes after the reservation ended, and its finish
+            # is refused if another worker took the run meanwhile
             for flight in flights:
-                if flight is not None and (flight.duration == 0 or flight.stalled):
+                if flight is not None and flight.stalled and self.sim.rng.random() < 0.5:
                     flight.confirm = True
-            for flight in flights:
-                if flight is not None and flight.duration == 0:
-                    self._end(flight, 0, flight.leased.job.timeout_s * SECOND)
-            pending = reserving.Begun(now=begun.now, seen=begun.seen)
-            in_flight = []
             for one, flight in zip(begun.calls, flights, strict=True):
                 if flight is None or not flight.confirm:
-                    pending.calls.append(one)
-                    in_flight.append(flight)
-            if pending.calls:
-                for flight, ok in zip(in_flight, reserving.confirm(port, pending), strict=True):
-                    if not ok and flight is not None:  # the reservation was lost: the call is cut
-                        self._cut(flight)
+                    waiting.append((one, flight))
+                    if flight is not None:
+                        flight.awaiting_confirm = True
+            for flight in flights:  # answered before the confirms go out: confirmed by their finish
+                if flight is not None and flight.duration == 0:
+                    self._end(flight, 0, flight.leased.job.timeout_s * SECOND)
+            if waiting:
+                wait_ms = int(reserving.CONFIRM_WAIT_S * SECOND)
+                self.at(begun.now + wait_ms, lambda: self._confirm(begun, waiting))
         rest = [*begun.rest, *(d for d in holding.deliveries if d.receipt not in holding.reserved)]
         prepared = batch.prepare(port, rest, known=holding.jobs, seen=holding.runs, defer_cover=True)
         self._begin_all(port, prepared.leased)
         batch.cover(port, begun.calls)
+        return [one.delivery for one, _ in waiting]
+
+    def _confirm(self, begun: reserving.Begun, waiting: list[tuple[batch.Leased, InFlight | None]]) -> None:
+        """As the worker's confirms: the calls answered meanwhile were confirmed by their finishes;
+        the others' attempts are counted now (a refused confirm cuts its call)."""
+        pending = reserving.Begun(now=begun.now, seen=begun.seen)
+        flights: list[InFlight | None] = []
+        for one, flight in waiting:
+            if flight is None or flight.awaiting_confirm:
+                pending.calls.append(one)
+                flights.append(flight)
+        try:
+            if pending.calls:
+                for flight, ok in zip(flights, reserving.confirm(self.port(), pending), strict=True):
+                    if flight is None:
+                        continue
+                    flight.awaiting_confirm = False
+                    if ok:  # counted: now the call holds its lease
+                        flight.call.lease_end = flight.started + flight.leased.lease_ms
+                    else:  # the reservation was lost: the call is cut
+                        self._cut(flight)
+        finally:
+            self._release([one.delivery for one, _ in waiting])
 
     def _lease_now(self, port: batch.Port, group: list[Delivery]) -> None:
         claimed = self._claim(group)
@@ -298,6 +329,8 @@ class SimWorker:
         result = self.sim.target_result(leased, duration >= timeout_ms)
         if duration >= timeout_ms:
             result = timed_out(timeout_ms / SECOND)
+        if flight.awaiting_confirm:  # answered before its confirm went out: its finish confirms it
+            flight.awaiting_confirm, flight.confirm = False, True
         done = batch_finish.Done(leased, result, flight.started, self.clock.now_ms(), confirm=flight.confirm)
         batch_finish.settle(self.port(), [done])
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import math
 import re
 from pathlib import Path
 
@@ -16,11 +17,12 @@ import pytest
 
 from punctual.capacity import CapacityPlan, Load, monthly_cost, plan_capacity, report
 from punctual.capacity.constants import CONSTANTS
-from punctual.capacity.counts import per_run
+from punctual.capacity.counts import CONFIRM_WAIT_MS, late_confirm_share, per_run
 from punctual.capacity.fleet import instance_claim_rate
 from punctual.capacity.owners import slot_ceiling
 from punctual.capacity.simulate import BurstSettings, fleet_claim_rate, simulate
 from punctual.cli import main
+from punctual.execution import reserving
 
 pytestmark = pytest.mark.unit
 
@@ -89,9 +91,10 @@ def test_mission_load_sizes_the_design_target() -> None:
     assert mission.context["warm_read_units"] == {"jobs": 48_000, "runs": 25_000}
     assert {t.name: t.quota_rru_needed for t in mission.tables}["jobs"] == 48_000  # above the 40,000 table quota
     # runs: insert 364 (+ 36 markers) + reserve 20,000 (the Fargate tier pre-leases: decision 0150) +
-    # finish 20,000 (which confirms the reservation: Finish.confirm) + 1 % retried (400) + markers closed
-    # over the minute (33) = 40,833; x1.2 -> 49,000, a quota raise; reads: pre-leases 20,000 + the reaper's 367/s
-    assert t["runs"] == (40_833.3, 20_366.7, 49_000, 49_000)
+    # finish 20,000 (which confirms the reservation: Finish.confirm) + the confirms of the calls still in
+    # flight after 0.75 s (22.31 %: 4,462) + 1 % retried (400) + markers closed over the minute (33) = 45,295;
+    # x1.2 -> 55,000, a quota raise; reads: pre-leases 20,000 + the reaper's 367/s
+    assert t["runs"] == (45_295.3, 20_366.7, 55_000, 55_000)
     # the open index: a marker per window of 10 runs, put at the claim (36/s) and closed by the reaper (33/s)
     assert t["runs.open"][:3] == (69.7, 0.1, 0)
     assert w.in_flight_runs == 29_182  # 20,000 x (10/11 s hold + 0.5 s target + 0.05 s), under 120,000
@@ -108,12 +111,23 @@ def test_mission_load_sizes_the_design_target() -> None:
     }
     assert mission.per_run["stats_counters"] is False
     # the claim window's 0.3 + insert 1.2 + reserve 1 (pre-leasing; its confirm is in the finish's write)
-    # + finish 1.2: 3.7 units a run, as on a tier that leases at the instant; issue 30 asks for 4 and
-    # $2.50 per million: 2.38
-    fargate = per_run(stats_counters=False, claim_runs=10, prelease=True)
-    assert mission.per_run["write_units_total"] == fargate.writes.total == 3.7
+    # + the confirms of the calls still in flight after 0.75 s (0.2231 for 500 ms targets) + finish 1.2:
+    # 3.92 units a run; issue 30 asks for 4 and $2.50 per million: 2.44
+    fargate = per_run(stats_counters=False, claim_runs=10, prelease=True, target_duration_ms=500)
+    assert mission.per_run["write_units_total"] == fargate.writes.total == 3.9231
     assert per_run(stats_counters=False, claim_runs=10).writes.total == 3.7
-    assert monthly_cost(MISSION, mission).per_million_runs_usd == pytest.approx(2.38, abs=0.01)
+    assert monthly_cost(MISSION, mission).per_million_runs_usd == pytest.approx(2.44, abs=0.01)
+
+
+def test_late_confirms_are_the_calls_answered_after_the_confirm_wait() -> None:
+    # the model's wait is the worker's (capacity does not import the worker)
+    assert CONFIRM_WAIT_MS == reserving.CONFIRM_WAIT_S * 1000
+    assert late_confirm_share(500) == pytest.approx(math.exp(-1.5), abs=1e-4)  # 0.2231
+    assert late_confirm_share(50) < 0.0001 and late_confirm_share(30_000) > 0.97  # fast targets; slow ones
+    # a tier that leases at the instant has no confirms; a pre-leasing one pays 1 + the late share
+    assert per_run(prelease=False, target_duration_ms=500).writes.by_step["lease"] == 1
+    assert per_run(prelease=True, target_duration_ms=500).writes.by_step["lease"] == 1.2231
+    assert per_run(prelease=True, target_duration_ms=60_000).writes.by_step["lease"] == pytest.approx(1.9876)
 
 
 def test_ten_times_the_mission_hits_hard_limits() -> None:
@@ -140,7 +154,8 @@ def test_ten_times_the_mission_hits_hard_limits() -> None:
         "owner_max_runs_per_minute",
     }
     quota = {t.name: t.quota_wru_needed for t in ten_x.tables}
-    assert quota["runs"] == 491_000  # (3,636 x 1.1 + 2 x 200,000 + 1 % retried x 2 x 200,000 + 333) x 1.2, up
+    # (3,636 x 1.1 + 2.2231 x 200,000 (the late confirms' 22.31 %) + 1 % retried x 2 x 200,000 + 333) x 1.2, up
+    assert quota["runs"] == 544_000
 
 
 def test_fargate_workers_are_sized_by_cpu() -> None:
@@ -159,8 +174,9 @@ def test_fargate_workers_are_sized_by_cpu() -> None:
 def test_dropping_the_open_index_saves_two_units_per_run() -> None:
     lean = plan(variant(MISSION, open_index=False))
     # no open index, no stats counters: claim 0.3 (a claim window of 10 runs) + insert 1, reserve 1 (the
-    # Fargate tier pre-leases), finish 1 (which confirms the reservation)
-    assert lean.per_run["write_units_total"] == 3.3
+    # Fargate tier pre-leases) + 0.2231 (the calls still in flight at the confirms), finish 1 (which
+    # confirms the reservation)
+    assert lean.per_run["write_units_total"] == 3.5231
     assert lean.scheduling.open_shards == 0
     assert "runs.open" not in {t.name for t in lean.tables}
     assert per_run(open_index=True).writes.total - per_run(open_index=False).writes.total == 2
@@ -221,7 +237,7 @@ def test_deploy_line_carries_the_plan() -> None:
     # provisioned DynamoDB, each table and index at its planned capacity (auto scaling's minimum)
     assert '-c dynamodb_billing=provisioned -c \'provisioned_write_units={"jobs":48,' in line
     # the partitions the burst needs: pre-warmed (a provisioned table has 1,000 WCU/s per partition)
-    assert """'warm_write_units={"runs":49000}'""" in line and "-c claim_window_s=600" in line
+    assert """'warm_write_units={"runs":55000}'""" in line and "-c claim_window_s=600" in line
     # reads too: the worker reads 20,000 jobs/s at 2 units (head and spec), 40,000 RRU/s, and, pre-leasing,
     # 20,000 runs/s: x1.2 = 48,000 and 24,000, above the 3,000 of the one partition their 953 and 477 RCU make
     assert '\'provisioned_read_units={"jobs":953,' in line  # 40,000 units a minute: 667/s at 70 %
@@ -237,7 +253,7 @@ def test_stats_counters_are_kept_while_one_owner_fits_them() -> None:
     assert tables(SMALL)["leases"][0] == pytest.approx(16 / 3 + 50 + 0.5, abs=0.1)
     # asked for at the mission's load: kept, at 20,000 WRU/s on leases, with the throttling warning
     kept = plan(variant(MISSION, stats_counters=True))
-    assert (kept.per_run["write_units_total"], kept.context.get("stats_counters", True)) == (4.7, True)
+    assert (kept.per_run["write_units_total"], kept.context.get("stats_counters", True)) == (4.9231, True)
     assert kept.context["warm_write_units"]["leases"] == 25_000  # (20,000 + 5 + 1 % waits) x 1.2, rounded up
     assert any(w.code == "stats_counters" and "throttles" in w.message for w in kept.warnings)
     # dropped on request at a small load: 3.7 units, the deploy line says so, and nothing to warn about
@@ -392,7 +408,7 @@ def test_per_owner_ceilings_are_checked_against_the_busiest_owner() -> None:
     # the mission spread over owners: none above 1,000/s, so no ceiling is hit, and the counters fit again
     spread = plan(variant(MISSION, max_owner_runs_per_second=1_000))
     assert not {c for c in codes(variant(MISSION, max_owner_runs_per_second=1_000)) if c.startswith("owner_")}
-    assert spread.per_run["stats_counters"] is True and spread.per_run["write_units_total"] == 4.7
+    assert spread.per_run["stats_counters"] is True and spread.per_run["write_units_total"] == 4.9231
 
 
 def test_a_large_max_concurrency_has_a_low_ceiling() -> None:

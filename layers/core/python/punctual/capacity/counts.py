@@ -23,8 +23,9 @@ stats      UpdateItem leases (ADD)               1 (the per-owner minute counter
 
 A pre-leasing worker (the Fargate tier) writes the lease step as a reservation before the instant
 (``execution.reserving``), and confirms the attempt in its finish's write when the call answered
-within ``CONFIRM_WAIT_S`` of the instant (``Finish.confirm``): 1 unit for the lease step either way
-(a call still in flight then is confirmed by a write of its own: 1 more).
+within ``CONFIRM_WAIT_S`` of the instant (``Finish.confirm``): 1 unit for the lease step, and 1 more
+for a call still in flight then, confirmed by a write of its own (:func:`late_confirm_share` of the
+calls: 0.22 for targets answering in 500 ms on average).
 
 With a claim window, a job's window runs go without their own ``open`` entries: one marker item
 stands for them in the index (``punctual.engines.aws.windows``: put at the claim, 1 unit and 1 for
@@ -43,6 +44,7 @@ payload or the headers (up to ``MAX_JOB_BYTES``): only the worker's read of the 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 
@@ -62,6 +64,9 @@ class WriteUnits:
     # decision 0150), and its call's finish confirms it (one write for the confirm and the finish): the
     # lease step costs 1 either way (2, reserve and confirm, for a call still in flight at the confirms)
     reserve_runs: int = 0
+    # the share of pre-leased calls still in flight at the confirms: each confirmed by a write of its
+    # own, 1 unit more (:func:`late_confirm_share`)
+    late_confirms: float = 0.0
     finish_runs: int = 1
     finish_open: int = 1  # the entry deleted at the terminal write (0 without it)
     finish_stats: int = 1  # GET /stats: the owner's minute counter in the leases table (0 without it)
@@ -73,6 +78,11 @@ class WriteUnits:
     @property
     def claim_due_per_run(self) -> float:
         return self.claim_due / self.claim_runs
+
+    @property
+    def lease_per_run(self) -> float:
+        """Runs-table writes of the lease step: the lease, or the reservation and the late confirms."""
+        return round(self.lease_runs + self.reserve_runs + self.late_confirms, 4)
 
     @property
     def marked(self) -> bool:
@@ -99,7 +109,7 @@ class WriteUnits:
         return {
             "claim": round((self.claim_jobs + self.claim_due) / self.claim_runs, 4),
             "insert": round(self.insert_runs + self.marker_per_run + self.insert_open_per_run, 4),
-            "lease": self.lease_runs + self.reserve_runs,
+            "lease": self.lease_per_run,
             "finish": round(self.finish_runs + self.marker_per_run + self.finish_open_per_run, 4),
             "stats": self.finish_stats,
         }
@@ -129,12 +139,14 @@ def per_run(
     worker: str = "lambda",
     claim_runs: int = 1,
     prelease: bool = False,
+    target_duration_ms: int | None = None,
 ) -> PerRun:
     """The measured per-run counts for a deployment with or without the ``open`` index and the
     GET /stats counters (``Settings.open_index``, ``Settings.stats_counters``), whose claims take
     ``claim_runs`` runs each (a claim window's times of a job: :func:`claim_runs_of`), its workers
     pre-leasing (``prelease``: a reservation before the instant, confirmed by the finish of a call
-    answered within ``execution.reserving.CONFIRM_WAIT_S``) or not.
+    answered within ``execution.reserving.CONFIRM_WAIT_S``) or not: the share of calls answered
+    later, for targets answering in ``target_duration_ms`` on average, pays its own confirm.
 
     ``worker`` is ``lambda`` (the SQS event source receives and deletes in batches of 10) or
     ``process`` (``punctual worker``, the Fargate task).
@@ -146,12 +158,26 @@ def per_run(
         claim_runs=claim_runs,
         lease_runs=0 if prelease else 1,
         reserve_runs=1 if prelease else 0,
+        late_confirms=late_confirm_share(target_duration_ms) if prelease and target_duration_ms else 0.0,
     )
     sqs = dict(SQS_LAMBDA if worker == "lambda" else SQS_PROCESS)
     reaper = 1 + 1 / claim_runs if writes.marked else 0.0
     return PerRun(
         writes=writes, dynamodb_reads=READS_PER_RUN, reaper_reads=reaper, sqs_requests=sum(sqs.values()), sqs_detail=sqs
     )
+
+
+# How long a pre-leasing worker waits after its calls for their answers before it confirms the
+# calls still in flight (execution.reserving.CONFIRM_WAIT_S, in ms; tests/unit/test_capacity.py
+# keeps the two equal: capacity does not import the worker).
+CONFIRM_WAIT_MS = 750
+
+
+def late_confirm_share(target_duration_ms: int) -> float:
+    """The share of pre-leased calls not answered within :data:`CONFIRM_WAIT_MS`, for targets that
+    answer in ``target_duration_ms`` on average: call durations taken as exponentially distributed
+    (a long tail; a webhook's are usually tighter, so this overstates), ``exp(-wait / mean)``."""
+    return round(math.exp(-CONFIRM_WAIT_MS / target_duration_ms), 4)
 
 
 # The claim window the plan deploys for jobs that fire at least twice in it (Settings.claim_window_s):

@@ -96,8 +96,7 @@ def table_loads(load: Load, s: Scheduling, counts: PerRun, extras: Extras, *, pr
             b
             * (
                 w.insert_runs
-                + w.lease_runs
-                + w.reserve_runs
+                + w.lease_per_run
                 + w.finish_runs
                 + 2 * w.marker_per_run
                 + extras.runs_write_units

@@ -36,7 +36,13 @@ def plan_capacity(load: Load) -> CapacityPlan:
     claim_runs = claim_runs_of(window_s, load.burst_interval_s)
     # the writes of each way of working: the Fargate tier pre-leases (a reservation, confirmed by the finish)
     by_prelease = {
-        prelease: per_run(open_index=load.open_index, stats_counters=counters, claim_runs=claim_runs, prelease=prelease)
+        prelease: per_run(
+            open_index=load.open_index,
+            stats_counters=counters,
+            claim_runs=claim_runs,
+            prelease=prelease,
+            target_duration_ms=load.target_duration_ms,
+        )
         for prelease in (False, True)
     }
     counts = by_prelease[False]
@@ -194,7 +200,7 @@ def _tables(
             "runs",
             # a claim window's marker: put at the claim, closed (and its runs read once) by the reaper
             c * (w.insert_runs + w.marker_per_run)
-            + r * (w.lease_runs + w.reserve_runs + w.finish_runs + more.runs_write_units)
+            + r * (w.lease_per_run + w.finish_runs + more.runs_write_units)
             + reaped * w.marker_per_run,
             # pre-leased runs read before their instant
             r * (modes.PRELEASE_READS if prelease else 0.0) + reaped * counts.reaper_reads,

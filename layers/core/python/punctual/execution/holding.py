@@ -178,6 +178,7 @@ class Holding:
             if state.instants.get(not_before) is instant:
                 del state.instants[not_before]
         started: list[batch.Leased] = []
+        confirming: asyncio.Task[None] | None = None
         try:
             reserved = [(d, instant.reserved[d.receipt]) for d in instant.deliveries if d.receipt in instant.reserved]
             begin = partial(reserving.begin_reserved, self.port, reserved, instant.jobs, at=not_before)
@@ -189,16 +190,10 @@ class Holding:
             calls = [(one, self._start(state, one, instant.futures[one.delivery.receipt])) for one in begun.calls]
             started.extend(begun.calls)
             if calls:  # the calls are on their way: their attempts are counted once answered, or soon after
-                await self._until_answered(state, begun.calls, instant.futures)
-                pending = self._finish_answered(state, begun)
-                try:
-                    confirmed = await self._blocking(reserving.confirm, self.port, pending, urgent=True)
-                finally:
-                    state.unconfirmed.difference_update(one.delivery.receipt for one in pending.calls)
-                waiting = {one.delivery.receipt for one in pending.calls}
-                in_flight = [(one, running) for one, running in calls if one.delivery.receipt in waiting]
-                for (one, running), ok in zip(in_flight, confirmed, strict=True):
-                    self._confirmed(state, one, running, ok)
+                confirming = asyncio.create_task(self._confirm_when_answered(state, begun, calls, instant.futures))
+                if (quiet := state.quiet_until - state.loop.time()) > 0:  # a burst's answers are read first
+                    await asyncio.sleep(quiet)
+            # the rest do not wait for the reserved calls' answers
             rest = [d for d in instant.deliveries if d.receipt not in instant.reserved]
             lease = partial(batch.prepare, known=instant.jobs, seen=instant.runs, defer_cover=True)
             prepared = await self._blocking(lease, self.port, [*begun.rest, *rest], urgent=True)
@@ -211,6 +206,11 @@ class Holding:
             logger.exception("could not start the %d runs of an instant", len(instant.deliveries))
             for delivery in instant.deliveries:
                 self._resolve(instant.futures[delivery.receipt], exc)
+        if confirming is not None:  # the reserved calls' starts are in the store once confirmed
+            try:
+                await confirming
+            except Exception:  # unconfirmed calls are cut when their reservations are found lost
+                logger.exception("could not confirm the reserved calls of an instant")
         self._release_starts(instant.deliveries)  # their starts are in the store (or were given up)
         self._forget_unused(instant, started)
         instant.done.set_result(True)
@@ -254,6 +254,26 @@ class Holding:
         for delivery in deliveries:
             if starting.get(delivery.run_id) == delivery.receipt:
                 del starting[delivery.run_id]
+
+    async def _confirm_when_answered(
+        self,
+        state: LoopState,
+        begun: reserving.Begun,
+        calls: list[tuple[batch.Leased, Running | None]],
+        futures: dict[str, asyncio.Future[Settled]],
+    ) -> None:
+        """Once the reserved calls of ``begun`` were answered, or ``reserving.CONFIRM_WAIT_S`` later:
+        the answered ones are finished by writes that confirm them, the others confirmed (one batch)."""
+        await self._until_answered(state, begun.calls, futures)
+        pending = self._finish_answered(state, begun)
+        try:
+            confirmed = await self._blocking(reserving.confirm, self.port, pending, urgent=True)
+        finally:
+            state.unconfirmed.difference_update(one.delivery.receipt for one in pending.calls)
+        waiting = {one.delivery.receipt for one in pending.calls}
+        in_flight = [(one, running) for one, running in calls if one.delivery.receipt in waiting]
+        for (one, running), ok in zip(in_flight, confirmed, strict=True):
+            self._confirmed(state, one, running, ok)
 
     async def _until_answered(
         self, state: LoopState, calls: list[batch.Leased], futures: dict[str, asyncio.Future[Settled]]
