@@ -93,14 +93,7 @@ def table_loads(load: Load, s: Scheduling, counts: PerRun, extras: Extras, *, pr
         TableLoad("jobs.by_calendar", 0.0, 0.0),  # job writes that name a calendar (API only)
         TableLoad(
             "runs",
-            b
-            * (
-                w.insert_runs
-                + w.lease_per_run
-                + w.finish_runs
-                + 2 * w.marker_per_run
-                + extras.runs_write_units
-            ),
+            b * (w.insert_runs + w.lease_per_run + w.finish_runs + 2 * w.marker_per_run + extras.runs_write_units),
             # pre-leased runs read before their instant; the reaper reads each claim window once
             b * (PRELEASE_READS if prelease else 0.0) + b * counts.reaper_reads,
         ),
