@@ -282,6 +282,8 @@ class Holding:
         ``reserving.CONFIRM_WAIT_S`` from now or the end of a burst's quiet, whichever is later:
         an answer that comes first is confirmed by its finish (one write instead of two)."""
         deadline = max(state.quiet_until, state.loop.time() + reserving.CONFIRM_WAIT_S)
+        if (quiet := state.quiet_until - state.loop.time()) > 0:  # a burst: nothing is finished before its end,
+            await asyncio.sleep(quiet)  # and looking over thousands of calls would take the loop from the answers
         pending = [one.delivery.receipt for one in calls]
         while True:  # bounded by the deadline
             pending = [r for r in pending if r not in state.parked and not futures[r].done()]
