@@ -26,6 +26,9 @@ class Skewed(Protocol):
         ...
 
 
+MAX_HOLD_MS = 1_000  # a corrected clock stands still rather than step back by less than this
+
+
 class SkewCorrectedClock:
     """``now`` corrected by the service's clock as measured from AWS response ``Date`` headers.
 
@@ -38,12 +41,22 @@ class SkewCorrectedClock:
     def __init__(self, base: Clock, source: Skewed | None) -> None:
         self.base = base
         self.source = source
+        self._last = 0  # the latest reading given: small corrections never turn the clock back
 
     def skew(self) -> int:
         return (self.source.skew_ms or 0) if self.source is not None else 0
 
     def now_ms(self) -> int:
-        return self.base.now_ms() + self.skew()
+        """The corrected time. As new ``Date`` headers narrow the estimate it moves by up to a round
+        trip, either way; a move back of up to :data:`MAX_HOLD_MS` holds the clock still instead (a
+        time stamped a moment ago, a notification's ``next_at``, must not be in the future the next
+        moment); a larger one is a stepped clock, taken at once."""
+        now = self.base.now_ms() + self.skew()
+        last = self._last
+        if last - MAX_HOLD_MS < now < last:
+            return last
+        self._last = now
+        return now
 
     def sleep(self, seconds: float) -> None:
         self.base.sleep(seconds)
