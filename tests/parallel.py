@@ -1,9 +1,9 @@
 """``make test``'s pytest run, as two pytest processes at once: the tests that mostly wait beside the rest.
 
-A few end-to-end files (and tests) spend most of their time waiting for instants a few seconds away (a minute
-boundary, a claim, a restart), with little CPU in use: run one after the other with everything
-else, those waits were ~5 of the ~25 minutes CI took (its limit is 30). Here they run in a second
-pytest process while the first runs the rest, so their waits overlap the CPU-bound tiers.
+A few end-to-end files (and tests) spend most of their time waiting for instants a few seconds
+away (a minute boundary, a claim, a restart), with little CPU in use: run one after the other with
+everything else, those waits were ~5 of the ~25 minutes CI took (its limit is 30). Here they run in
+a second pytest process while the first runs the rest, so their waits overlap the CPU-bound tiers.
 
 Each process writes its own report; the first streams to the terminal, the second's is printed
 when both are done. The exit status is the first non-zero one (0 when both passed). Arguments

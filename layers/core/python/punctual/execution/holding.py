@@ -266,6 +266,8 @@ class Holding:
         the answered ones are finished by writes that confirm them, the others confirmed (one batch)."""
         await self._until_answered(state, begun.calls, futures)
         pending = self._finish_answered(state, begun)
+        if not pending.calls:  # every call answered: each finish confirms its own, nothing is left to confirm
+            return
         try:
             confirmed = await self._blocking(reserving.confirm, self.port, pending, urgent=True)
         finally:
