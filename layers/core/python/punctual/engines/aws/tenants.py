@@ -30,13 +30,12 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from punctual.engines.aws.items import Item, n, s
-from punctual.engines.aws.tables import Tables
+from punctual.engines.aws.tables import Tables, condition_failed
 from punctual.port import RateState, SlotOutcome, Tenant
 
 SLOT_BUCKETS = 16
 TENANT_PK = "tenant"
 _LIMITS = ("max_jobs", "max_runs_per_minute", "max_concurrency", "api_requests_per_second")
-_CONDITION_FAILED = "ConditionalCheckFailedException"
 
 # -- named conditions ------------------------------------------------------------------------------
 SLOT_FREE = "attribute_exists(holders) AND attribute_not_exists(holders.#run) AND size(holders) < :limit"
@@ -137,7 +136,7 @@ class DynamoTenants:
             try:
                 self._client.update_item(**request)
             except ClientError as exc:
-                if exc.response.get("Error", {}).get("Code") != _CONDITION_FAILED:
+                if not condition_failed(exc):
                     raise
                 old: Item | None = exc.response.get("Item")  # type: ignore[assignment,unused-ignore]
             else:
@@ -161,7 +160,7 @@ class DynamoTenants:
                 ExpressionAttributeValues={":until": n(until), ":none": {"M": {}}},
             )
         except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") != _CONDITION_FAILED:
+            if not condition_failed(exc):
                 raise  # a later mark stands: nothing to do
 
     def clear_slot_wait(self, owner: str, priority: int, until: int) -> bool:
@@ -175,7 +174,7 @@ class DynamoTenants:
                 ExpressionAttributeValues={":until": n(until)},
             )
         except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") != _CONDITION_FAILED:
+            if not condition_failed(exc):
                 raise
             return False  # a later mark stands (another worker's runs wait)
         return True
@@ -190,7 +189,7 @@ class DynamoTenants:
                 ExpressionAttributeNames={"#run": run_id},
             )
         except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") != _CONDITION_FAILED:
+            if not condition_failed(exc):
                 raise
             return False
         return True
@@ -241,7 +240,7 @@ class DynamoTenants:
         try:
             self._client.put_item(TableName=self.leases_table, Item=item, **condition)
         except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") != _CONDITION_FAILED:
+            if not condition_failed(exc):
                 raise
             return False
         return True
@@ -253,7 +252,7 @@ class DynamoTenants:
         try:
             self._client.put_item(TableName=self.leases_table, Item=item, ConditionExpression=SLOT_ITEM_ABSENT)
         except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") != _CONDITION_FAILED:
+            if not condition_failed(exc):
                 raise  # someone else created it meanwhile: fine
 
     def _pages(self, request: dict[str, Any]) -> list[Item]:
