@@ -46,3 +46,32 @@ def test_the_no_op_target_serves_https_with_a_certificate_only_its_ca_verifies()
             assert answer.status == 204
         with pytest.raises(urllib.error.URLError, match="CERTIFICATE_VERIFY_FAILED"):
             urllib.request.urlopen(url, data=b"{}", timeout=5, context=ssl.create_default_context())
+
+
+def test_the_burst_refuses_nginx_where_it_cannot_serve_the_url() -> None:
+    from punctual.bench.burst import _burst_target
+
+    for host, tls in [("localhost", False), ("127.0.0.1", True)]:
+        with pytest.raises(ValueError, match=r"plain HTTP on 127\.0\.0\.1"), _burst_target("nginx", 0, host, tls):
+            pass
+    with pytest.raises(ValueError, match="noop, nginx or auto"), _burst_target("apache", 0, "127.0.0.1", False):
+        pass
+
+
+def test_the_burst_records_each_arrival_at_its_target_in_epoch_ms() -> None:
+    import time
+    import urllib.request
+
+    from punctual.bench.burst import _burst_target
+    from punctual.bench.webhooks import find_nginx
+
+    kinds = ["noop", "auto"] if find_nginx() is None else ["noop", "nginx"]
+    for kind in kinds:
+        with _burst_target(kind, 0, "127.0.0.1", False) as target:
+            assert target.arrivals_ms() == []
+            sent = time.time() * 1000
+            for _ in range(3):
+                with urllib.request.urlopen(target.url, data=b"{}", timeout=5) as answer:
+                    assert answer.status in (200, 204)
+            arrived = target.finish_ms()
+        assert len(arrived) == 3 and all(sent - 5 <= at <= time.time() * 1000 + 5 for at in arrived), (kind, arrived)

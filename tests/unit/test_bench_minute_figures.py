@@ -61,6 +61,8 @@ def test_a_minute_counts_duplicates_once_and_measures_from_the_boundary_unclampe
     assert figures["runs_succeeded"] == 2
     assert figures["new_connections"] == 1
     assert figures["boundary"] == "2026-12-01T18:04:00Z"
+    # how the burst reached the webhook: [ms after the boundary, arrived, on a new connection] per 100 ms
+    assert figures["arrivals_by_100ms"] == [[-100, 1, 0], [300, 1, 1], [900, 1, 0]]
 
 
 def test_the_table_shows_each_minute() -> None:

@@ -16,7 +16,9 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import replace
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -89,35 +91,36 @@ def bench_burst_execution(
     prelease_s: int | None = None,
     target_host: str = "127.0.0.1",
     target_tls: bool = False,
+    target: str = "noop",
 ) -> dict[str, Any]:
     """N one-time jobs due at one second, executed by ``processes`` real ``punctual worker``
     processes (up to ``max_in_flight`` runs each) against a no-op HTTP target that answers after
     ``target_delay_ms``, named ``target_host`` in the jobs' URL (it listens on 127.0.0.1), over
     HTTPS with ``target_tls`` (a certificate from a throwaway CA that only the workers trust).
+    ``target``: ``noop`` (the project's no-op target), ``nginx`` (a target nobody here wrote; plain
+    HTTP on 127.0.0.1 only) or ``auto`` (nginx where installed and the URL allows it).
 
     Start lateness = the moment the target call began (the attempt's ``started_at``) minus the
     scheduled time; throughput = runs completed per second from the first start to the last finish;
     worker CPU and peak RSS come from each worker process's resource usage at its exit (its whole
     life, idle polling before the burst included).
     """
-    from punctual.bench.target import noop_target_process
-
     lookahead_ms = Settings().lookahead_ms if lookahead_ms is None else lookahead_ms
     clock = SystemClock()
     with (
-        noop_target_process(target_delay_ms, target_host, tls=target_tls) as target,
+        _burst_target(target, target_delay_ms, target_host, target_tls) as hook,
         tempfile.TemporaryDirectory(prefix="punctual-burst-") as tmp,
     ):
         engine = EmbeddedEngine(Path(tmp) / "punctual.db", shards=SHARDS, clock=clock)
         prelease_s = Settings().prelease_s if prelease_s is None else prelease_s
-        workers = [_start_worker(tmp, max_in_flight, prelease_s, target.ca) for _ in range(processes)]
+        workers = [_start_worker(tmp, max_in_flight, prelease_s, hook.ca) for _ in range(processes)]
         usage: list[Any] = []
         try:
             _wait_until_started(workers)
             now = clock.now_ms()
             due_at = (now + LEAD_MS + lookahead_ms) // 1000 * 1000 + 1000
-            jobs = list(bench_jobs(count, now=now, due_at=due_at, shards=SHARDS, cron=None, url=target.url))
-            target.arrivals()  # none yet: the clock of arrivals starts here
+            jobs = list(bench_jobs(count, now=now, due_at=due_at, shards=SHARDS, cron=None, url=hook.url))
+            hook.arrivals_ms()  # none yet: the clock of arrivals starts here
             store: Any = engine.store
             store.bulk_load_jobs(jobs)
             options = _scheduler_options(lookahead_ms, prelease_s)
@@ -132,7 +135,7 @@ def bench_burst_execution(
             while engine.queue.depth() and clock.now_ms() < deadline:  # a message is deleted when its run ends
                 time.sleep(0.05)
             cpu_after = [_cpu_seconds(worker.pid) for worker in workers]
-            arrivals = sorted(max(0, round(at * 1000) - due_at) for at in target.arrivals())
+            arrivals = sorted(max(0, round(at) - due_at) for at in hook.finish_ms())
             runs = _runs_of(engine, jobs, due_at)
         finally:
             for worker in workers:
@@ -143,6 +146,7 @@ def bench_burst_execution(
     cpu_s = sum(u.ru_utime + u.ru_stime for u in usage if u is not None)
     done = figures["runs_succeeded"]
     figures["target_delay_ms"] = target_delay_ms
+    figures["target"] = hook.description
     # when each request reached the target, after the runs' instant: the lateness the webhook sees
     # (start lateness is stamped when the worker begins the attempt, before any handshake)
     figures["target_arrival_lateness_ms_p50"] = m.percentile(arrivals, 50)
@@ -160,6 +164,47 @@ def bench_burst_execution(
     peaks = [u.ru_maxrss / 1024 for u in usage if u is not None]  # ru_maxrss is KiB on Linux
     figures["worker_peak_rss_mib"] = round(max(peaks), 1) if peaks else None
     return figures
+
+
+@dataclass(frozen=True)
+class _BurstTarget:
+    url: str
+    ca: Path | None  # over HTTPS: the CA the workers are to trust
+    description: str
+    arrivals_ms: Callable[[], list[float]]  # epoch ms of each request that arrived since the last call
+    finish_ms: Callable[[], list[float]]  # the same, after every request in flight was logged
+
+
+@contextmanager
+def _burst_target(kind: str, delay_ms: int, host: str, tls: bool) -> Iterator[_BurstTarget]:
+    """The target the burst calls (see :func:`bench_burst_execution`'s ``target``)."""
+    from punctual.bench.target import noop_target_process
+    from punctual.bench.webhooks import webhook
+
+    if kind not in ("noop", "nginx", "auto"):
+        raise ValueError(f"--target must be noop, nginx or auto, not {kind!r}")
+    plain = not tls and host == "127.0.0.1"
+    if kind == "nginx" and not plain:
+        raise ValueError("the nginx target serves plain HTTP on 127.0.0.1: no --target-tls or --target-host")
+    if kind == "noop" or not plain:
+        with noop_target_process(delay_ms, host, tls=tls) as target:
+
+            def arrivals() -> list[float]:
+                return [at * 1000 for at in target.arrivals()]
+
+            scheme = "HTTPS" if tls else "HTTP"
+            description = f"punctual no-op target, {scheme}, named {host}, answering after {delay_ms} ms"
+            yield _BurstTarget(target.url, target.ca, description, arrivals, arrivals)
+        return
+    with webhook(delay_ms, kind) as server:
+
+        def drained() -> list[float]:
+            return [arrival.at_ms for arrival in server.arrivals()]
+
+        def finished() -> list[float]:
+            return [arrival.at_ms for arrival in server.finish()]
+
+        yield _BurstTarget(server.url, None, server.description, drained, finished)
 
 
 def _cpu_seconds(pid: int) -> float:

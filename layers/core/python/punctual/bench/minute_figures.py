@@ -79,7 +79,20 @@ def minute_figures(
         "runs_succeeded": sum(1 for run in runs if run.state is RunState.SUCCEEDED),
         # requests that opened a connection to the webhook (nginx logs it; None with the no-op target)
         "new_connections": None if None in connections else sum(1 for c in connections if c),
+        "arrivals_by_100ms": timeline(arrivals, boundary),
     }
+
+
+def timeline(arrivals: Iterable[Arrival], boundary: int, bucket_ms: int = 100) -> list[list[int]]:
+    """``[start ms after the boundary, requests arrived, of which on a new connection]`` for each
+    ``bucket_ms`` with an arrival: how the burst reached the webhook (a connection opened late shows)."""
+    buckets: dict[int, list[int]] = {}
+    for arrival in arrivals:
+        start = int((arrival.at_ms - boundary) // bucket_ms) * bucket_ms
+        counts = buckets.setdefault(start, [start, 0, 0])
+        counts[1] += 1
+        counts[2] += 1 if arrival.new_connection else 0
+    return [buckets[start] for start in sorted(buckets)]
 
 
 def per_run_ms(cpu_seconds: Mapping[str, float], names: Iterable[str], runs: int) -> float | None:
