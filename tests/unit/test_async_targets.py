@@ -287,6 +287,35 @@ def test_warm_opens_one_connection_per_prebuilt_attempt_and_key(raw):
     assert (srv.connections, other.connections) == (3, 1)
 
 
+def test_an_instant_held_in_several_receives_warms_one_connection_per_call_and_the_next_minute_none(raw):
+    # Given six attempts to one key built ahead for one instant, and two for the next minute's
+    srv = raw([OK])
+    targets = AsyncTargets(LOCAL)
+    job = job_with(HttpTarget(url=f"http://127.0.0.1:{srv.port}/ok"))
+    attempts = []
+    for index in range(8):
+        run = run_of(job).model_copy(update={"scheduled_at": SCHEDULED_AT + index})
+        targets.prebuild(job, run, INVOCATION.attempt)
+        attempts.append((run.run_id, INVOCATION.attempt))
+
+    async def go():
+        try:
+            # When the instant's attempts come in three receives (2, 2, 2): each opens its own
+            opened = [targets.warm(attempts[i : i + 2], SCHEDULED_AT) for i in (0, 2, 4)]
+            for _ in range(100):  # bounded: until the connections are open
+                if targets._pool.idle_connections() == 6:
+                    break
+                await asyncio.sleep(0.02)
+            # and a minute later two attempts find the six idle: nothing more is opened
+            opened.append(targets.warm(attempts[6:], SCHEDULED_AT + 60_000))
+            return opened, targets._pool.idle_connections()
+        finally:
+            targets.close()
+
+    assert asyncio.run(go()) == ([2, 2, 2, 0], 6)
+    assert srv.connections == 6
+
+
 def test_a_request_built_ahead_is_rebuilt_when_the_job_changed_and_never_for_a_refused_address(server):
     # Given a request built for version 1 of a job, which then moved to another path (version 2)
     job = job_with(HttpTarget(url=url(server, "/ok")))

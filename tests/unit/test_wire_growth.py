@@ -57,16 +57,41 @@ def on_a_loop(body: Any) -> Any:
     return asyncio.run(go())
 
 
-def test_no_answer_for_slow_s_doubles_the_slots_and_hands_them_to_the_first_queued(clock: Clock) -> None:
+def test_no_answer_for_slow_s_gives_every_queued_call_a_slot_up_to_the_ceiling(clock: Clock) -> None:
+    # A target that holds every request it was sent (a 200 ms webhook in a first minute): doubling
+    # would leave most of the queue waiting one more look per doubling
     def body(loop: asyncio.AbstractEventLoop) -> None:
-        host, calls = busy(loop, 2, 8, waiting=5)
+        host, calls = busy(loop, 2, 6, waiting=5)
         assert host.check is not None
         clock.now += SLOW_S + 0.001
         host._look(loop, clock.now)  # on time, and nothing answered since the calls queued
-        assert host.limit == 4 and host.free == 0
-        assert [c.owned for c in calls] == [True, True, False, False, False]
-        assert [c.future.done() and c.future.result() is SLOT for c in calls[:2]] == [True, True]
-        assert list(host.queue) == calls[2:] and host.check is not None  # still queued: looked at again
+        assert host.limit == 6 and host.free == 0
+        assert [c.owned for c in calls] == [True, True, True, True, False]
+        assert [c.future.done() and c.future.result() is SLOT for c in calls[:4]] == [True] * 4
+        assert list(host.queue) == calls[4:] and host.check is None  # at the ceiling: no more looks
+
+    on_a_loop(body)
+
+
+def test_a_silent_key_with_room_takes_only_the_slots_its_queue_needs(clock: Clock) -> None:
+    def body(loop: asyncio.AbstractEventLoop) -> None:
+        host, calls = busy(loop, 2, 64, waiting=3)
+        clock.now += SLOW_S + 0.001
+        host._look(loop, clock.now)
+        assert (host.limit, host.free) == (5, 0) and all(c.owned for c in calls) and not host.queue
+        assert host.check is None  # nothing queued: nothing to look at
+
+    on_a_loop(body)
+
+
+def test_answers_that_come_but_slowly_double_the_slots(clock: Clock) -> None:
+    def body(loop: asyncio.AbstractEventLoop) -> None:
+        host, calls = busy(loop, 2, 64, waiting=5)
+        clock.now += CHECK_S
+        host.answered(clock.now - SLOW_S - 0.001)  # an answer came just now, after SLOW_S
+        host._look(loop, clock.now)
+        assert host.limit == 4 and [c.owned for c in calls] == [True, True, False, False, False]
+        assert host.check is not None
         host.check.cancel()
 
     on_a_loop(body)
@@ -166,20 +191,42 @@ def test_widen_gives_the_new_slots_to_the_queued_first_and_never_passes_the_ceil
     on_a_loop(body)
 
 
-def test_a_burst_warms_as_many_connections_as_its_key_used_last_and_has_a_slot_for_each(raw: Any) -> None:
-    # Given a key that starts with 2 slots and may grow to 16
+def test_a_burst_warms_a_connection_per_call_up_to_the_ceiling_and_keeps_its_slots(raw: Any) -> None:
+    # Given a key that starts with 2 slots and may grow to 8
     srv = raw([])
-    pool = WirePool(start_per_key=2, max_idle_per_key=16, max_per_key=16)
+    pool = WirePool(start_per_key=2, max_idle_per_key=16, max_per_key=8)
 
-    async def go() -> tuple[int, int, int]:
-        # When 10 held calls warm their connections: a fresh key opens what it starts with
-        fresh = pool.warm(request(srv.port), 10, timeout_s=5)
+    async def go() -> tuple[int, int, int, int, int]:
+        # When a burst of 5 calls warms its connections, then of 15 (the instant's next receive)
+        first = pool.warm(request(srv.port), 5, timeout_s=5)
+        second = pool.warm(request(srv.port), 15, timeout_s=5)
         host = pool._hosts[request(srv.port).key]
-        # and a key that grew to 8 (a slow target made calls queue in an earlier burst) opens 8
-        host.widen(8)
-        grown = pool.warm(request(srv.port), 10, timeout_s=5)
-        limit = host.limit
+        while host.warming:
+            await asyncio.sleep(0.01)
+        # Then one connection per call, up to the ceiling, and the slots are still what it starts with
+        idle, limit = len(host.idle), host.limit
+        again = pool.warm(request(srv.port), 10, timeout_s=5)  # all there: nothing more is opened
         pool.close()
-        return fresh, grown, limit
+        return first, second, idle, limit, again
 
-    assert asyncio.run(go()) == (2, 6, 8)
+    assert asyncio.run(go()) == (5, 3, 8, 2, 0)
+
+
+def test_connections_warmed_for_a_burst_are_not_closed_as_idle_before_it(raw: Any) -> None:
+    srv = raw([])
+    pool = WirePool(start_per_key=2, max_idle_per_key=8, max_per_key=8, idle_s=60.0)
+
+    async def go() -> tuple[int, list[bool]]:
+        pool.warm(request(srv.port), 4, timeout_s=5)
+        host = pool._hosts[request(srv.port).key]
+        while host.warming:
+            await asyncio.sleep(0.01)
+        for connection in host.idle:  # opened for the last minute's burst and not used since
+            connection.idle_since -= 61.0
+        opened = pool.warm(request(srv.port), 4, timeout_s=5)  # the next burst counts on them
+        pool._sweep()  # the burst's first call looks for idle connections to close
+        kept = [connection.usable() for connection in host.idle]
+        pool.close()
+        return opened, kept
+
+    assert asyncio.run(go()) == (0, [True] * 4)

@@ -144,7 +144,7 @@ class Holding:
         if isinstance(targets, Prebuilding):  # the requests, before the instant
             await self._blocking(prebuild_all, targets, holding)
             if isinstance(targets, Warming):  # and their connections (TCP, TLS handshakes)
-                targets.warm([(delivery.run_id, FIRST_ATTEMPT) for delivery in holding.deliveries])
+                targets.warm([(delivery.run_id, FIRST_ATTEMPT) for delivery in holding.deliveries], not_before)
         await self._join_instant(not_before, holding, futures)
 
     async def _join_instant(

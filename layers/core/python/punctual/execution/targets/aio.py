@@ -32,6 +32,7 @@ from punctual.port import Keys
 logger = logging.getLogger(__name__)
 
 WARM_TIMEOUT_S = 10.0  # a connection opened ahead of its calls that takes longer is given up
+WARM_COUNTS_KEPT_MS = 60_000  # the calls warmed for per instant and key, kept this long after a later instant
 
 
 class AsyncTargetExecutor(Protocol):
@@ -64,7 +65,7 @@ class Calling(Protocol):
 class Warming(Protocol):
     """Targets that can open the connections of prebuilt requests ahead of their instant."""
 
-    def warm(self, attempts: Sequence[tuple[str, int]]) -> int: ...
+    def warm(self, attempts: Sequence[tuple[str, int]], instant: int = 0) -> int: ...
 
 
 @runtime_checkable
@@ -101,6 +102,8 @@ class AsyncTargets:
         self._sync = sync or Targets(self.policy, keys=keys, callback_base_url=callback_base_url)
         # requests built ahead of their instant, by (run id, attempt): (the job version, the request)
         self._prebuilt: dict[tuple[str, int], tuple[int, Request]] = {}
+        self._warm_counts: dict[tuple[int, wire.PoolKey], int] = {}  # (instant, key) -> its calls warmed for
+        self._warm_newest = 0
         self._blocking = blocking or ThreadPoolExecutor(max_workers=16, thread_name_prefix="punctual-targets")
         pool_size = max_connections_per_host
         self._pool = WirePool(tls=http.tls_context(), max_idle_per_key=pool_size, max_per_key=pool_size)
@@ -244,9 +247,11 @@ class AsyncTargets:
         """Drop a request built for an attempt that will not be executed here."""
         self._prebuilt.pop((run.run_id, attempt), None)
 
-    def warm(self, attempts: Sequence[tuple[str, int]]) -> int:
+    def warm(self, attempts: Sequence[tuple[str, int]], instant: int = 0) -> int:
         """On the loop: open the connections the prebuilt requests of ``attempts`` (run id, attempt)
         will use, one per attempt and key at most (:meth:`WirePool.warm`), before their instant.
+        The attempts of one ``instant`` (epoch ms) held in several receives are counted together:
+        a key has one connection per call of the instant, however the receives split them.
         Returns how many connections are being opened."""
         per_key: dict[wire.PoolKey, tuple[Request, int]] = {}
         for key in attempts:
@@ -255,7 +260,16 @@ class AsyncTargets:
                 request = built[1]
                 first, count = per_key.get(request.key, (request, 0))
                 per_key[request.key] = (first, count + 1)
-        return sum(self._pool.warm(request, count, timeout_s=WARM_TIMEOUT_S) for request, count in per_key.values())
+        counts = self._warm_counts
+        if instant > self._warm_newest:  # the counts of instants long past are dropped
+            self._warm_newest = instant
+            for old in [k for k in counts if k[0] < instant - WARM_COUNTS_KEPT_MS]:
+                del counts[old]
+        opened = 0
+        for pool_key, (request, count) in per_key.items():
+            total = counts[(instant, pool_key)] = counts.get((instant, pool_key), 0) + count
+            opened += self._pool.warm(request, total, timeout_s=WARM_TIMEOUT_S)
+        return opened
 
     async def _blocking_kind(self, job: Job, run: Run, attempt: int, timeout_s: float) -> TargetResult:
         """An AWS kind, through the blocking dispatcher on the thread pool."""

@@ -8,8 +8,10 @@ more connections than :data:`START_PER_KEY` add no throughput (the CPU is the bo
 comes back within ~10 ms), only opening costs: 1,024 connections per worker for 10,000 runs were
 ~3.5 us per run. Against a slow target (a webhook that takes 200 ms) the throughput is the slots
 divided by the answer time, and every slot up to the ceiling counts. So a key starts with
-:data:`START_PER_KEY` slots and doubles them, up to ``max_per_key``, while calls queue and either
-no answer came for :data:`SLOW_S` or the last one took that long.
+:data:`START_PER_KEY` slots and, while calls queue, grows up to ``max_per_key``: when no answer came
+for :data:`SLOW_S` (the target holds every request it was sent), every queued call gets a slot at
+once, and takes one of the connections opened ahead of the burst (``WirePool.warm``) if any is
+idle; when answers come but the last one took that long, the slots double.
 
 The loop's own delay is not mistaken for a slow target: a check that runs more than
 :data:`CHECK_S` late (the loop was busy starting thousands of calls, so answers waited on it, not
@@ -75,8 +77,12 @@ class Host:
         if not self.queue or self.limit >= self.ceiling:
             return
         now = time.monotonic()
-        if now - due <= CHECK_S and (now - self.answered_at >= SLOW_S or self.latency >= SLOW_S):
-            self._grow()
+        if now - due <= CHECK_S:  # on time: the loop was free to read any answer that came
+            if now - self.answered_at >= SLOW_S:  # silent: every slot holds a request for that long
+                self.widen(self.limit + len(self.queue))
+                self.latency = 0.0
+            elif self.latency >= SLOW_S:
+                self._grow()
         if self.queue and self.limit < self.ceiling:
             self.check = loop.call_later(CHECK_S, self._look, loop, now + CHECK_S)
 
