@@ -230,3 +230,45 @@ def test_connections_warmed_for_a_burst_are_not_closed_as_idle_before_it(raw: An
         return opened, kept
 
     assert asyncio.run(go()) == (0, [True] * 4)
+
+
+def test_a_burst_opens_its_connections_a_few_at_a_time(raw: Any) -> None:
+    # Given a pool that opens at most 2 connections of a key ahead at once
+    srv = raw([])
+    pool = WirePool(max_idle_per_key=16, max_per_key=16, warm_at_once=2)
+
+    async def go() -> tuple[int, int, int, int]:
+        # When a burst of 7 calls warms its connections
+        opened = pool.warm(request(srv.port), 7, timeout_s=5)
+        lanes = len(pool._warming)
+        host = pool._hosts[request(srv.port).key]
+        while host.warming:
+            await asyncio.sleep(0.01)
+        # Then 2 lanes opened all 7, one after another, and nothing is left warming
+        idle = len(host.idle)
+        pool.close()
+        return opened, lanes, idle, host.warming
+
+    assert asyncio.run(go()) == (7, 2, 7, 0)
+
+
+def test_a_refused_warm_ends_every_lane_and_leaves_nothing_warming() -> None:
+    import socket
+
+    with socket.socket() as unused:  # a port nobody listens on
+        unused.bind(("127.0.0.1", 0))
+        port = unused.getsockname()[1]
+    pool = WirePool(max_idle_per_key=16, max_per_key=16, warm_at_once=2)
+
+    async def go() -> tuple[int, int, int]:
+        opened = pool.warm(request(port), 9, timeout_s=2)
+        host = pool._hosts[request(port).key]
+        for _ in range(100):  # bounded: until the lanes gave up
+            if not pool._warming:
+                break
+            await asyncio.sleep(0.02)
+        result = opened, host.warming, len(host.idle)
+        pool.close()
+        return result
+
+    assert asyncio.run(go()) == (9, 0, 0)

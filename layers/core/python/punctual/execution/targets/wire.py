@@ -69,6 +69,10 @@ from punctual.execution.targets.wire_request import PoolKey, Request, encode, he
 __all__ = ["MAX_HEAD_BYTES", "Answer", "Call", "PoolKey", "Request", "WireError", "WirePool", "encode", "header_block"]
 
 IDLE_S = 60.0  # an idle connection unused this long is closed
+# connections a key opens ahead of a burst at once (each lane opens its next when one is up): a
+# target's listen backlog (nginx's default is 511) takes them instead of dropping handshakes, which
+# a client retries only after a second
+WARM_AT_ONCE = 256
 SWEEP_S = 10.0  # calls look for such connections (and keys nobody uses) at most this often
 
 WireConnection = wire_llhttp.Connection | wire_parse.Connection  # one connection, whichever parser
@@ -129,11 +133,13 @@ class WirePool:
         start_per_key: int = START_PER_KEY,
         idle_s: float = IDLE_S,
         sweep_s: float = SWEEP_S,
+        warm_at_once: int = WARM_AT_ONCE,
     ) -> None:
         self._tls = tls
         self._max_idle = max_idle_per_key
         self._max_per_key = max_per_key
         self._start_per_key = start_per_key  # slots a key starts with, grown while answers are slow (wire_host)
+        self._warm_at_once = warm_at_once
         self._hosts: dict[PoolKey, Host] = {}
         self._deadlines: Deadlines | None = None
         # A long-running worker meets keys it never uses again (a name's address changes: DNS
@@ -211,22 +217,30 @@ class WirePool:
                 connection.idle_since = now
         have = len(host.idle) + host.warming + in_use
         room = max(0, min(count, self._max_idle, self._max_per_key) - have)
+        if not room:
+            return 0
         deadline = loop.time() + timeout_s
-        for _ in range(room):
-            host.warming += 1
-            task = loop.create_task(self._warm_one(request, host, deadline))
+        host.warming += room
+        left = [room]  # not yet started, shared by the lanes
+        for _ in range(min(room, self._warm_at_once)):
+            task = loop.create_task(self._warm_lane(request, host, deadline, left))
             self._warming.add(task)
             task.add_done_callback(self._warming.discard)
         return room
 
-    async def _warm_one(self, request: Request, host: Host, deadline: float) -> None:
-        try:
-            connection = await self._connect(request, deadline)
-        except (OSError, asyncio.CancelledError):  # refused, TLS, timed out (all OSErrors), or closed
-            return
-        finally:
+    async def _warm_lane(self, request: Request, host: Host, deadline: float, left: list[int]) -> None:
+        """Open connections one after another while ``left`` wants more; the first that fails
+        (refused, TLS, past the deadline: all OSErrors) ends the warm: the calls open their own."""
+        while left[0] > 0:
+            left[0] -= 1
+            try:
+                connection = await self._connect(request, deadline)
+            except (OSError, asyncio.CancelledError):  # or closed: this one and those not started
+                host.warming -= 1 + left[0]
+                left[0] = 0
+                return
             host.warming -= 1
-        self._park(host, connection)  # its key is still known: the sweep keeps keys with warming
+            self._park(host, connection)  # its key is still known: the sweep keeps keys with warming
 
     def close(self) -> None:
         for task in list(self._warming):
