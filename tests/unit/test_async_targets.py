@@ -316,6 +316,25 @@ def test_an_instant_held_in_several_receives_warms_one_connection_per_call_and_t
     assert srv.connections == 6
 
 
+def test_a_warm_without_an_instant_counts_its_own_attempts_only(raw):
+    srv = raw([OK])
+    targets = AsyncTargets(LOCAL)
+    job = job_with(HttpTarget(url=f"http://127.0.0.1:{srv.port}/ok"))
+    attempts = []
+    for index in range(2):
+        run = run_of(job).model_copy(update={"scheduled_at": SCHEDULED_AT + index})
+        targets.prebuild(job, run, INVOCATION.attempt)
+        attempts.append((run.run_id, INVOCATION.attempt))
+
+    async def go():
+        try:
+            return [targets.warm(attempts), targets.warm(attempts)]  # the same two, warmed twice
+        finally:
+            targets.close()
+
+    assert asyncio.run(go()) == [2, 0]
+
+
 def test_a_request_built_ahead_is_rebuilt_when_the_job_changed_and_never_for_a_refused_address(server):
     # Given a request built for version 1 of a job, which then moved to another path (version 2)
     job = job_with(HttpTarget(url=url(server, "/ok")))

@@ -251,8 +251,8 @@ class AsyncTargets:
         """On the loop: open the connections the prebuilt requests of ``attempts`` (run id, attempt)
         will use, one per attempt and key at most (:meth:`WirePool.warm`), before their instant.
         The attempts of one ``instant`` (epoch ms) held in several receives are counted together:
-        a key has one connection per call of the instant, however the receives split them.
-        Returns how many connections are being opened."""
+        a key has one connection per call of the instant, however the receives split them
+        (``instant`` 0: these attempts alone). Returns how many connections are being opened."""
         per_key: dict[wire.PoolKey, tuple[Request, int]] = {}
         for key in attempts:
             built = self._prebuilt.get(key)
@@ -267,7 +267,9 @@ class AsyncTargets:
                 del counts[old]
         opened = 0
         for pool_key, (request, count) in per_key.items():
-            total = counts[(instant, pool_key)] = counts.get((instant, pool_key), 0) + count
+            total = count if not instant else counts.get((instant, pool_key), 0) + count
+            if instant:
+                counts[(instant, pool_key)] = total
             opened += self._pool.warm(request, total, timeout_s=WARM_TIMEOUT_S)
         return opened
 
