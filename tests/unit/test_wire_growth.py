@@ -272,3 +272,25 @@ def test_a_refused_warm_ends_every_lane_and_leaves_nothing_warming() -> None:
         return result
 
     assert asyncio.run(go()) == (9, 0, 0)
+
+
+def test_a_small_burst_after_a_big_one_counts_on_its_own_connections_only(raw: Any) -> None:
+    # Found by the attack on 0222: a warm refreshed every idle connection, so a burst of one call a
+    # minute kept a big burst's whole reserve open for good
+    srv = raw([])
+    pool = WirePool(start_per_key=2, max_idle_per_key=16, max_per_key=16, idle_s=60.0)
+
+    async def go() -> int:
+        pool.warm(request(srv.port), 6, timeout_s=5)  # the big burst's connections
+        host = pool._hosts[request(srv.port).key]
+        while host.warming:
+            await asyncio.sleep(0.01)
+        for connection in host.idle:  # unused since the big burst, a minute ago
+            connection.idle_since -= 61.0
+        assert pool.warm(request(srv.port), 1, timeout_s=5) == 0  # the next minute: a burst of one call
+        pool._sweep()
+        kept = len(host.idle)
+        pool.close()
+        return kept
+
+    assert asyncio.run(go()) == 1

@@ -207,14 +207,14 @@ class WirePool:
         its queued calls take them at once, instead of opening thousands of connections in the
         middle of the burst (~45 us of CPU each on this machine, and an accept on the target's
         side: the first minute of a 200 ms webhook was 0.3-0.5 s later than the next ones). The
-        idle connections are counted on for this burst: they are not closed as idle before it."""
+        ``count`` newest idle connections are counted on for this burst: they are not closed as
+        idle before it; a small burst after a big one leaves the rest to close after ``idle_s``."""
         loop = asyncio.get_running_loop()
         host = self._host(request.key)
         in_use = host.limit - host.free
-        if host.idle and host.idle[0].idle_since < time.monotonic() - self._idle_s / 2:
-            now = time.monotonic()
-            for connection in host.idle:
-                connection.idle_since = now
+        now = time.monotonic()
+        for connection in host.idle[-count:] if count > 0 else ():  # the newest: the calls reuse them first
+            connection.idle_since = now  # counted on; the others still close after idle_s unused
         have = len(host.idle) + host.warming + in_use
         room = max(0, min(count, self._max_idle, self._max_per_key) - have)
         if not room:
