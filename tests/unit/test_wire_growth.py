@@ -294,3 +294,20 @@ def test_a_small_burst_after_a_big_one_counts_on_its_own_connections_only(raw: A
         return kept
 
     assert asyncio.run(go()) == 1
+
+
+def test_the_connections_opened_ahead_stay_within_one_ceiling_across_every_key(raw: Any) -> None:
+    # Found by the attack on 0222: a worker at 2,048 open files warmed 1,024 to each of 2 hosts and
+    # its store could no longer open its database
+    one, two = raw([]), raw([])
+    pool = WirePool(start_per_key=2, max_idle_per_key=8, max_per_key=8)
+
+    async def go() -> list[int]:
+        opened = [pool.warm(request(one.port), 6, timeout_s=5), pool.warm(request(two.port), 6, timeout_s=5)]
+        while any(host.warming for host in pool._hosts.values()):
+            await asyncio.sleep(0.01)
+        opened.append(pool.idle_connections())
+        pool.close()
+        return opened
+
+    assert asyncio.run(go()) == [6, 2, 8]

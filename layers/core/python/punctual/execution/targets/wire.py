@@ -216,7 +216,11 @@ class WirePool:
         for connection in host.idle[-count:] if count > 0 else ():  # the newest: the calls reuse them first
             connection.idle_since = now  # counted on; the others still close after idle_s unused
         have = len(host.idle) + host.warming + in_use
-        room = max(0, min(count, self._max_idle, self._max_per_key) - have)
+        # and never more idle or opening than one key's ceiling across every key: the ceiling is
+        # what the open-files limit was sized for (cli.worker), and a burst to several hosts must
+        # leave the store its files (found by the HTTP attack on 0222: 2 hosts at 2,048 files)
+        spare = self._max_per_key - sum(len(h.idle) + h.warming for h in self._hosts.values())
+        room = max(0, min(min(count, self._max_idle, self._max_per_key) - have, spare))
         if not room:
             return 0
         deadline = loop.time() + timeout_s
