@@ -259,25 +259,36 @@ def test_a_request_built_ahead_of_its_instant_is_sent_as_built(server):
     assert headers["X-Punctual-Attempt"] == str(INVOCATION.attempt) and json.loads(body) == INVOCATION.payload
 
 
-def test_warm_opens_one_connection_per_prebuilt_attempt_and_key(raw):
-    # Given three attempts built ahead to one key, one to another, and one never built
-    srv, other = raw([OK]), raw([OK])
-    targets = AsyncTargets(LOCAL)
+def prebuilt_attempts(targets, ports):
+    """An attempt built ahead to 127.0.0.1 on each of ``ports``, each of its own job and run."""
     attempts = []
-    for index, port in enumerate([srv.port, srv.port, srv.port, other.port]):
+    for index, port in enumerate(ports):
         job = job_with(HttpTarget(url=f"http://127.0.0.1:{port}/ok"))
         run = run_of(job).model_copy(update={"scheduled_at": SCHEDULED_AT + index})
         targets.prebuild(job, run, INVOCATION.attempt)
         attempts.append((run.run_id, INVOCATION.attempt))
+    return attempts
+
+
+async def until_idle(targets, connections):
+    """Until the pool has ``connections`` idle (bounded: 2 s)."""
+    for _ in range(100):
+        if targets._pool.idle_connections() == connections:
+            return
+        await asyncio.sleep(0.02)
+
+
+def test_warm_opens_one_connection_per_prebuilt_attempt_and_key(raw):
+    # Given three attempts built ahead to one key, one to another, and one never built
+    srv, other = raw([OK]), raw([OK])
+    targets = AsyncTargets(LOCAL)
+    attempts = prebuilt_attempts(targets, [srv.port, srv.port, srv.port, other.port])
 
     async def go():
         try:
             # When their connections are warmed before the instant
             opening = targets.warm([*attempts, ("run_never_built", 1)])
-            for _ in range(100):  # bounded: until the connections are open
-                if targets._pool.idle_connections() == 4:
-                    break
-                await asyncio.sleep(0.02)
+            await until_idle(targets, 4)
             return opening, targets._pool.idle_connections()
         finally:
             targets.close()
@@ -291,21 +302,13 @@ def test_an_instant_held_in_several_receives_warms_one_connection_per_call_and_t
     # Given six attempts to one key built ahead for one instant, and two for the next minute's
     srv = raw([OK])
     targets = AsyncTargets(LOCAL)
-    job = job_with(HttpTarget(url=f"http://127.0.0.1:{srv.port}/ok"))
-    attempts = []
-    for index in range(8):
-        run = run_of(job).model_copy(update={"scheduled_at": SCHEDULED_AT + index})
-        targets.prebuild(job, run, INVOCATION.attempt)
-        attempts.append((run.run_id, INVOCATION.attempt))
+    attempts = prebuilt_attempts(targets, [srv.port] * 8)
 
     async def go():
         try:
             # When the instant's attempts come in three receives (2, 2, 2): each opens its own
             opened = [targets.warm(attempts[i : i + 2], SCHEDULED_AT) for i in (0, 2, 4)]
-            for _ in range(100):  # bounded: until the connections are open
-                if targets._pool.idle_connections() == 6:
-                    break
-                await asyncio.sleep(0.02)
+            await until_idle(targets, 6)
             # and a minute later two attempts find the six idle: nothing more is opened
             opened.append(targets.warm(attempts[6:], SCHEDULED_AT + 60_000))
             return opened, targets._pool.idle_connections()
@@ -319,12 +322,7 @@ def test_an_instant_held_in_several_receives_warms_one_connection_per_call_and_t
 def test_a_warm_without_an_instant_counts_its_own_attempts_only(raw):
     srv = raw([OK])
     targets = AsyncTargets(LOCAL)
-    job = job_with(HttpTarget(url=f"http://127.0.0.1:{srv.port}/ok"))
-    attempts = []
-    for index in range(2):
-        run = run_of(job).model_copy(update={"scheduled_at": SCHEDULED_AT + index})
-        targets.prebuild(job, run, INVOCATION.attempt)
-        attempts.append((run.run_id, INVOCATION.attempt))
+    attempts = prebuilt_attempts(targets, [srv.port] * 2)
 
     async def go():
         try:

@@ -69,11 +69,11 @@ from punctual.execution.targets.wire_request import PoolKey, Request, encode, he
 __all__ = ["MAX_HEAD_BYTES", "Answer", "Call", "PoolKey", "Request", "WireError", "WirePool", "encode", "header_block"]
 
 IDLE_S = 60.0  # an idle connection unused this long is closed
+SWEEP_S = 10.0  # calls look for such connections (and keys nobody uses) at most this often
 # connections a key opens ahead of a burst at once (each lane opens its next when one is up): a
 # target's listen backlog (nginx's default is 511) takes them instead of dropping handshakes, which
 # a client retries only after a second
 WARM_AT_ONCE = 256
-SWEEP_S = 10.0  # calls look for such connections (and keys nobody uses) at most this often
 
 WireConnection = wire_llhttp.Connection | wire_parse.Connection  # one connection, whichever parser
 PARSER_ENV = "PUNCTUAL_WIRE_PARSER"
@@ -220,7 +220,8 @@ class WirePool:
         # what the open-files limit was sized for (cli.worker), and a burst to several hosts must
         # leave the store its files (found by the HTTP attack on 0222: 2 hosts at 2,048 files)
         spare = self._max_per_key - sum(len(h.idle) + h.warming for h in self._hosts.values())
-        room = max(0, min(min(count, self._max_idle, self._max_per_key) - have, spare))
+        wanted = min(count, self._max_idle, self._max_per_key) - have
+        room = max(0, min(wanted, spare))
         if not room:
             return 0
         deadline = loop.time() + timeout_s

@@ -79,16 +79,15 @@ class Host:
         now = time.monotonic()
         if now - due <= CHECK_S:  # on time: the loop was free to read any answer that came
             if now - self.answered_at >= SLOW_S:  # silent: every slot holds a request for that long
-                self.widen(self.limit + len(self.queue))
-                self.latency = 0.0
+                self._grow(self.limit + len(self.queue))
             elif self.latency >= SLOW_S:
-                self._grow()
+                self._grow(2 * self.limit)
         if self.queue and self.limit < self.ceiling:
             self.check = loop.call_later(CHECK_S, self._look, loop, now + CHECK_S)
 
-    def _grow(self) -> None:
-        """Double the slots (up to the ceiling); the new ones go to the calls queued first."""
-        self.widen(2 * self.limit)
+    def _grow(self, slots: int) -> None:
+        """At least ``slots`` slots (up to the ceiling), the new ones to the calls queued first."""
+        self.widen(slots)
         self.latency = 0.0  # the next answers tell whether this was enough
 
     def widen(self, slots: int) -> None:
