@@ -10,6 +10,7 @@ import asyncio
 import datetime
 import ssl
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from cryptography.x509.oid import NameOID
 from punctual.errors import ConfigError
 from punctual.execution.targets import wire, wire_llhttp, wire_parse
 from punctual.execution.targets.wire import Request, WireError, WirePool
+from punctual.execution.targets.wire_call import Volley
 from punctual.execution.targets.wire_deadlines import Deadlines
 from tests.unit.test_async_targets import OK, raw, request
 from tests.unit.wire_parsers import wire_parser
@@ -341,3 +343,88 @@ def test_the_parser_is_llhttp_unless_the_environment_names_the_hand_written_one(
     assert wire.connection_class({"PUNCTUAL_WIRE_PARSER": "house"}) is wire_parse.Connection
     with pytest.raises(ConfigError, match="PUNCTUAL_WIRE_PARSER must be one of house, httptools, not 'h11'"):
         wire.connection_class({"PUNCTUAL_WIRE_PARSER": "h11"})
+
+
+def armed_replies(
+    pool: WirePool,
+    requests: list[Request],
+    *,
+    opens_in_s: float,
+    timeout_s: float = 5.0,
+    cut: int | None = None,
+    check: Any = None,
+) -> list[Any]:
+    """Arm ``requests`` behind one volley opening ``opens_in_s`` from now (``cut``: the index of one
+    cut while held), wait for the opening, call ``check()`` (nothing released yet), release them and
+    wait for every reply; the replies in the order they came, as (index, answer or error)."""
+
+    async def go() -> list[Any]:
+        loop = asyncio.get_running_loop()
+        volley = Volley(loop.time() + opens_in_s)
+        replies: list[Any] = []
+        done = asyncio.Event()
+
+        def reply(index: int, outcome: Any) -> None:
+            replies.append((index, outcome))
+            if len(replies) == len(requests):
+                done.set()
+
+        calls = [
+            pool.arm(req, timeout_s=timeout_s, excerpt_bytes=10, reply=partial(reply, i), volley=volley)
+            for i, req in enumerate(requests)
+        ]
+        try:
+            if cut is not None:
+                calls[cut].cancel()
+            await asyncio.sleep(max(0.0, volley.opens_at - loop.time()))
+            if check is not None:
+                check()
+            pool.release(volley)
+            await asyncio.wait_for(done.wait(), 10)
+            return replies
+        finally:
+            pool.close()
+
+    return asyncio.run(go())
+
+
+def test_armed_calls_are_written_only_once_released_in_the_order_they_were_armed(raw: Any) -> None:
+    srv = raw([OK] * 4)
+    pool = WirePool(max_per_key=1)  # one connection: the answers come in the order the requests go
+
+    def nothing_sent_yet() -> None:
+        assert len(srv.answers) == 4 and srv.connections == 0 and pool.keys() == 1
+
+    replies = armed_replies(pool, [request(srv.port)] * 4, opens_in_s=0.3, check=nothing_sent_yet)
+    assert [(i, a.status) for i, a in replies] == [(0, 200), (1, 200), (2, 200), (3, 200)]
+    assert srv.connections == 1
+
+
+def test_a_call_cut_while_armed_replies_cancelled_and_the_others_go(raw: Any) -> None:
+    srv = raw([OK, OK])
+    pool = WirePool(max_per_key=1)
+    replies = armed_replies(pool, [request(srv.port)] * 3, opens_in_s=0.1, cut=1)
+    assert sorted((i, status_or_type([a])[0]) for i, a in replies) == [(0, 200), (1, "CancelledError"), (2, 200)]
+    assert replies[0][0] == 1  # the cut one heard at once, before the volley opened
+    host = next(iter(pool._hosts.values()))
+    assert host.held == 0 and host.free == host.limit and not host.queue
+
+
+def test_an_armed_calls_timeout_counts_from_the_volley_opening(raw: Any) -> None:
+    srv = raw([b"HANG"])
+    started = time.monotonic()
+    replies = armed_replies(WirePool(), [request(srv.port)], opens_in_s=0.4, timeout_s=0.3)
+    assert status_or_type([replies[0][1]]) == ["TimeoutError"]
+    assert time.monotonic() - started >= 0.65  # 0.4 s held, then 0.3 s of its own
+
+
+def test_a_key_with_armed_calls_is_not_forgotten_while_they_wait(raw: Any) -> None:
+    srv = raw([OK])
+    pool = WirePool(idle_s=0.05, sweep_s=0.01)
+
+    def swept_and_kept() -> None:
+        pool._sweep()  # its key has nothing but the armed call: no idle connection, no slot held
+        assert pool.keys() == 1
+
+    replies = armed_replies(pool, [request(srv.port)], opens_in_s=0.1, check=swept_and_kept)
+    assert replies[0][1].status == 200

@@ -25,7 +25,8 @@ from punctual import ids
 from punctual.execution import batch, reserving
 from punctual.execution.loop import FIRST_ATTEMPT, Instant, LoopState, Running, Settled, prebuild_all
 from punctual.execution.options import Outcome
-from punctual.execution.targets.aio import Prebuilding, Warming
+from punctual.execution.targets.abilities import Prebuilding, Warming
+from punctual.execution.volleys import Volleys
 from punctual.port import Delivery
 
 logger = logging.getLogger(__name__)
@@ -40,7 +41,7 @@ QUIET_S = 0.75
 COPY_BACK_S = 1  # a copy of a message whose run this worker is starting comes back after this
 
 
-class Holding:
+class Holding(Volleys):
     """What :class:`~punctual.execution.worker.Worker` does with runs held for their instant."""
 
     port: batch.Port
@@ -183,11 +184,16 @@ class Holding:
             reserved = [(d, instant.reserved[d.receipt]) for d in instant.deliveries if d.receipt in instant.reserved]
             begin = partial(reserving.begin_reserved, self.port, reserved, instant.jobs, at=not_before)
             begun = await self._blocking(begin, urgent=True)
-            await self._until(not_before)
+            armed = self._arm(state, begun.calls, instant.futures, not_before)  # while the loop waits anyway
+            try:
+                await self._until(not_before)
+            except BaseException:
+                self._cut_armed(state, armed)
+                raise
             if len(begun.calls) >= QUIET_AFTER_CALLS:  # a burst: its answers are read before finishes are written
                 state.quiet_until = max(state.quiet_until, state.loop.time() + QUIET_S)
             state.unconfirmed.update(one.delivery.receipt for one in begun.calls)
-            calls = [(one, self._start(state, one, instant.futures[one.delivery.receipt])) for one in begun.calls]
+            calls = self._let_go(state, armed, begun.calls, instant.futures)
             started.extend(begun.calls)
             if calls:  # the calls are on their way: their attempts are counted once answered, or soon after
                 confirming = asyncio.create_task(self._confirm_when_answered(state, begun, calls, instant.futures))

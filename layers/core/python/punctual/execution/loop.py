@@ -21,7 +21,9 @@ from punctual import ids
 from punctual.execution import batch, batch_finish
 from punctual.execution.lane import Lane
 from punctual.execution.options import ExecutionOptions, Outcome
-from punctual.execution.targets.aio import AsyncTargetExecutor, Calling, Cancellable, Prebuilding, Reply, in_task
+from punctual.execution.targets.abilities import AsyncTargetExecutor, Calling, Cancellable, Prebuilding, Reply
+from punctual.execution.targets.aio import in_task
+from punctual.execution.targets.wire_call import Volley
 from punctual.model import Job, Run
 from punctual.port import Delivery
 
@@ -128,6 +130,15 @@ class Running:
 
 
 Start = Callable[[Job, Run, int, float, Reply], Cancellable]
+
+
+@dataclass(slots=True)
+class Armed:
+    """An instant's calls made ahead of it (``Worker._arm``): ``runnings`` has one entry per call,
+    None where the call is left to start at the instant; ``volley`` holds the others (None: none)."""
+
+    volley: Volley | None
+    runnings: list[Running | None]
 
 
 class _InTask:

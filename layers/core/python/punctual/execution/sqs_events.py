@@ -27,7 +27,8 @@ from punctual.engines.aws.queue import delivery_from_message
 from punctual.errors import PunctualError
 from punctual.execution.loop import Settled, Tuning, runner
 from punctual.execution.options import ExecutionOptions
-from punctual.execution.targets.aio import AsyncTargetExecutor, AsyncTargets
+from punctual.execution.targets.abilities import AsyncTargetExecutor
+from punctual.execution.targets.aio import AsyncTargets
 from punctual.execution.targets.policy import TargetPolicy
 from punctual.execution.worker import Worker
 from punctual.metrics import Metrics

@@ -29,7 +29,6 @@ import logging
 import os
 import socket
 import threading
-import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -43,7 +42,8 @@ from punctual.execution.holding import Holding
 from punctual.execution.leasing import observe_start
 from punctual.execution.loop import LoopState, Running, Settled, Tuning, beat_loop, runner
 from punctual.execution.options import RUN_METRICS, ExecutionOptions, Outcome
-from punctual.execution.targets.aio import AsyncTargetExecutor, AsyncTargets
+from punctual.execution.targets.abilities import AsyncTargetExecutor
+from punctual.execution.targets.aio import AsyncTargets
 from punctual.execution.targets.policy import TargetPolicy
 from punctual.execution.targets.types import TargetResult
 from punctual.metrics import Metrics
@@ -304,8 +304,7 @@ class Worker(Holding):
         if not leased.may_execute:  # earlier attempts lost their workers and used up the retries
             self._done(state, batch_finish.Done(leased, None, started, started), future)
             return None
-        interval = max(leased.lease_ms / 3000, self.options.min_heartbeat_s)
-        running = Running(leased, future, started, time.monotonic() + interval, interval)
+        running = self._running(leased, future, started)
         state.running[id(running)] = running
         job = leased.job
         running.call = state.call(job, run, run.attempt, float(job.timeout_s), partial(self._answered, state, running))

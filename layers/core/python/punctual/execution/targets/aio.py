@@ -15,17 +15,19 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Coroutine, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache, partial
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 from punctual.execution.targets import Targets, http, signing, wire
+from punctual.execution.targets.abilities import Cancellable, Reply
 from punctual.execution.targets.policy import TargetPolicy
 from punctual.execution.targets.request_rules import TargetRefused, TargetUrl, check_headers, target_url
 from punctual.execution.targets.resolutions import RESOLUTIONS, Resolutions
 from punctual.execution.targets.types import Invocation, TargetResult, failed, timed_out, unbuildable
 from punctual.execution.targets.wire import Answer, Request, WireError, WirePool
+from punctual.execution.targets.wire_call import Volley
 from punctual.model import Completion, HttpTarget, Job, Run
 from punctual.port import Keys
 
@@ -33,48 +35,6 @@ logger = logging.getLogger(__name__)
 
 WARM_TIMEOUT_S = 10.0  # a connection opened ahead of its calls that takes longer is given up
 WARM_COUNTS_KEPT_MS = 60_000  # the calls warmed for per instant and key, kept this long after a later instant
-
-
-class AsyncTargetExecutor(Protocol):
-    """What the async worker needs from targets (:class:`AsyncTargets` or a test double)."""
-
-    async def execute(self, job: Job, run: Run, attempt: int, timeout_s: float) -> TargetResult:
-        """Deliver ``run`` to ``job.target`` within ``timeout_s``; never raises."""
-        ...
-
-    def close(self) -> None:
-        """Release connections (the worker's loop is ending)."""
-        ...
-
-
-Reply = Callable[[TargetResult | BaseException], None]  # an attempt's result, or what ended it
-
-
-class Cancellable(Protocol):
-    def cancel(self) -> object: ...
-
-
-@runtime_checkable
-class Calling(Protocol):
-    """Targets that execute an attempt by callback (:meth:`AsyncTargets.call`): no task per call."""
-
-    def call(self, job: Job, run: Run, attempt: int, timeout_s: float, reply: Reply) -> Cancellable: ...
-
-
-@runtime_checkable
-class Warming(Protocol):
-    """Targets that can open the connections of prebuilt requests ahead of their instant."""
-
-    def warm(self, attempts: Sequence[tuple[str, int]], instant: int = 0) -> int: ...
-
-
-@runtime_checkable
-class Prebuilding(Protocol):
-    """Targets that can build an attempt's request ahead of its instant (:meth:`AsyncTargets.prebuild`)."""
-
-    def prebuild(self, job: Job, run: Run, attempt: int) -> None: ...
-
-    def forget(self, run: Run, attempt: int) -> None: ...
 
 
 class AsyncTargets:
@@ -134,6 +94,28 @@ class AsyncTargets:
             return in_task(self.execute(job, run, attempt, timeout_s), reply)
         replied = partial(_replied, reply, job, timeout_s)
         return self._pool.call(request, timeout_s=timeout_s, excerpt_bytes=http.EXCERPT_BYTES, reply=replied)
+
+    def volley(self, opens_in_s: float) -> Volley:
+        """A volley for calls armed ahead of an instant ``opens_in_s`` seconds from now (:meth:`arm`)."""
+        return Volley(asyncio.get_running_loop().time() + max(0.0, opens_in_s))
+
+    def arm(
+        self, job: Job, run: Run, attempt: int, timeout_s: float, reply: Reply, *, volley: Volley
+    ) -> Cancellable | None:
+        """:meth:`call`, made ahead of its instant and held by ``volley`` until :meth:`release`
+        (``timeout_s`` counts from the volley's ``opens_at``); None for an attempt that is not an HTTP
+        request ready to write (:meth:`call` starts it at the instant, as any other)."""
+        request = self._ready(job, run, attempt) if timeout_s > 0 else None
+        if request is None:
+            return None
+        replied = partial(_replied, reply, job, timeout_s)
+        return self._pool.arm(
+            request, timeout_s=timeout_s, excerpt_bytes=http.EXCERPT_BYTES, reply=replied, volley=volley
+        )
+
+    def release(self, volley: Volley) -> None:
+        """Let the calls of ``volley`` go (the instant came); those cut meanwhile are dropped."""
+        self._pool.release(volley)
 
     def _ready(self, job: Job, run: Run, attempt: int) -> Request | None:
         """The request of an HTTP attempt built ahead (for the job's current version), to a literal

@@ -60,7 +60,7 @@ from typing import Any, cast
 
 from punctual.errors import ConfigError
 from punctual.execution.targets import wire_llhttp, wire_parse
-from punctual.execution.targets.wire_call import Call, Reply
+from punctual.execution.targets.wire_call import Call, Reply, Volley
 from punctual.execution.targets.wire_deadlines import Deadlines
 from punctual.execution.targets.wire_host import SLOT, START_PER_KEY, Host
 from punctual.execution.targets.wire_parse import MAX_HEAD_BYTES, Answer, WireError
@@ -174,11 +174,7 @@ class WirePool:
         """:meth:`send` by callback: ``reply`` gets the answer or the error (never from within this
         method); the call returned can be cut (:meth:`Call.cancel`)."""
         loop = asyncio.get_running_loop()
-        deadlines = self._deadlines
-        if deadlines is None or deadlines.loop is not loop:
-            deadlines = self._deadlines = Deadlines(loop)
-        if time.monotonic() >= self._next_sweep:
-            self._sweep()
+        deadlines = self._deadlines_of(loop)
         host = self._host(request.key)
         call = Call(self, host, deadlines, request, excerpt_bytes, loop.time() + timeout_s, reply)
         if host.free > 0 and not host.queue:
@@ -192,6 +188,44 @@ class WirePool:
             future.add_done_callback(call._on_queued)
             host.watch(loop)
         return call
+
+    def arm(self, request: Request, *, timeout_s: float, excerpt_bytes: int, reply: Reply, volley: Volley) -> Call:
+        """:meth:`call`, built ahead of its instant and held by ``volley`` until :meth:`release` lets it
+        go: a burst's calls (objects, futures, deadlines) are made while the loop waits for the
+        instant, so that at the instant only the writes are left (10,000 calls took 110-140 ms of
+        a worker's loop to make, during which no answer was read). ``timeout_s`` counts from
+        ``volley.opens_at`` (loop time). The call can be cut while held; it is queued nowhere until
+        released."""
+        loop = asyncio.get_running_loop()
+        deadlines = self._deadlines_of(loop)
+        host = self._host(request.key)
+        call = Call(self, host, deadlines, request, excerpt_bytes, volley.opens_at + timeout_s, reply)
+        future = call.future = call._waiting = loop.create_future()
+        call._slot = deadlines.add(call.deadline, future)
+        future.add_done_callback(call._on_queued)
+        host.held += 1  # the key is not forgotten meanwhile (_sweep)
+        volley.calls.append(call)
+        return call
+
+    def release(self, volley: Volley) -> None:
+        """Let ``volley``'s calls go, in the order they were armed: each takes a free slot of its key
+        (its request written at once on an idle connection) or queues for one, behind the calls
+        queued already; one cut while held is dropped."""
+        loop = asyncio.get_running_loop()
+        calls, volley.calls = volley.calls, []
+        for call in calls:
+            host = call._host
+            host.held -= 1
+            future = call.future
+            assert future is not None
+            if future.done():  # cut while held
+                continue
+            if host.free > 0 and not host.queue:
+                host.free -= 1
+                self._hand_slot(host, call, future)
+            else:
+                host.queue.append(call)
+                host.watch(loop)
 
     def warm(self, request: Request, count: int, *, timeout_s: float) -> int:
         """Have ``count`` connections to ``request``'s key (the calls a burst will make on it),
@@ -286,6 +320,30 @@ class WirePool:
                 future.set_result(SLOT)
                 return
         host.free += 1
+
+    def _hand_slot(self, host: Host, call: Call, future: asyncio.Future[Any]) -> None:
+        """A queued or armed ``call`` got a slot: its request is written on the key's newest usable
+        idle connection, answering ``future`` (as when a finishing call hands its connection over),
+        or, with none idle, ``future`` says so and the call connects."""
+        call.owned = True
+        idle = host.idle
+        while idle:
+            connection = idle.pop()
+            if connection.usable():
+                call.connection = connection
+                connection.exchange(call.request.data, call.request.method == "HEAD", call.limit, future)
+                return
+            connection.close()
+        future.set_result(SLOT)
+
+    def _deadlines_of(self, loop: asyncio.AbstractEventLoop) -> Deadlines:
+        """The loop's deadlines (made on first use; the pool follows a new loop); and the sweep, when due."""
+        deadlines = self._deadlines
+        if deadlines is None or deadlines.loop is not loop:
+            deadlines = self._deadlines = Deadlines(loop)
+        if time.monotonic() >= self._next_sweep:
+            self._sweep()
+        return deadlines
 
     def _host(self, key: PoolKey) -> Host:
         host = self._hosts.get(key)

@@ -161,6 +161,17 @@ class Call:
         self._reply(outcome)
 
 
+class Volley:
+    """Calls armed ahead of an instant (``WirePool.arm``) until ``WirePool.release`` lets them go;
+    ``opens_at`` (loop time) is when they are expected to go, from which their timeouts count."""
+
+    __slots__ = ("calls", "opens_at")
+
+    def __init__(self, opens_at: float) -> None:
+        self.opens_at = opens_at
+        self.calls: list[Call] = []
+
+
 def _error_of(future: asyncio.Future[Any]) -> BaseException | None:
     """The error that ended ``future`` (marked retrieved), or None if it has a result."""
     if future.cancelled():

@@ -40,7 +40,7 @@ class Host:
     and its idle connections. Invariant: calls are queued only while no slot is free; ``limit``
     slots exist (free or held by a call), at most ``ceiling``."""
 
-    __slots__ = ("answered_at", "ceiling", "check", "free", "idle", "latency", "limit", "queue", "warming")
+    __slots__ = ("answered_at", "ceiling", "check", "free", "held", "idle", "latency", "limit", "queue", "warming")
 
     def __init__(self, start: int, ceiling: int) -> None:
         self.limit = min(start, ceiling)
@@ -49,6 +49,7 @@ class Host:
         self.queue: deque[Call] = deque()
         self.idle: list[WireConnection] = []
         self.warming = 0  # connections being opened ahead of calls (WirePool.warm)
+        self.held = 0  # calls armed ahead of their instant, not yet let go (WirePool.arm)
         self.check: asyncio.TimerHandle | None = None  # the next look at whether to grow
         self.answered_at = 0.0  # monotonic seconds: the last answer (or the start of the wait)
         self.latency = 0.0  # seconds from the last answered request's write to its answer
@@ -106,5 +107,5 @@ class Host:
         self.free += added
 
     def unused(self) -> bool:
-        """Nothing left: no idle connection, no call holding or waiting for a slot, none opening."""
-        return not self.idle and not self.queue and self.free == self.limit and not self.warming
+        """Nothing left: no idle connection, no call holding, waiting for or armed for a slot, none opening."""
+        return not self.idle and not self.queue and self.free == self.limit and not self.warming and not self.held
