@@ -327,9 +327,9 @@ def _task_replied(reply: Reply, task: asyncio.Future[TargetResult]) -> None:
 
 
 def _result(answer: Answer) -> TargetResult:
-    return http.result_of(
-        answer.status, http.excerpt_text(answer.body) if answer.body else None, answer.headers.get("location")
-    )
+    status = answer.status
+    location = answer.headers.get("location") if 300 <= status < 400 else None  # only a redirect's is told
+    return http.result_of(status, http.excerpt_text(answer.body) if answer.body else None, location)
 
 
 def _request(target: HttpTarget, invocation: Invocation, url: TargetUrl, address: str) -> Request:

@@ -28,7 +28,7 @@ from typing import Any, cast
 
 from httptools import HttpParserError, HttpParserUpgrade, HttpResponseParser
 
-from punctual.execution.targets.wire_parse import MAX_HEAD_BYTES, Answer, StaleConnection, WireError
+from punctual.execution.targets.wire_parse import MAX_HEAD_BYTES, Answer, RawHeaders, StaleConnection, WireError
 
 __all__ = ["MAX_HEAD_BYTES", "Answer", "Connection", "StaleConnection", "WireError"]
 
@@ -55,7 +55,7 @@ class Connection(asyncio.Protocol):
         self._head_left = 0  # bytes the answer's heads may still take
         self._until_end = False  # the body ends with the connection, or is longer than the limit
         self._status = 0
-        self._headers: dict[str, str] = {}
+        self._headers: list[tuple[bytes, bytes]] = []  # the final head's, as given (RawHeaders)
         self._body = bytearray()
 
     # -- the pool's side ----------------------------------------------------------------------
@@ -135,11 +135,11 @@ class Connection(asyncio.Protocol):
     def on_message_begin(self) -> None:
         if self._waiter is None:  # bytes after the answer belong to no request
             raise _Stop
-        self._headers = {}
+        self._headers = []
 
     def on_header(self, name: bytes, value: bytes) -> None:
         if self._in_head:  # else a trailer: dropped
-            self._headers[name.decode("latin-1").lower()] = value.decode("latin-1").rstrip(" \t")
+            self._headers.append((name, value))
 
     def on_headers_complete(self) -> None:
         parser = self._parser
@@ -153,17 +153,15 @@ class Connection(asyncio.Protocol):
         self._in_head = False
         self._status = status
         self._body = bytearray()
-        headers = self._headers
         if self._head_only:  # llhttp expects the body the head announces: this parser is done
             self._parser = None
             self._done(complete=parser.should_keep_alive())
             return
-        length = headers.get("content-length")
+        length, codings = _framing(self._headers)
         if length is not None:
             self._until_end = int(length) > self._limit  # llhttp checked: digits, said once
         else:  # chunked (as the last coding), or a body that ends with the connection
-            codings = headers.get("transfer-encoding", "").rsplit(",", 1)
-            self._until_end = codings[-1].strip().lower() != "chunked"
+            self._until_end = codings.rsplit(b",", 1)[-1].strip().lower() != b"chunked"
         if self._until_end and self._limit == 0:
             self._done(complete=False)
 
@@ -196,7 +194,7 @@ class Connection(asyncio.Protocol):
         if not complete:
             self._parser = None
         if not waiter.done():
-            waiter.set_result(Answer(self._status, self._headers, bytes(self._body)))
+            waiter.set_result(Answer(self._status, RawHeaders(self._headers), bytes(self._body)))
 
     def _fail(self, exc: Exception) -> None:
         """Fail the exchange (if still outstanding); the connection is not reused either way."""
@@ -225,3 +223,16 @@ class Connection(asyncio.Protocol):
             self._fail(exc)
         else:
             self._fail(WireError("the connection closed in the middle of the answer's body"))
+
+
+def _framing(headers: list[tuple[bytes, bytes]]) -> tuple[bytes | None, bytes]:
+    """The head's Content-Length (None: absent) and Transfer-Encoding (b"": absent), the last of
+    each (llhttp refused a repeated Content-Length); names compared by length first: most are neither."""
+    length, codings = None, b""
+    for name, value in headers:
+        size = len(name)
+        if size == 14 and name.lower() == b"content-length":
+            length = value
+        elif size == 17 and name.lower() == b"transfer-encoding":
+            codings = value
+    return length, codings
