@@ -184,6 +184,8 @@ class Holding(Volleys):
             reserved = [(d, instant.reserved[d.receipt]) for d in instant.deliveries if d.receipt in instant.reserved]
             begin = partial(reserving.begin_reserved, self.port, reserved, instant.jobs, at=not_before)
             begun = await self._blocking(begin, urgent=True)
+            # unconfirmed before their calls are made: a heartbeat never takes an armed call for a lease
+            state.unconfirmed.update(one.delivery.receipt for one in begun.calls)
             armed = self._arm(state, begun.calls, instant.futures, not_before)  # while the loop waits anyway
             try:
                 await self._until(not_before)
@@ -192,7 +194,6 @@ class Holding(Volleys):
                 raise
             if len(begun.calls) >= QUIET_AFTER_CALLS:  # a burst: its answers are read before finishes are written
                 state.quiet_until = max(state.quiet_until, state.loop.time() + QUIET_S)
-            state.unconfirmed.update(one.delivery.receipt for one in begun.calls)
             calls = self._let_go(state, armed, begun.calls, instant.futures)
             started.extend(begun.calls)
             if calls:  # the calls are on their way: their attempts are counted once answered, or soon after
