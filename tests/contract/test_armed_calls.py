@@ -17,26 +17,13 @@ from punctual.execution.targets.aio import AsyncTargets
 from punctual.execution.targets.wire_call import Volley
 from punctual.execution.worker import Worker
 from punctual.model import HttpTarget, Job, Run, RunState
-from punctual.port import Dispatch
 from tests.conftest import make_embedded_engine
-from tests.contract.factories import make_job, make_run
 from tests.contract.test_worker import serving, wait_for_successes
-from tests.contract.test_worker_signing import LOCAL, OWNER
+from tests.contract.test_worker_signing import LOCAL, schedule
 from tests.unit.test_signing_wire import Receiver, receiver
 
 pytestmark = pytest.mark.contract
 __all__ = ["receiver"]  # the fixture
-
-
-def schedule(engine: Any, clock: Any, targets: list[HttpTarget], at: int, **fields: Any) -> list[Run]:
-    """One job per target (``fields`` for each), each with a run due ``at``, dispatched."""
-    jobs = [make_job(OWNER, clock, shards=engine.store.shards, target=target, **fields) for target in targets]
-    runs = [make_run(job, at, clock) for job in jobs]
-    for job in jobs:
-        engine.store.create_job(job)
-    assert engine.store.insert_runs(runs) == [True] * len(runs)
-    engine.queue.send([Dispatch(run.run_id, not_before=at) for run in runs])
-    return runs
 
 
 def test_an_instants_calls_are_made_ahead_and_none_reaches_the_target_before_it(

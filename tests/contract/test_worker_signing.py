@@ -47,9 +47,11 @@ def targets_of(port: int) -> list[HttpTarget]:
     ]
 
 
-def schedule(engine: Engine, clock: Any, targets: list[HttpTarget], at: int) -> list[Run]:
-    """One job per target, each with a run due ``at``, dispatched."""
-    jobs: list[Job] = [make_job(OWNER, clock, shards=engine.store.shards, target=target) for target in targets]
+def schedule(engine: Engine, clock: Any, targets: list[HttpTarget], at: int, **fields: Any) -> list[Run]:
+    """One job per target (with ``fields``), each with a run due ``at``, dispatched."""
+    jobs: list[Job] = [
+        make_job(OWNER, clock, shards=engine.store.shards, target=target, **fields) for target in targets
+    ]
     runs = [make_run(job, at, clock) for job in jobs]
     for job in jobs:
         engine.store.create_job(job)
