@@ -28,6 +28,7 @@ from punctual.execution.targets.resolutions import RESOLUTIONS, Resolutions
 from punctual.execution.targets.types import Invocation, TargetResult, failed, timed_out, unbuildable
 from punctual.execution.targets.wire import Answer, Request, WireError, WirePool
 from punctual.execution.targets.wire_call import Volley
+from punctual.execution.targets.wire_parse import NoConnectionInTime
 from punctual.model import Completion, HttpTarget, Job, Run
 from punctual.port import Keys
 
@@ -290,6 +291,9 @@ class AsyncTargets:
 
 def _failure(exc: Exception, job: Job, timeout_s: float) -> TargetResult:
     """What an error of an attempt's call comes to (a target must never take the worker down)."""
+    if isinstance(exc, NoConnectionInTime):  # never written: the host's connections were all busy
+        busy = "every one was busy (--max-connections-per-host)"
+        return failed(f"no connection to the target's host within {timeout_s:g} s: {busy}", retryable=True)
     if isinstance(exc, TimeoutError):
         return timed_out(round(timeout_s, 3))
     if isinstance(exc, TargetRefused | UnicodeError):  # no request can be built: retrying cannot fix it

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from punctual.execution.targets.wire_host import SLOT, Host
-from punctual.execution.targets.wire_parse import StaleConnection, WireError
+from punctual.execution.targets.wire_parse import NoConnectionInTime, StaleConnection, WireError
 
 if TYPE_CHECKING:
     from punctual.execution.targets.wire import WireConnection, WirePool
@@ -125,6 +125,8 @@ class Call:
     def _on_queued(self, future: asyncio.Future[Any]) -> None:
         self._deadlines.discard(self._slot, future)
         error = _error_of(future)
+        if isinstance(error, TimeoutError) and self.connection is None:  # still waiting for a connection
+            error = NoConnectionInTime()
         if error is None:
             answer = future.result()
             if answer is not SLOT:  # a connection was handed over and carried the request

@@ -55,6 +55,12 @@ class StaleConnection(Exception):
     """The connection ended before the first byte of the answer."""
 
 
+class NoConnectionInTime(TimeoutError):
+    """The call's deadline passed while it waited for one of its key's connections (all held by
+    other calls, up to the per-host cap): its request was never written, so the target is not to
+    blame (found by the HTTP attack of 2026-12-02: such runs were recorded as unanswered)."""
+
+
 class RawHeaders(Mapping[str, str]):
     """An answer's headers as llhttp gave them (name and value bytes, in order), decoded on first
     use: a worker reads a header of few answers (a redirect's Location), and decoding every header
