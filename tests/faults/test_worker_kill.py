@@ -153,6 +153,7 @@ def test_a_worker_killed_with_batches_in_flight_and_waiting_loses_no_run_and_rep
             "worker A never called the targets"
         )
         eventually(lambda: SystemClock().now_ms() >= now + 2_300, timeout_s=5)
+        killed_at = SystemClock().now_ms()  # after the second batch's instant if A was slow to start
         a.send_signal(signal.SIGKILL)
         a.wait(timeout=10)
         blocking_target.release.set()
@@ -183,6 +184,9 @@ def test_a_worker_killed_with_batches_in_flight_and_waiting_loses_no_run_and_rep
         # none executed twice except by that takeover: the target saw each attempt at most once (A may have
         # died between a lease and its call), and B's attempt exactly once
         seen = calls.get(run.run_id, [])
+        if now < run.scheduled_at <= killed_at:  # A (slow to start) called this reserved run, then died
+            # before its confirm: that call counted no attempt, and B's call has the same number (a)
+            seen = list(dict.fromkeys(seen))
         assert len(seen) == len(set(seen)) and set(seen) <= {str(n) for n, _, _ in attempts}, (run.run_id, seen)
         assert str(attempts[-1][0]) in seen
         taken_over += len(attempts) == 2
