@@ -58,9 +58,6 @@ class Holding(Volleys):
     async def _until(self, at_ms: int) -> None:
         raise NotImplementedError
 
-    def _start(self, state: LoopState, leased: batch.Leased, future: asyncio.Future[Settled]) -> Running | None:
-        raise NotImplementedError
-
     async def _prepare(
         self, futures: dict[str, asyncio.Future[Settled]], deliveries: list[Delivery], *, urgent: bool = False
     ) -> batch.Prepared | None:

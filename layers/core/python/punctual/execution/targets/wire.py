@@ -182,10 +182,8 @@ class WirePool:
             call.owned = True
             call._start(reuse=True)
         else:
-            future = call.future = call._waiting = loop.create_future()
+            call._wait(loop)
             host.queue.append(call)
-            call._slot = deadlines.add(call.deadline, future)
-            future.add_done_callback(call._on_queued)
             host.watch(loop)
         return call
 
@@ -200,9 +198,7 @@ class WirePool:
         deadlines = self._deadlines_of(loop)
         host = self._host(request.key)
         call = Call(self, host, deadlines, request, excerpt_bytes, volley.opens_at + timeout_s, reply)
-        future = call.future = call._waiting = loop.create_future()
-        call._slot = deadlines.add(call.deadline, future)
-        future.add_done_callback(call._on_queued)
+        call._wait(loop)
         host.held += 1  # the key is not forgotten meanwhile (_sweep)
         volley.calls.append(call)
         return call
@@ -326,15 +322,12 @@ class WirePool:
         idle connection, answering ``future`` (as when a finishing call hands its connection over),
         or, with none idle, ``future`` says so and the call connects."""
         call.owned = True
-        idle = host.idle
-        while idle:
-            connection = idle.pop()
-            if connection.usable():
-                call.connection = connection
-                connection.exchange(call.request.data, call.request.method == "HEAD", call.limit, future)
-                return
-            connection.close()
-        future.set_result(SLOT)
+        connection = host.take_idle()
+        if connection is None:
+            future.set_result(SLOT)
+            return
+        call.connection = connection
+        connection.exchange(call.request.data, call.request.method == "HEAD", call.limit, future)
 
     def _deadlines_of(self, loop: asyncio.AbstractEventLoop) -> Deadlines:
         """The loop's deadlines (made on first use; the pool follows a new loop); and the sweep, when due."""

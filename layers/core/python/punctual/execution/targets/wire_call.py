@@ -82,15 +82,19 @@ class Call:
         if self._waiting is not None:
             self._waiting.cancel()
 
+    def _wait(self, loop: asyncio.AbstractEventLoop) -> asyncio.Future[Any]:
+        """The future this call waits on for a slot (queued or armed), cut at its deadline."""
+        future = self.future = self._waiting = loop.create_future()
+        self._slot = self._deadlines.add(self.deadline, future)
+        future.add_done_callback(self._on_queued)
+        return future
+
     def _start(self, *, reuse: bool) -> None:
         """The slot is this call's: an idle connection of the key if ``reuse``, else a new one."""
-        idle = self._host.idle
-        while reuse and idle:
-            connection = idle.pop()
-            if connection.usable():
-                self._send_on(connection, reused=True)
-                return
-            connection.close()
+        connection = self._host.take_idle() if reuse else None
+        if connection is not None:
+            self._send_on(connection, reused=True)
+            return
         connecting = self._waiting = asyncio.ensure_future(self._pool._connect(self.request, self.deadline))
         connecting.add_done_callback(self._on_connected)
 

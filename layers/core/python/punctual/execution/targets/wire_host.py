@@ -106,6 +106,16 @@ class Host:
                 added -= 1
         self.free += added
 
+    def take_idle(self) -> WireConnection | None:
+        """The newest idle connection still usable (those found closed meanwhile are dropped), or None."""
+        idle = self.idle
+        while idle:
+            connection = idle.pop()
+            if connection.usable():
+                return connection
+            connection.close()
+        return None
+
     def unused(self) -> bool:
         """Nothing left: no idle connection, no call holding, waiting for or armed for a slot, none opening."""
         return not self.idle and not self.queue and self.free == self.limit and not self.warming and not self.held
